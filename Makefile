@@ -1,0 +1,44 @@
+# evlab — `make run` opens the dashboard, `make test` runs the tests; both go through `make setup`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+BUILD  := fixture/build
+BEHAVIOURS := baseline false-success hash-storm unexpected-egress redundant-upload \
+              busy-wait corrupt-upload retry
+CLIENTS := $(addprefix $(BUILD)/client-,$(BEHAVIOURS))
+CFLAGS ?= -std=c11 -O2 -g -Wall -Wextra -Werror -fno-omit-frame-pointer
+
+.PHONY: all setup system venv clients run test bench lint clean
+all: clients
+
+setup: system venv clients
+
+system:
+	@bash scripts/setup-system.sh
+
+venv: $(VENV)/.stamp
+$(VENV)/.stamp: pyproject.toml scripts/setup-venv.sh
+	@bash scripts/setup-venv.sh $(VENV) $(PYTHON)
+	@touch $@
+
+clients: $(CLIENTS)
+$(BUILD)/client-%: fixture/client.c | $(BUILD)
+	@$(CC) $(CFLAGS) -DEVLAB_BEHAVIOUR='"$*"' -o $@ $< -lcrypto
+$(BUILD):
+	@mkdir -p $@
+
+run: setup
+	@$(VENV)/bin/evlab
+
+test: setup
+	@$(VENV)/bin/lint-imports --no-cache >/dev/null || $(VENV)/bin/lint-imports --no-cache
+	@$(PY) -m pytest -q
+
+bench: setup
+	@$(PY) -m bench
+
+lint: setup
+	@$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(BUILD) $(VENV) .pytest_cache
