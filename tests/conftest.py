@@ -1,0 +1,22 @@
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fixture.harness import BUILD_DIR, client_path
+from fixture.source import write_source
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def built_clients() -> Path:
+    """The eight fixture clients, built by the project's Makefile (a no-op when up to date)."""
+    subprocess.run(["make", "-s", "-C", str(ROOT), "clients"], check=True)
+    assert client_path("baseline").exists()
+    return BUILD_DIR
+
+
+@pytest.fixture(scope="session")
+def source_file(tmp_path_factory) -> Path:
+    return write_source(tmp_path_factory.mktemp("source") / "source.bin")

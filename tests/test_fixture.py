@@ -1,0 +1,214 @@
+"""The fixture's behaviours, judged from the receiver's, the decoy's and the verifier's records
+and the kernel's accounting of the client (wait4 rusage, strace) — never from the client's stdout."""
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from fixture.harness import BEHAVIOURS, backup_path, client_path, start_decoy, start_receiver
+from fixture.source import SIZE, source_bytes
+from fixture.verifier import verify
+
+SOURCE_SHA256 = "1a6e6a175daad4e3850d050d3535248db87114598835db0c5911ed7dc7ffe514"
+RETRY_DROP_AFTER = 65_536
+
+
+def test_source_is_pinned(source_file):
+    assert SIZE == 524_288
+    data = source_file.read_bytes()
+    assert len(data) == 524_288
+    assert hashlib.sha256(data).hexdigest() == SOURCE_SHA256
+    assert source_bytes() == data
+
+
+def test_eight_distinct_executables_with_countable_symbols(built_clients):
+    digests = set()
+    for b in BEHAVIOURS:
+        path = client_path(b)
+        digests.add(hashlib.sha256(path.read_bytes()).hexdigest())
+        symbols = subprocess.run(["nm", str(path)], capture_output=True, text=True).stdout
+        for fn in ("hash_file", "send_payload", "busy_wait"):
+            assert re.search(rf" T {fn}$", symbols, re.M), f"{fn} is not a real symbol in {b}"
+    assert len(digests) == 8
+
+
+@dataclass
+class Invocation:
+    exit_code: int
+    cpu_s: float  # user+sys from wait4: the kernel's accounting, not the client's word
+    receiver: list[dict]
+    decoy: list[dict]
+    verifier: dict
+
+    def count(self, event: str, **match) -> int:
+        return sum(1 for e in self.receiver if e["event"] == event
+                   and all(e.get(k) == v for k, v in match.items()))
+
+    @property
+    def payload_bytes(self) -> int:
+        return sum(e["payload_bytes"] for e in self.receiver if e["event"] == "connection_closed")
+
+
+def _settled(server, since: int, deadline: float) -> list[dict]:
+    """Events after index since, once every connection opened has also closed."""
+    while True:
+        events = server.events()[since:]
+        opened = sum(e["event"] == "connection_opened" for e in events)
+        closed = sum(e["event"] == "connection_closed" for e in events)
+        if opened == closed or time.monotonic() > deadline:
+            return events
+        time.sleep(0.01)
+
+
+def run_client(behaviour, rx, decoy, source, store) -> Invocation:
+    rx_mark, decoy_mark = len(rx.events()), len(decoy.events())
+    proc = subprocess.Popen(
+        [str(client_path(behaviour)), "127.0.0.1", str(rx.port), str(source), str(decoy.port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    deadline = time.monotonic() + 5
+    return Invocation(
+        exit_code=proc.returncode,
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        receiver=_settled(rx, rx_mark, deadline),
+        decoy=_settled(decoy, decoy_mark, deadline),
+        verifier=verify(store, source),
+    )
+
+
+def run_twice(behaviour, source, tmp_path) -> tuple[Invocation, Invocation]:
+    store = tmp_path / "store"
+    drop = RETRY_DROP_AFTER if behaviour == "retry" else None
+    with start_receiver(store, tmp_path / "rx.jsonl", drop_first_upload_after=drop) as rx, \
+            start_decoy(tmp_path / "decoy.jsonl") as decoy:
+        return tuple(run_client(behaviour, rx, decoy, source, store) for _ in range(2))
+
+
+@pytest.fixture
+def twice(built_clients, source_file, tmp_path):
+    return lambda behaviour: run_twice(behaviour, source_file, tmp_path)
+
+
+def test_baseline_checks_then_uploads_once(twice):
+    first, second = twice("baseline")
+    assert [first.count("connection_opened"), second.count("connection_opened")] == [2, 1]
+    assert first.payload_bytes == 524_288 and second.payload_bytes == 0
+    assert first.count("committed") == 1 and second.count("committed") == 0
+    assert second.count("check_answer", answer="HAVE") == 1
+    assert first.verifier["match"] and second.verifier["match"]
+    assert first.decoy == [] and second.decoy == []
+
+
+def test_false_success_claims_without_acting(twice):
+    first, second = twice("false-success")
+    for inv in (first, second):
+        assert inv.exit_code == 0  # the claim it makes ...
+        assert inv.receiver == [] and inv.decoy == []  # ... and what was observed
+        assert not inv.verifier["saved"] and not inv.verifier["match"]
+
+
+def test_hash_storm_still_saves_a_correct_backup(twice):
+    first, second = twice("hash-storm")
+    assert first.payload_bytes == 524_288 and second.payload_bytes == 0
+    assert first.verifier["match"] and second.verifier["match"]
+    # 256 digest passes cost measurably more CPU than the baseline's one (exact counts: probes tests)
+    assert first.cpu_s > 0.05
+
+
+def test_unexpected_egress_reaches_the_decoy(twice):
+    first, second = twice("unexpected-egress")
+    for inv, receiver_connections in ((first, 2), (second, 1)):
+        assert inv.count("connection_opened") == receiver_connections
+        decoy_opened = [e for e in inv.decoy if e["event"] == "connection_opened"]
+        decoy_closed = [e for e in inv.decoy if e["event"] == "connection_closed"]
+        assert len(decoy_opened) == 1
+        assert decoy_closed[0]["bytes"] == len(f"HELLO {SOURCE_SHA256}\n")
+        assert SOURCE_SHA256 in decoy_closed[0]["sample"]
+    assert second.verifier["match"]
+
+
+def test_redundant_upload_sends_what_the_receiver_has(twice):
+    first, second = twice("redundant-upload")
+    assert second.count("check_answer", answer="HAVE") == 1
+    assert first.payload_bytes == second.payload_bytes == 524_288
+    assert second.count("committed") == 1
+    assert second.verifier["match"]
+
+
+def test_busy_wait_spins_200ms(twice):
+    first, second = twice("busy-wait")
+    for inv in (first, second):
+        assert inv.cpu_s >= 0.19, inv.cpu_s  # 200 ms of spinning is on-CPU time
+    assert first.verifier["match"] and second.payload_bytes == 0
+
+
+def test_corrupt_upload_is_rejected_three_times_per_invocation(twice):
+    first, second = twice("corrupt-upload")
+    for inv in (first, second):
+        assert inv.count("rejected", reason="digest-mismatch") == 3
+        assert inv.count("committed") == 0
+        assert inv.payload_bytes == 3 * 524_288
+        assert not inv.verifier["saved"]
+        assert inv.exit_code != 0
+
+
+def test_retry_recovers_from_a_dropped_first_upload(twice, tmp_path):
+    first, second = twice("retry")
+    assert first.count("fault_fired") == 1
+    fired = next(e for e in first.receiver if e["event"] == "fault_fired")
+    assert fired["payload_bytes"] == RETRY_DROP_AFTER
+    assert first.count("rejected", reason="fault-drop") == 1
+    assert first.payload_bytes == 589_824  # 65,536 dropped + 524,288 from byte zero
+    assert first.count("committed") == 1 and first.verifier["match"]
+    assert second.payload_bytes == 0 and second.count("fault_fired") == 0
+    assert not list((tmp_path / "store").glob(".upload-*"))  # the dropped upload's temp is gone
+
+
+def test_mismatch_leaves_the_saved_backup_byte_for_byte(built_clients, source_file, tmp_path):
+    store = tmp_path / "store"
+    other = tmp_path / "other.bin"
+    other.write_bytes(source_file.read_bytes()[::-1])  # different content, different digest
+    with start_receiver(store, tmp_path / "rx.jsonl") as rx, \
+            start_decoy(tmp_path / "decoy.jsonl") as decoy:
+        run_client("baseline", rx, decoy, source_file, store)
+        before = backup_path(store).read_bytes()
+        inv = run_client("corrupt-upload", rx, decoy, other, store)
+    assert inv.count("rejected", reason="digest-mismatch") == 3
+    assert backup_path(store).read_bytes() == before
+    assert not list(store.glob(".upload-*"))
+
+
+def test_servers_bind_loopback_only(tmp_path):
+    with start_receiver(tmp_path / "store", tmp_path / "rx.jsonl") as rx, \
+            start_decoy(tmp_path / "decoy.jsonl") as decoy:
+        for server in (rx, decoy):
+            listening = [c for c in psutil.Process(server.pid).net_connections("inet")
+                         if c.status == psutil.CONN_LISTEN]
+            assert [c.laddr.ip for c in listening] == ["127.0.0.1"]
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed")
+@pytest.mark.parametrize("behaviour", BEHAVIOURS)
+def test_clients_connect_only_to_loopback(behaviour, built_clients, source_file, tmp_path):
+    """Every connect() the kernel sees from a client goes to 127.0.0.1."""
+    log = tmp_path / "strace.log"
+    with start_receiver(tmp_path / "store", tmp_path / "rx.jsonl") as rx, \
+            start_decoy(tmp_path / "decoy.jsonl") as decoy:
+        subprocess.run(["strace", "-f", "-qq", "-e", "trace=connect", "-o", str(log),
+                        str(client_path(behaviour)), "127.0.0.1", str(rx.port), str(source_file),
+                        str(decoy.port)], stdout=subprocess.DEVNULL, timeout=30)
+    addresses = re.findall(r'inet_addr\("([^"]+)"\)', log.read_text())
+    families = re.findall(r"sa_family=(AF_\w+)", log.read_text())
+    assert set(addresses) <= {"127.0.0.1"} and set(families) <= {"AF_INET"}
+    if behaviour != "false-success":
+        assert addresses
