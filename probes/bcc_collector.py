@@ -1,0 +1,254 @@
+"""The BCC collector: in-kernel counters and a connect/process event stream for a client tree.
+
+    collector = BccCollector(functions=("hash_file", "send_payload", "busy_wait"))
+    with collector.launching(invocation=1, client=path, source=src):
+        proc = subprocess.Popen([path, ...])       # tracked from its exec on
+    collector.snapshot(1)                         # live totals, any time, cheap
+    collector.poll_events()                       # ConnectEvent / ProcessEvent since last poll
+    collector.finish(1)                           # final totals; the invocation's keys are freed
+    collector.close()                             # detach everything
+
+The BPF program (collector.bpf.c beside this file) is compiled once, in __init__ (~1-2 s here);
+invocations are retargeted by writing the config map. Overhead: two raw_syscalls programs run
+for every syscall on the machine (one hash lookup when untracked), sched_switch on every
+context switch, uprobes only in the client's binary. `overhead()` reports the programs' own
+run time from the kernel's BPF statistics.
+"""
+
+import contextlib
+import ctypes
+import os
+import re
+import socket
+import time
+from pathlib import Path
+
+from probes.capability import Capability
+from probes.kernel import COUNTERS, ConnectEvent, CounterSnapshot, ProcessEvent
+
+BPF_SOURCE = Path(__file__).with_name("collector.bpf.c")
+MAX_FUNCS = 8
+PATH_MAX_LEN = 256
+SYSCALL_BASE = 1000
+FUNC_BASE = 100
+_EVENT_KINDS = {2: "exec", 3: "fork", 4: "exit"}
+_FAMILIES = {socket.AF_INET: "AF_INET", socket.AF_INET6: "AF_INET6", socket.AF_UNIX: "AF_UNIX"}
+_UNISTD = Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h")
+
+
+class CollectorUnavailable(Exception):
+    """BPF could not be loaded; carries the capability record that says why and how to fix it."""
+
+    def __init__(self, capability: Capability):
+        super().__init__(capability.detail)
+        self.capability = capability
+
+
+def _syscall_names() -> dict[int, str]:
+    try:
+        return {int(n): name for name, n in
+                re.findall(r"#define __NR_(\w+) (\d+)", _UNISTD.read_text())}
+    except OSError:
+        return {}
+
+
+def _cflags(functions) -> list[str]:
+    flags = [f"-DCTR_{name.upper()}={i}" for i, name in enumerate(COUNTERS)]
+    return flags + [f"-DCTR_SYSCALL_BASE={SYSCALL_BASE}", f"-DCTR_FUNC_BASE={FUNC_BASE}",
+                    f"-DPATH_MAX_LEN={PATH_MAX_LEN}"]
+
+
+class BccCollector:
+    name = "bcc"
+
+    def __init__(self, functions: tuple[str, ...] = ("hash_file", "send_payload", "busy_wait")):
+        if len(functions) > MAX_FUNCS:
+            raise ValueError(f"at most {MAX_FUNCS} function probes, got {len(functions)}")
+        self.functions = tuple(functions)
+        self._bpf = _load_bpf(_cflags(functions))
+        self._stats_fd = _enable_bpf_stats()
+        self._attached: dict[Path, tuple[str, ...]] = {}  # binary -> symbols with a uprobe
+        self._binary_of: dict[int, Path] = {}              # invocation -> its client binary
+        self._pending: list[ConnectEvent | ProcessEvent] = []
+        self._syscall_names = _syscall_names()
+        self._events_seen = 0
+        self._started_ns = time.monotonic_ns()
+        self._bpf["events"].open_ring_buffer(self._on_event)
+
+    # --- retargeting -------------------------------------------------------------------
+    @contextlib.contextmanager
+    def launching(self, invocation: int, client: Path, source: Path | None):
+        """Arm: the next process this process forks and that execs is the tracked client."""
+        if invocation <= 0:
+            raise ValueError("invocation ids start at 1")
+        self._binary_of[invocation] = self._attach_functions(Path(client))
+        self._write_config(armed_inv=invocation, source=source)
+        try:
+            yield
+        finally:
+            self._write_config(armed_inv=0, source=source)
+
+    def _write_config(self, armed_inv: int, source: Path | None) -> None:
+        table = self._bpf["config"]
+        cfg = table[ctypes.c_int(0)]
+        cfg.launcher_tgid = os.getpid()
+        cfg.armed_inv = armed_inv
+        path = os.fsencode(source) if source else b""
+        if len(path) >= PATH_MAX_LEN:
+            raise ValueError(f"source path longer than {PATH_MAX_LEN - 1} bytes: {source}")
+        cfg.source_len = len(path)
+        offset = type(cfg).source_path.offset
+        ctypes.memmove(ctypes.addressof(cfg) + offset, path + b"\0", len(path) + 1)
+        table[ctypes.c_int(0)] = cfg
+
+    def _attach_functions(self, binary: Path) -> Path:
+        binary = binary.resolve()
+        if binary not in self._attached:
+            attached = []
+            for slot, symbol in enumerate(self.functions):
+                try:
+                    self._bpf.attach_uprobe(name=str(binary), sym=symbol,
+                                            fn_name=f"on_func_{slot}")
+                    attached.append(symbol)
+                except Exception:
+                    pass  # the symbol is absent from this binary: its count stays unobserved
+            self._attached[binary] = tuple(attached)
+        return binary
+
+    # --- reading -----------------------------------------------------------------------
+    def snapshot(self, invocation: int) -> CounterSnapshot:
+        counters = dict.fromkeys(COUNTERS, 0)
+        functions = dict.fromkeys(self._attached.get(self._binary_of.get(invocation), ()), 0)
+        syscalls: dict[str, int] = {}
+        for key, per_cpu in self._bpf["counters"].items():
+            if key.inv != invocation:
+                continue
+            value = sum(per_cpu)
+            if key.id >= SYSCALL_BASE:
+                nr = key.id - SYSCALL_BASE
+                syscalls[self._syscall_names.get(nr, f"sys_{nr}")] = value
+            elif key.id >= FUNC_BASE:
+                functions[self.functions[key.id - FUNC_BASE]] = value
+            else:
+                counters[COUNTERS[key.id]] = value
+        return CounterSnapshot(time.monotonic_ns(), invocation, counters, functions, syscalls)
+
+    def poll_events(self) -> list[ConnectEvent | ProcessEvent]:
+        self._bpf.ring_buffer_poll(timeout=0)
+        out, self._pending = self._pending, []
+        return out
+
+    def finish(self, invocation: int) -> CounterSnapshot:
+        """Final totals for an invocation whose process tree has exited; frees its map keys."""
+        self._bpf.ring_buffer_poll(timeout=0)  # drained into _pending for the next poll_events
+        final = self.snapshot(invocation)
+        counters = self._bpf["counters"]
+        for key in [k for k in counters.keys() if k.inv == invocation]:
+            del counters[key]
+        if len(self._bpf["tracked"]) == 0:
+            # Nothing is tracked any more: forget descriptors, so that a later client that
+            # gets a recycled pid does not inherit this one's source/socket descriptors.
+            self._bpf["fd_kinds"].clear()
+            self._bpf["parent_of"].clear()
+        return final
+
+    def overhead(self) -> dict:
+        """The BPF programs' own run time and call counts (kernel BPF stats), events/s."""
+        run_ns = run_cnt = 0
+        for fd in _prog_fds(self._bpf):
+            stats = _fdinfo(fd)
+            run_ns += stats.get("run_time_ns", 0)
+            run_cnt += stats.get("run_cnt", 0)
+        elapsed = max(1, time.monotonic_ns() - self._started_ns) / 1e9
+        return {"bpf_run_time_ns": run_ns if self._stats_fd is not None else None,
+                "bpf_run_count": run_cnt if self._stats_fd is not None else None,
+                "events": self._events_seen, "events_per_s": self._events_seen / elapsed}
+
+    def close(self) -> None:
+        if self._bpf is not None:
+            self._bpf.cleanup()
+            self._bpf = None
+        if self._stats_fd is not None:
+            os.close(self._stats_fd)
+            self._stats_fd = None
+
+    def __enter__(self) -> "BccCollector":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- ring buffer -------------------------------------------------------------------
+    def _on_event(self, ctx, data, size) -> None:
+        e = self._bpf["events"].event(data)
+        self._events_seen += 1
+        comm = e.comm.decode(errors="replace")
+        if e.kind == 1:
+            self._pending.append(_connect_event(e, comm))
+        else:
+            self._pending.append(ProcessEvent(
+                e.ts, e.inv, _EVENT_KINDS.get(e.kind, str(e.kind)), e.tgid, e.tid, comm,
+                child_pid=e.other if e.kind == 3 else None,
+                filename=e.filename.decode(errors="replace") if e.kind == 2 else None))
+
+
+def _connect_event(e, comm: str) -> ConnectEvent:
+    raw = bytes(e.addr)
+    if e.family == socket.AF_INET:
+        address = socket.inet_ntop(socket.AF_INET, raw[:4])
+    elif e.family == socket.AF_INET6:
+        address = socket.inet_ntop(socket.AF_INET6, raw)
+    else:
+        address = None
+    return ConnectEvent(e.ts, e.inv, e.tgid, e.tid, comm,
+                        _FAMILIES.get(e.family, str(e.family)), address,
+                        e.port if address else None, e.ret)
+
+
+def _load_bpf(cflags: list[str]):
+    try:
+        from bcc import BPF
+    except ImportError as e:
+        raise CollectorUnavailable(Capability(
+            "bcc-import", False, f"cannot import bcc: {e}",
+            "apt-get install python3-bpfcc bpfcc-tools libbpfcc, then make setup")) from None
+    if os.geteuid() != 0:
+        raise CollectorUnavailable(Capability(
+            "root", False, "loading BPF programs needs root (CAP_BPF and CAP_PERFMON)",
+            "run evlab as root (sudo .venv/bin/evlab ...)"))
+    if not os.path.ismount("/sys/kernel/tracing"):
+        raise CollectorUnavailable(Capability(
+            "tracefs", False, "tracefs is not mounted; BCC cannot read tracepoint formats",
+            "mount -t tracefs nodev /sys/kernel/tracing"))
+    try:
+        return BPF(src_file=str(BPF_SOURCE), cflags=cflags)
+    except Exception as e:
+        detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        fix = ("make setup (installs linux-headers-amd64 and links /lib/modules/$(uname -r)/build)"
+               if "kernel headers" in str(e) else "see `evlab doctor`")
+        raise CollectorUnavailable(Capability("bpf-load", False, detail, fix)) from None
+
+
+def _prog_fds(bpf) -> list[int]:
+    fds = [fn.fd for fn in getattr(bpf, "funcs", {}).values() if getattr(fn, "fd", None)]
+    return [fd for fd in fds if fd and fd > 0]
+
+
+def _fdinfo(fd: int) -> dict[str, int]:
+    out = {}
+    try:
+        for line in Path(f"/proc/self/fdinfo/{fd}").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if value.strip().isdigit():
+                out[key.strip()] = int(value.strip())
+    except OSError:
+        pass
+    return out
+
+
+def _enable_bpf_stats() -> int | None:
+    """BPF_ENABLE_STATS(BPF_STATS_RUN_TIME): run-time accounting while the fd stays open."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = ctypes.create_string_buffer(8)  # union bpf_attr { __u32 type; }: 0 = RUN_TIME
+    fd = libc.syscall(321, 32, attr, 8)   # __NR_bpf, BPF_ENABLE_STATS
+    return fd if fd >= 0 else None

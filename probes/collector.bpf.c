@@ -1,0 +1,408 @@
+// evlab's kernel observer (BCC). Loaded once per session by probes/bcc_collector.py, which
+// passes the counter ids as -D flags (CTR_*, NFUNCS, PATH_MAX_LEN) and retargets it per
+// invocation by writing the config map — never by recompiling.
+//
+// Who is watched: a process the launcher (the evlab runner) forks while armed becomes
+// tracked when it execs; anything a tracked process forks or clones is tracked too.
+// Attribution is by process tree, never by name. Every probe returns early for untracked
+// tasks after one hash lookup, so the cost for the rest of the machine is that lookup.
+//
+// Tracepoints only (this kernel has no kprobes); raw_syscalls covers every byte-moving
+// syscall with one enter and one exit program; x86-64 syscall numbers.
+#include <uapi/linux/ptrace.h>
+#include <linux/socket.h>
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <asm/unistd_64.h>
+
+struct config {
+    u32 launcher_tgid;    // the runner's pid: its forks are candidates while armed
+    u32 armed_inv;        // invocation id for the next launch; 0 = not armed
+    u32 source_len;       // bytes in source_path, without the NUL
+    char source_path[PATH_MAX_LEN];
+};
+BPF_ARRAY(config, struct config, 1);
+
+BPF_HASH(tracked, u32, u32, 8192);        // tid or tgid -> invocation id
+BPF_HASH(pending_exec, u32, u32, 1024);   // forked by the launcher, counted from exec on
+BPF_HASH(parent_of, u32, u32, 8192);      // tracked tgid -> tracked parent tgid (fd inheritance)
+
+struct ckey { u32 inv; u32 id; };
+BPF_PERCPU_HASH(counters, struct ckey, u64, 16384);
+
+enum fd_kind { FD_OTHER = 0, FD_SOURCE = 1, FD_SOCKET = 2 };
+struct fdkey { u32 tgid; s32 fd; };
+BPF_HASH(fd_kinds, struct fdkey, u8, 65536);
+
+struct inflight {
+    u64 nr;
+    s64 fd;           // the descriptor read from / written to (in_fd for sendfile/splice)
+    s64 fd2;          // the other end for sendfile/splice, old fd for dup
+    u8 source_open;   // an open of the source path
+    u16 family;
+    u16 port;
+    u8 addr[16];
+};
+BPF_HASH(inflight, u32, struct inflight, 8192);
+BPF_HASH(oncpu_since, u32, u64, 8192);
+BPF_PERCPU_ARRAY(scratch, struct config, 1);
+
+enum event_kind { EV_CONNECT = 1, EV_EXEC = 2, EV_FORK = 3, EV_EXIT = 4 };
+struct event {
+    u64 ts;
+    u32 inv;
+    u32 kind;
+    u32 tgid;
+    u32 tid;
+    u32 other;        // fork: child pid; exec: old pid
+    s32 ret;          // connect result (0 or -errno)
+    u16 family;
+    u16 port;
+    u8 addr[16];
+    char comm[16];
+    char filename[64];
+};
+BPF_RINGBUF_OUTPUT(events, 64);
+
+static __always_inline void add(u32 inv, u32 id, u64 n)
+{
+    struct ckey k = { .inv = inv, .id = id };
+    u64 zero = 0;
+    u64 *v = counters.lookup_or_try_init(&k, &zero);
+    if (v)
+        *v += n;
+}
+
+static __always_inline struct event *reserve(u32 inv)
+{
+    struct event *e = events.ringbuf_reserve(sizeof(struct event));
+    if (!e) {
+        add(inv, CTR_LOST_EVENTS, 1);
+        return 0;
+    }
+    __builtin_memset(e, 0, sizeof(*e));
+    e->ts = bpf_ktime_get_ns();
+    e->inv = inv;
+    u64 id = bpf_get_current_pid_tgid();
+    e->tgid = id >> 32;
+    e->tid = (u32)id;
+    bpf_get_current_comm(e->comm, sizeof(e->comm));
+    return e;
+}
+
+// What kind of file is fd in tgid? A forked child inherits its parent's descriptors, so look
+// up the parent chain when the child has no entry of its own (closes leave an FD_OTHER mark).
+static __always_inline u8 fd_kind(u32 tgid, s64 fd)
+{
+    struct fdkey k = { .tgid = tgid, .fd = (s32)fd };
+#pragma unroll
+    for (int depth = 0; depth < 4; depth++) {
+        u8 *kind = fd_kinds.lookup(&k);
+        if (kind)
+            return *kind;
+        u32 *parent = parent_of.lookup(&k.tgid);
+        if (!parent)
+            return FD_OTHER;
+        k.tgid = *parent;
+    }
+    return FD_OTHER;
+}
+
+static __always_inline void set_fd_kind(u32 tgid, s64 fd, u8 kind)
+{
+    struct fdkey k = { .tgid = tgid, .fd = (s32)fd };
+    fd_kinds.update(&k, &kind);
+}
+
+static __always_inline int is_source_path(const char *user_path)
+{
+    int zero = 0;
+    struct config *cfg = config.lookup(&zero);
+    struct config *buf = scratch.lookup(&zero);
+    if (!cfg || !buf || cfg->source_len == 0)
+        return 0;
+    int n = bpf_probe_read_user_str(buf->source_path, sizeof(buf->source_path), user_path);
+    if (n != cfg->source_len + 1)
+        return 0;
+    for (int i = 0; i < PATH_MAX_LEN; i++) {
+        if (i >= cfg->source_len)
+            return 1;
+        if (buf->source_path[i] != cfg->source_path[i])
+            return 0;
+    }
+    return 1;
+}
+
+static __always_inline void read_sockaddr(struct inflight *f, const void *uaddr)
+{
+    u16 family = 0;
+    bpf_probe_read_user(&family, sizeof(family), uaddr);
+    f->family = family;
+    if (family == AF_INET) {
+        struct sockaddr_in sin = {};
+        bpf_probe_read_user(&sin, sizeof(sin), uaddr);
+        f->port = ntohs(sin.sin_port);
+        __builtin_memcpy(f->addr, &sin.sin_addr.s_addr, 4);
+    } else if (family == AF_INET6) {
+        struct sockaddr_in6 sin6 = {};
+        bpf_probe_read_user(&sin6, sizeof(sin6), uaddr);
+        f->port = ntohs(sin6.sin6_port);
+        __builtin_memcpy(f->addr, &sin6.sin6_addr, 16);
+    }
+}
+
+TRACEPOINT_PROBE(raw_syscalls, sys_enter)
+{
+    u64 id = bpf_get_current_pid_tgid();
+    u32 tgid = id >> 32, tid = (u32)id;
+    u32 *inv = tracked.lookup(&tgid);
+    if (!inv)
+        return 0;
+    u64 nr = args->id;
+    add(*inv, CTR_SYSCALLS, 1);
+    add(*inv, CTR_SYSCALL_BASE + (u32)(nr & 0x3ff), 1);
+
+    struct inflight f = { .nr = nr, .fd = (s64)args->args[0] };
+    switch (nr) {
+    case __NR_read: case __NR_pread64: case __NR_readv: case __NR_preadv: case __NR_preadv2:
+    case __NR_recvfrom: case __NR_recvmsg:
+    case __NR_write: case __NR_pwrite64: case __NR_writev: case __NR_pwritev: case __NR_pwritev2:
+    case __NR_sendto: case __NR_sendmsg:
+    case __NR_close: case __NR_socket: case __NR_accept: case __NR_accept4:
+    case __NR_dup: case __NR_dup2: case __NR_dup3:
+        break;
+    case __NR_sendfile:        // sendfile(out_fd, in_fd, ...): bytes move in_fd -> out_fd
+        f.fd = (s64)args->args[1];
+        f.fd2 = (s64)args->args[0];
+        break;
+    case __NR_splice:          // splice(fd_in, off_in, fd_out, ...)
+        f.fd2 = (s64)args->args[2];
+        break;
+    case __NR_open:
+        f.source_open = is_source_path((const char *)args->args[0]);
+        break;
+    case __NR_openat: case __NR_openat2:
+        f.source_open = is_source_path((const char *)args->args[1]);
+        break;
+    case __NR_connect:
+        add(*inv, CTR_CONNECTS, 1);
+        read_sockaddr(&f, (const void *)args->args[1]);
+        break;
+    default:
+        return 0;
+    }
+    inflight.update(&tid, &f);
+    return 0;
+}
+
+TRACEPOINT_PROBE(raw_syscalls, sys_exit)
+{
+    u64 id = bpf_get_current_pid_tgid();
+    u32 tgid = id >> 32, tid = (u32)id;
+    struct inflight *f = inflight.lookup(&tid);
+    if (!f)
+        return 0;
+    u32 *inv = tracked.lookup(&tgid);
+    if (!inv) {
+        inflight.delete(&tid);
+        return 0;
+    }
+    s64 ret = args->ret;
+    u64 nr = f->nr;
+    u8 kind;
+    switch (nr) {
+    case __NR_read: case __NR_pread64: case __NR_readv: case __NR_preadv: case __NR_preadv2:
+        if (ret > 0) {
+            add(*inv, CTR_READ_CALLS, 1);
+            add(*inv, CTR_READ_BYTES, ret);
+            kind = fd_kind(tgid, f->fd);
+            if (kind == FD_SOURCE)
+                add(*inv, CTR_SOURCE_READ_BYTES, ret);
+            else if (kind == FD_SOCKET)
+                add(*inv, CTR_SOCK_RECV_BYTES, ret);
+        }
+        break;
+    case __NR_recvfrom: case __NR_recvmsg:
+        if (ret > 0) {
+            add(*inv, CTR_READ_CALLS, 1);
+            add(*inv, CTR_READ_BYTES, ret);
+            add(*inv, CTR_SOCK_RECV_BYTES, ret);
+        }
+        break;
+    case __NR_write: case __NR_pwrite64: case __NR_writev: case __NR_pwritev: case __NR_pwritev2:
+        if (ret > 0) {
+            add(*inv, CTR_WRITE_BYTES, ret);
+            if (fd_kind(tgid, f->fd) == FD_SOCKET)
+                add(*inv, CTR_SOCK_SENT_BYTES, ret);
+        }
+        break;
+    case __NR_sendto: case __NR_sendmsg:
+        if (ret > 0) {
+            add(*inv, CTR_WRITE_BYTES, ret);
+            add(*inv, CTR_SOCK_SENT_BYTES, ret);
+        }
+        break;
+    case __NR_sendfile: case __NR_splice:
+        if (ret > 0) {
+            add(*inv, CTR_READ_BYTES, ret);
+            add(*inv, CTR_WRITE_BYTES, ret);
+            kind = fd_kind(tgid, f->fd);
+            if (kind == FD_SOURCE)
+                add(*inv, CTR_SOURCE_READ_BYTES, ret);
+            else if (kind == FD_SOCKET)
+                add(*inv, CTR_SOCK_RECV_BYTES, ret);
+            if (fd_kind(tgid, f->fd2) == FD_SOCKET)
+                add(*inv, CTR_SOCK_SENT_BYTES, ret);
+        }
+        break;
+    case __NR_open: case __NR_openat: case __NR_openat2:
+        if (ret >= 0) {
+            set_fd_kind(tgid, ret, f->source_open ? FD_SOURCE : FD_OTHER);
+            if (f->source_open)
+                add(*inv, CTR_SOURCE_OPENS, 1);
+        }
+        break;
+    case __NR_socket: case __NR_accept: case __NR_accept4:
+        if (ret >= 0)
+            set_fd_kind(tgid, ret, FD_SOCKET);
+        break;
+    case __NR_dup: case __NR_dup2: case __NR_dup3:
+        if (ret >= 0)
+            set_fd_kind(tgid, ret, fd_kind(tgid, f->fd));
+        break;
+    case __NR_close:
+        if (ret == 0)
+            set_fd_kind(tgid, f->fd, FD_OTHER);
+        break;
+    case __NR_connect: {
+        struct event *e = reserve(*inv);
+        if (e) {
+            e->kind = EV_CONNECT;
+            e->ret = (s32)ret;
+            e->family = f->family;
+            e->port = f->port;
+            __builtin_memcpy(e->addr, f->addr, 16);
+            events.ringbuf_submit(e, 0);
+        }
+        break;
+    }
+    }
+    inflight.delete(&tid);
+    return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_fork)
+{
+    u32 tgid = bpf_get_current_pid_tgid() >> 32;   // runs in the parent's context
+    u32 child = args->child_pid;
+    u32 *inv = tracked.lookup(&tgid);
+    if (inv) {
+        u32 v = *inv;
+        tracked.update(&child, &v);
+        parent_of.update(&child, &tgid);
+        add(v, CTR_FORKS, 1);
+        struct event *e = reserve(v);
+        if (e) {
+            e->kind = EV_FORK;
+            e->other = child;
+            events.ringbuf_submit(e, 0);
+        }
+        return 0;
+    }
+    int zero = 0;
+    struct config *cfg = config.lookup(&zero);
+    if (cfg && cfg->armed_inv && tgid == cfg->launcher_tgid) {
+        u32 v = cfg->armed_inv;
+        pending_exec.update(&child, &v);
+    }
+    return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_exec)
+{
+    u32 pid = args->pid;
+    u32 *inv = tracked.lookup(&pid);
+    u32 v;
+    if (inv) {
+        v = *inv;
+    } else {
+        u32 *pending = pending_exec.lookup(&pid);
+        if (!pending)
+            return 0;
+        v = *pending;
+        pending_exec.delete(&pid);
+        tracked.update(&pid, &v);
+        u64 now = bpf_ktime_get_ns();
+        oncpu_since.update(&pid, &now);   // exec runs on the CPU: start its clock now
+    }
+    add(v, CTR_EXECS, 1);
+    struct event *e = reserve(v);
+    if (e) {
+        e->kind = EV_EXEC;
+        e->other = args->old_pid;
+        TP_DATA_LOC_READ_STR(e->filename, filename, sizeof(e->filename));
+        events.ringbuf_submit(e, 0);
+    }
+    return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_exit)
+{
+    u32 tid = args->pid;
+    pending_exec.delete(&tid);
+    u32 *inv = tracked.lookup(&tid);
+    if (!inv)
+        return 0;
+    u32 v = *inv;
+    u64 *since = oncpu_since.lookup(&tid);
+    if (since) {
+        add(v, CTR_ONCPU_NS, bpf_ktime_get_ns() - *since);
+        oncpu_since.delete(&tid);
+    }
+    if (args->group_dead) {
+        struct event *e = reserve(v);
+        if (e) {
+            e->kind = EV_EXIT;
+            events.ringbuf_submit(e, 0);
+        }
+    }
+    // The pid may be reused by an unrelated process: forget it now. parent_of stays until
+    // the collector clears the invocation, so a still-running child can resolve fds.
+    tracked.delete(&tid);
+    return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_switch)
+{
+    u32 prev = args->prev_pid, next = args->next_pid;
+    u64 now = 0;
+    u32 *inv = tracked.lookup(&prev);
+    if (inv) {
+        now = bpf_ktime_get_ns();
+        add(*inv, CTR_SWITCHES_OUT, 1);
+        u64 *since = oncpu_since.lookup(&prev);
+        if (since) {
+            add(*inv, CTR_ONCPU_NS, now - *since);
+            oncpu_since.delete(&prev);
+        }
+    }
+    if (tracked.lookup(&next)) {
+        if (!now)
+            now = bpf_ktime_get_ns();
+        oncpu_since.update(&next, &now);
+    }
+    return 0;
+}
+
+// Function-entry counters: one program per slot; the loader attaches slot i to symbol i.
+static __always_inline int count_func(u32 slot)
+{
+    u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    u32 *inv = tracked.lookup(&tgid);
+    if (inv)
+        add(*inv, CTR_FUNC_BASE + slot, 1);
+    return 0;
+}
+#define FUNC_SLOT(i) int on_func_##i(struct pt_regs *ctx) { return count_func(i); }
+FUNC_SLOT(0) FUNC_SLOT(1) FUNC_SLOT(2) FUNC_SLOT(3)
+FUNC_SLOT(4) FUNC_SLOT(5) FUNC_SLOT(6) FUNC_SLOT(7)

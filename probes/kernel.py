@@ -1,0 +1,62 @@
+"""What the kernel observers report, independent of how it was collected (BCC or strace).
+
+Counter names are the collector's vocabulary; a counter a collector cannot observe is absent
+from its snapshot (and listed in `unobserved`), never reported as 0.
+"""
+
+from dataclasses import dataclass, field
+
+# Counters every collector tries to fill, in the order the BPF program numbers them.
+COUNTERS = (
+    "syscalls",            # every syscall entered by the tracked process tree
+    "connects",            # connect() calls
+    "read_calls",          # read-family calls that returned bytes
+    "read_bytes",          # bytes read over all descriptors (incl. the loader's library reads)
+    "source_read_bytes",   # bytes read from the source file's descriptors only
+    "source_opens",        # successful opens of the source path
+    "sock_sent_bytes",     # bytes sent over sockets (send*, write* on a socket fd, sendfile/splice)
+    "sock_recv_bytes",     # bytes received over sockets
+    "write_bytes",         # bytes written over all descriptors
+    "switches_out",        # sched_switch away from a tracked task
+    "oncpu_ns",            # on-CPU time, from sched_switch in/out
+    "forks",               # processes/threads created by the tracked tree
+    "execs",               # execs by tracked processes (the launch itself included)
+    "lost_events",         # events dropped because the ring buffer was full
+)
+
+
+@dataclass(frozen=True)
+class CounterSnapshot:
+    """Live or final in-kernel totals for one invocation."""
+
+    t_ns: int
+    invocation: int
+    counters: dict[str, int]               # name -> value, only for observed counters
+    functions: dict[str, int] = field(default_factory=dict)   # symbol -> entry count
+    syscalls_by_name: dict[str, int] = field(default_factory=dict)
+    unobserved: tuple[str, ...] = ()       # counters this collector cannot see
+
+
+@dataclass(frozen=True)
+class ConnectEvent:
+    t_ns: int
+    invocation: int
+    pid: int
+    tid: int
+    comm: str
+    family: str          # "AF_INET", "AF_INET6", "AF_UNIX", or the number
+    address: str | None  # None for non-IP families
+    port: int | None
+    result: int          # 0, or -errno (e.g. -111 refused, -115 in progress)
+
+
+@dataclass(frozen=True)
+class ProcessEvent:
+    t_ns: int
+    invocation: int
+    kind: str            # "exec", "fork", "exit"
+    pid: int             # the process (tgid) concerned; for fork, the parent
+    tid: int
+    comm: str
+    child_pid: int | None = None   # fork only
+    filename: str | None = None    # exec only
