@@ -10,10 +10,13 @@ Usage::
     cap.port_totals(receiver_port)      # PortTotals(to_port=FlowTotals, from_port=FlowTotals)
     cap.stats()        # CaptureStats: kept, ignored, dropped_by_kernel, ...
 
-How it works: one AF_PACKET raw socket bound to ``lo`` sees every loopback frame twice (once
-outgoing, once incoming); the outgoing copy is dropped so each TCP segment is counted once. Frames
-are parsed with dpkt and kept only when the source or destination port is a lab port. Kept frames
-are written unchanged to an optional pcap file (Ethernet link type, nanosecond timestamps, snaplen
+How it works: one AF_PACKET raw socket bound to ``lo``. Loopback hands every frame to it twice
+(once outgoing, once incoming); only the incoming copy is kept, so each TCP segment counts once.
+A classic BPF filter in the kernel, rebuilt whenever the ports change, passes only incoming
+IPv4/IPv6 TCP segments with a lab port (like tcpdump's ``inbound and tcp and (port A or ...)``);
+Python then parses them with dpkt and checks the same conditions again, which stays the authority.
+IPv6 segments behind extension headers are not matched (loopback TCP has none). Kept frames are
+written unchanged to an optional pcap file (Ethernet link type, nanosecond timestamps, snaplen
 262144) that tcpdump and tshark read.
 
 Timestamps: the kernel stamps each frame on receipt (SO_TIMESTAMPNS, CLOCK_REALTIME). The pcap gets
@@ -26,18 +29,18 @@ is ``time.monotonic_ns()`` at receipt.
 Flags format: TCP flag names joined by commas in header bit order, e.g. ``"SYN"``, ``"SYN,ACK"``,
 ``"FIN,ACK"``, ``"PSH,ACK"`` (names: FIN SYN RST PSH ACK URG ECE CWR); ``""`` for no flags.
 
-Overhead: the filter runs in Python, not in the kernel, so *every* loopback frame on the machine
-(the lab's and anyone else's) is copied to this socket and costs a recvmsg plus, for incoming
-copies, a dpkt parse: about 10-20 us of one CPU per frame (the parse alone measured ~8 us).
-Loopback uses 64 KiB TSO frames, so a 1 MiB transfer is a few dozen frames; busy unrelated
-loopback traffic is what costs. The receive buffer is 8 MiB; ``stats().dropped_by_kernel``
-counts frames the kernel dropped because it overflowed. Those counts cover all loopback frames, so
-any nonzero value means lab packets may be missing and packet-based conclusions should be
-inconclusive.
+Overhead: every loopback frame on the machine runs the in-kernel filter (a few dozen BPF
+instructions, well under a microsecond); only lab frames are queued to the socket and cost Python
+time: a recvmsg, a dpkt parse and a pcap write, about 10-20 us of one CPU per frame (the parse
+alone measured ~8 us). Loopback uses 64 KiB TSO frames, so a 1 MiB transfer is a few dozen frames.
+The receive buffer is 8 MiB; ``stats().dropped_by_kernel`` counts lab frames the kernel dropped
+because it overflowed. Any nonzero value means packets are missing and packet-based conclusions
+should be inconclusive.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import socket
@@ -58,10 +61,12 @@ SOL_PACKET = 263
 PACKET_STATISTICS = 6  # struct tpacket_stats { unsigned int tp_packets, tp_drops; }
 SO_RCVBUFFORCE = 33  # root may exceed net.core.rmem_max with this one
 SO_TIMESTAMPNS = 35  # also SCM_TIMESTAMPNS; asm-generic value (x86_64, arm64)
+SO_ATTACH_FILTER = 26
 SNAPLEN = 262144  # larger than any loopback frame (MTU 65536, 64 KiB TSO)
 RCVBUF_BYTES = 8 << 20
 POLL_SECONDS = 0.05  # how long stop() may wait for the capture thread
 BATCH = 1024  # frames read before looking at the stop flag again
+MAX_PORTS = 64  # keeps every jump of the kernel filter within cBPF's 8-bit offsets
 ROOT_FIX = "run as root (CAP_NET_RAW)"
 
 _FLAG_NAMES = ("FIN", "SYN", "RST", "PSH", "ACK", "URG", "ECE", "CWR")
@@ -117,11 +122,10 @@ class PortTotals:
 @dataclass(frozen=True)
 class CaptureStats:
     kept: int  # lab TCP segments (incoming copies only)
-    ignored: int  # incoming frames that were not lab TCP segments
-    outgoing_copies: int  # loopback's second copy of every frame, dropped
+    ignored: int  # frames that passed the kernel filter but not the Python check (expect 0)
     truncated: int  # frames longer than SNAPLEN, dropped (not expected on lo)
-    seen_by_kernel: int  # all frames the kernel queued or dropped for this socket
-    dropped_by_kernel: int  # socket buffer overflows; nonzero means evidence may be missing
+    seen_by_kernel: int  # frames that passed the kernel filter, queued or dropped
+    dropped_by_kernel: int  # of those, lost to a full socket buffer: evidence is missing
     error: str = ""  # why the capture thread stopped early, if it did
 
 
@@ -171,8 +175,8 @@ def realtime_offset_ns() -> int:
     return best[1]
 
 
-def open_loopback_socket() -> socket.socket:
-    """An AF_PACKET socket on ``lo`` with a large buffer and kernel timestamps."""
+def open_loopback_socket(ports: frozenset[int]) -> socket.socket:
+    """An AF_PACKET socket on ``lo`` filtered to ``ports``, with a big buffer and timestamps."""
     try:
         # Protocol 0 until bound: with htons(ETH_P_ALL) here, frames from every interface
         # would queue in the gap between socket() and bind().
@@ -183,15 +187,87 @@ def open_loopback_socket() -> socket.socket:
         fix = "use a kernel with AF_PACKET sockets (CONFIG_PACKET)"
         raise CaptureUnavailable(f"AF_PACKET sockets unavailable: {exc}", fix) from exc
     try:
+        attach_filter(sock, ports)  # before bind, so nothing unfiltered is ever queued
         sock.bind(("lo", ETH_P_ALL))  # CPython applies htons() to the protocol here
     except OSError as exc:
         sock.close()
-        fix = "bring loopback up: ip link set lo up"
-        raise CaptureUnavailable(f"cannot bind to lo: {exc}", fix) from exc
+        fix = "bring loopback up (ip link set lo up) on a kernel with socket filters"
+        raise CaptureUnavailable(f"cannot filter or bind to lo: {exc}", fix) from exc
     if not _try_setsockopt(sock, socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES):
         _try_setsockopt(sock, socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)  # capped
     _try_setsockopt(sock, socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # else: monotonic at receipt
     return sock
+
+
+def checked_ports(ports: Iterable[int]) -> frozenset[int]:
+    result = frozenset(ports)
+    if len(result) > MAX_PORTS or not all(0 < p < 65536 for p in result):
+        wanted = f"at most {MAX_PORTS} ports in 1..65535"
+        raise ValueError(f"lab ports must be {wanted}, got {sorted(result)}")
+    return result
+
+
+# Classic BPF opcodes (linux/bpf_common.h), named as the assembler spells them.
+_LD_W_ABS, _LD_H_ABS, _LD_B_ABS, _LD_H_IND = 0x20, 0x28, 0x30, 0x48
+_LDX_IMM, _LDX_B_MSH, _JA, _JEQ, _JSET, _RET = 0x01, 0xB1, 0x05, 0x15, 0x45, 0x06
+_SKF_AD_PKTTYPE = (-0x1000 + 4) & 0xFFFFFFFF  # SKF_AD_OFF + SKF_AD_PKTTYPE
+
+
+def filter_program(ports: frozenset[int]) -> list[tuple[int, int, int, int]]:
+    """cBPF accepting incoming IPv4/IPv6 TCP segments whose source or destination is a port."""
+    ordered = sorted(ports)
+    return _assemble([
+        (_LD_W_ABS, 0, 0, _SKF_AD_PKTTYPE),
+        (_JEQ, "drop", 0, socket.PACKET_OUTGOING),
+        (_LD_H_ABS, 0, 0, 12),  # ethertype
+        (_JEQ, "ipv6", 0, 0x86DD),
+        (_JEQ, 0, "drop", 0x0800),
+        (_LD_B_ABS, 0, 0, 23),  # IPv4 protocol
+        (_JEQ, 0, "drop", socket.IPPROTO_TCP),
+        (_LD_H_ABS, 0, 0, 20),  # a non-first fragment carries no TCP header
+        (_JSET, "drop", 0, 0x1FFF),
+        (_LDX_B_MSH, 0, 0, 14),  # X = IPv4 header length
+        (_JA, 0, 0, "ports"),
+        "ipv6",
+        (_LD_B_ABS, 0, 0, 20),  # IPv6 next header
+        (_JEQ, 0, "drop", socket.IPPROTO_TCP),
+        (_LDX_IMM, 0, 0, 40),
+        "ports",
+        (_LD_H_IND, 0, 0, 14),  # TCP source port
+        *[(_JEQ, "accept", 0, port) for port in ordered],
+        (_LD_H_IND, 0, 0, 16),  # TCP destination port
+        *[(_JEQ, "accept", 0, port) for port in ordered],
+        "drop",
+        (_RET, 0, 0, 0),
+        "accept",
+        (_RET, 0, 0, SNAPLEN),
+    ])
+
+
+def _assemble(source: list) -> list[tuple[int, int, int, int]]:
+    """Resolve string labels into the relative jump offsets cBPF wants."""
+    labels, code = {}, []
+    for item in source:
+        if isinstance(item, str):
+            labels[item] = len(code)
+        else:
+            code.append(item)
+
+    def offset(i: int, target: int | str) -> int:
+        return labels[target] - i - 1 if isinstance(target, str) else target
+
+    return [
+        (op, offset(i, jt), offset(i, jf), offset(i, k) if op == _JA else k)
+        for i, (op, jt, jf, k) in enumerate(code)
+    ]
+
+
+def attach_filter(sock: socket.socket, ports: frozenset[int]) -> None:
+    """Install (or atomically replace) the socket's kernel filter."""
+    insns = b"".join(struct.pack("=HBBI", *insn) for insn in filter_program(ports))
+    buf = ctypes.create_string_buffer(insns, len(insns))
+    fprog = struct.pack("@HP", len(insns) // 8, ctypes.addressof(buf))  # struct sock_fprog
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
 
 
 def _try_setsockopt(sock: socket.socket, level: int, option: int, value: int) -> bool:
@@ -210,11 +286,11 @@ class PacketCapture:
     ) -> None:
         self.pcap_path = pcap_path
         self._lock = threading.Lock()  # guards ports, pending, flows and counters
-        self._ports = frozenset(ports)
+        self._ports = checked_ports(ports)
         self._pending: list[PacketSummary] = []
         self._flows: dict[FlowKey, list[int]] = {}  # key -> [packets, payload bytes]
         self._counts = dict.fromkeys(
-            ("kept", "ignored", "outgoing_copies", "truncated", "seen", "dropped"), 0
+            ("kept", "ignored", "truncated", "seen", "dropped"), 0
         )
         self._error = ""
         self._sock: socket.socket | None = None
@@ -234,7 +310,7 @@ class PacketCapture:
         """
         if self._thread is not None:
             raise RuntimeError("a PacketCapture can be started once")
-        self._sock = open_loopback_socket()
+        self._sock = open_loopback_socket(self.ports)
         if self.pcap_path is not None:  # opened after the socket: no empty file when not root
             self._file = open(self.pcap_path, "wb")  # closed in stop()
             self._writer = dpkt.pcap.Writer(
@@ -273,15 +349,21 @@ class PacketCapture:
             return self._ports
 
     def set_ports(self, ports: Iterable[int]) -> None:
-        """Replace the lab ports. Frames the thread has already read are not reconsidered."""
-        new = frozenset(ports)
-        with self._lock:
+        """Replace the lab ports; the kernel filter is updated before this returns.
+
+        Frames the thread has already read are not reconsidered; frames still queued are
+        checked against the new ports.
+        """
+        new = checked_ports(ports)
+        with self._lock:  # held across the attach so stop() cannot close the socket under it
             self._ports = new
+            if self._sock is not None and not self._stopped:
+                attach_filter(self._sock, new)
 
     def add_ports(self, ports: Iterable[int]) -> None:
-        new = frozenset(ports)
         with self._lock:
-            self._ports = self._ports | new
+            current = self._ports
+        self.set_ports(current | frozenset(ports))
 
     def drain(self) -> list[PacketSummary]:
         """Summaries kept since the previous drain, in arrival order."""
@@ -309,7 +391,6 @@ class PacketCapture:
             return CaptureStats(
                 kept=c["kept"],
                 ignored=c["ignored"],
-                outgoing_copies=c["outgoing_copies"],
                 truncated=c["truncated"],
                 seen_by_kernel=c["seen"],
                 dropped_by_kernel=c["dropped"],
@@ -344,8 +425,9 @@ class PacketCapture:
 
     def _handle(self, frame: bytes, anc: list, msg_flags: int, pkttype: int) -> None:
         if pkttype == socket.PACKET_OUTGOING:
-            # Loopback delivers each frame twice; the incoming copy is the one we keep.
-            self._count("outgoing_copies")
+            # Loopback delivers each frame twice; the incoming copy is the one we keep. (The
+            # kernel filter already drops these; this keeps the Python side right on its own.)
+            self._count("ignored")
             return
         if msg_flags & socket.MSG_TRUNC:
             self._count("truncated")

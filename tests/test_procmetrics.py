@@ -169,6 +169,23 @@ def test_tree_cpu_includes_live_children(spawn):
     assert s.tree_cpu_s - s.cpu_s >= 0.38
 
 
+def test_zombie_grandchild_cpu_counts_but_not_as_live(spawn):
+    p = spawn("""
+        import os, sys
+        pid = os.fork()
+        if pid == 0:
+            spin(0.4)
+            os._exit(0)
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # exited, left unreaped
+        print("zombie", flush=True)
+        sys.stdin.readline()
+    """)
+    expect(p, "zombie")
+    s = sample(p.pid)
+    assert s.children == 0
+    assert s.tree_cpu_s - s.cpu_s >= 0.38
+
+
 def test_vanished_pid_is_none():
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()

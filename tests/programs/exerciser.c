@@ -1,0 +1,185 @@
+/*
+ * A test subject whose every syscall the test controls. Steps run in argv order:
+ *   read:FILE:N       read N bytes of FILE with read(2)
+ *   pread:FILE:N      ... with pread64(2)
+ *   readv:FILE:N      ... with readv(2), two iovecs
+ *   preadv:FILE:N     ... with preadv(2)
+ *   forkread:FILE:N   open FILE, fork; the child reads N bytes from the inherited fd and
+ *                     exits; the parent waits, then reads N more bytes
+ *   connect:PORT:K    K connect(2) calls to 127.0.0.1:PORT (refused ones included)
+ *   send:PORT:N       connect once, send N bytes each with write, send, sendmsg, writev
+ *   sendfile:PORT:FILE:N  connect once, sendfile(2) N bytes of FILE to the socket
+ *   call:M            call the noinline function counted_fn M times
+ *   spin:MS           spin on the CPU for MS milliseconds
+ *   thread:FILE:N     a second thread reads N bytes of FILE with read(2)
+ * Exits 0 when every step did exactly what it says.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char buf[1 << 20];
+static volatile long sink;
+
+__attribute__((noinline)) void counted_fn(long i) { sink += i; }
+
+static void die(const char *what) { perror(what); exit(1); }
+
+static void read_exact(int fd, long n, const char *how)
+{
+    long off = 0;
+    while (off < n) {
+        long want = n - off > 4096 ? 4096 : n - off;
+        ssize_t got;
+        if (!strcmp(how, "read")) {
+            got = read(fd, buf, want);
+        } else if (!strcmp(how, "pread")) {
+            got = pread(fd, buf, want, off);
+        } else if (!strcmp(how, "readv")) {
+            struct iovec iov[2] = { { buf, want / 2 }, { buf + want / 2, want - want / 2 } };
+            got = readv(fd, iov, 2);
+        } else {
+            struct iovec iov = { buf, want };
+            got = preadv(fd, &iov, 1, off);
+        }
+        if (got <= 0)
+            die(how);
+        off += got;
+    }
+}
+
+static int open_or_die(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        die(path);
+    return fd;
+}
+
+static int connect_port(int port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(s, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
+static void write_all(int s, long n, int how)
+{
+    memset(buf, 'x', n);
+    long off = 0;
+    while (off < n) {
+        ssize_t got;
+        if (how == 0) {
+            got = write(s, buf + off, n - off);
+        } else if (how == 1) {
+            got = send(s, buf + off, n - off, 0);
+        } else if (how == 2) {
+            struct iovec iov = { buf + off, n - off };
+            struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+            got = sendmsg(s, &m, 0);
+        } else {
+            struct iovec iov = { buf + off, n - off };
+            got = writev(s, &iov, 1);
+        }
+        if (got <= 0)
+            die("send");
+        off += got;
+    }
+}
+
+struct thread_job { const char *path; long n; };
+static void *thread_read(void *arg)
+{
+    struct thread_job *job = arg;
+    int fd = open_or_die(job->path);
+    read_exact(fd, job->n, "read");
+    close(fd);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        char *step = strdup(argv[i]);
+        char *kind = strtok(step, ":"), *a = strtok(NULL, ":"), *b = strtok(NULL, ":"),
+             *c = strtok(NULL, ":");
+        if (!strcmp(kind, "read") || !strcmp(kind, "pread") || !strcmp(kind, "readv") ||
+            !strcmp(kind, "preadv")) {
+            int fd = open_or_die(a);
+            read_exact(fd, atol(b), kind);
+            close(fd);
+        } else if (!strcmp(kind, "forkread")) {
+            int fd = open_or_die(a);
+            pid_t pid = fork();
+            if (pid == 0) {
+                read_exact(fd, atol(b), "read");
+                _exit(0);
+            }
+            int status;
+            waitpid(pid, &status, 0);
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                die("child");
+            read_exact(fd, atol(b), "read");
+            close(fd);
+        } else if (!strcmp(kind, "connect")) {
+            for (int k = 0; k < atoi(b); k++) {
+                int s = connect_port(atoi(a));
+                if (s >= 0)
+                    close(s);
+            }
+        } else if (!strcmp(kind, "send")) {
+            int s = connect_port(atoi(a));
+            if (s < 0)
+                die("connect");
+            for (int how = 0; how < 4; how++)
+                write_all(s, atol(b), how);
+            close(s);
+        } else if (!strcmp(kind, "sendfile")) {
+            int s = connect_port(atoi(a)), fd = open_or_die(b);
+            long left = atol(c);
+            while (left > 0) {
+                ssize_t n = sendfile(s, fd, NULL, left);
+                if (n <= 0)
+                    die("sendfile");
+                left -= n;
+            }
+            close(fd);
+            close(s);
+        } else if (!strcmp(kind, "call")) {
+            for (long k = 0; k < atol(a); k++)
+                counted_fn(k);
+        } else if (!strcmp(kind, "spin")) {
+            struct timespec t0, t;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            do
+                clock_gettime(CLOCK_MONOTONIC, &t);
+            while ((t.tv_sec - t0.tv_sec) * 1000L + (t.tv_nsec - t0.tv_nsec) / 1000000L < atol(a));
+        } else if (!strcmp(kind, "thread")) {
+            struct thread_job job = { a, atol(b) };
+            pthread_t th;
+            pthread_create(&th, NULL, thread_read, &job);
+            pthread_join(th, NULL);
+        } else {
+            fprintf(stderr, "unknown step %s\n", kind);
+            return 2;
+        }
+        free(step);
+    }
+    return 0;
+}
