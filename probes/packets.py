@@ -122,7 +122,7 @@ class PortTotals:
 @dataclass(frozen=True)
 class CaptureStats:
     kept: int  # lab TCP segments (incoming copies only)
-    ignored: int  # frames that passed the kernel filter but not the Python check (expect 0)
+    ignored: int  # passed the kernel filter, not the Python check (0 unless ports just changed)
     truncated: int  # frames longer than SNAPLEN, dropped (not expected on lo)
     seen_by_kernel: int  # frames that passed the kernel filter, queued or dropped
     dropped_by_kernel: int  # of those, lost to a full socket buffer: evidence is missing
@@ -240,7 +240,7 @@ def filter_program(ports: frozenset[int]) -> list[tuple[int, int, int, int]]:
         "drop",
         (_RET, 0, 0, 0),
         "accept",
-        (_RET, 0, 0, SNAPLEN),
+        (_RET, 0, 0, 0xFFFFFFFF),  # the whole frame: an oversized one then shows as MSG_TRUNC
     ])
 
 
@@ -289,9 +289,7 @@ class PacketCapture:
         self._ports = checked_ports(ports)
         self._pending: list[PacketSummary] = []
         self._flows: dict[FlowKey, list[int]] = {}  # key -> [packets, payload bytes]
-        self._counts = dict.fromkeys(
-            ("kept", "ignored", "truncated", "seen", "dropped"), 0
-        )
+        self._counts = dict.fromkeys(("kept", "ignored", "truncated", "seen", "dropped"), 0)
         self._error = ""
         self._sock: socket.socket | None = None
         self._file = None
@@ -312,7 +310,11 @@ class PacketCapture:
             raise RuntimeError("a PacketCapture can be started once")
         self._sock = open_loopback_socket(self.ports)
         if self.pcap_path is not None:  # opened after the socket: no empty file when not root
-            self._file = open(self.pcap_path, "wb")  # closed in stop()
+            try:
+                self._file = open(self.pcap_path, "wb")  # closed in stop()
+            except OSError:
+                self._sock.close()
+                raise
             self._writer = dpkt.pcap.Writer(
                 self._file, snaplen=SNAPLEN, linktype=dpkt.pcap.DLT_EN10MB, nano=True
             )

@@ -104,6 +104,11 @@ def udp_noise(count: int) -> None:
             sock.sendto(b"n" * 200, (LOCALHOST, 9))
 
 
+def read_pcap(path: Path) -> list[tuple]:
+    with path.open("rb") as f:
+        return list(dpkt.pcap.Reader(f))
+
+
 # -- waiting on the capture, never a fixed sleep -----------------------------------------------
 
 
@@ -147,7 +152,7 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Run:
+def run(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("AF_PACKET capture needs root (CAP_NET_RAW)")
     pcap = tmp_path_factory.mktemp("packets") / "lab.pcap"
@@ -158,7 +163,15 @@ def run(tmp_path_factory) -> Run:
     other = OneShotServer(expect=N_UNRELATED, reply=N_UNRELATED)
     lab.set_ports({server.port})
     unrelated.add_ports({other.port})
+    try:
+        yield run_traffic(lab, unrelated, server, other, pcap, mono0, wall0)
+    finally:
+        lab.stop()
+        unrelated.stop()
 
+
+def run_traffic(lab, unrelated, server, other, pcap, mono0, wall0) -> Run:
+    """The lab exchange with noise beside it; returns once the capture has seen it close."""
     noise = [
         threading.Thread(target=exchange, args=(other.port, N_UNRELATED)),
         threading.Thread(target=udp_noise, args=(N_UDP_NOISE,)),
@@ -203,7 +216,7 @@ def test_no_duplicates(run: Run) -> None:
     data = [(s.sport, s.seq, s.payload_len) for s in run.summaries if s.payload_len]
     assert len(data) == len(set(data))
     # Loopback's second copy of a frame is byte-identical; distinct segments never are.
-    frames = [buf for _, buf in dpkt.pcap.Reader(run.pcap.open("rb"))]
+    frames = [buf for _, buf in read_pcap(run.pcap)]
     assert len(frames) == len(set(frames))
 
 
@@ -350,7 +363,7 @@ def test_stop_is_prompt_and_idempotent(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         cap.start()
     assert cap.drain() == []
-    assert len(list(dpkt.pcap.Reader((tmp_path / "empty.pcap").open("rb")))) == 0
+    assert read_pcap(tmp_path / "empty.pcap") == []
 
 
 def test_stop_without_start_is_harmless() -> None:

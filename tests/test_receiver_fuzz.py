@@ -36,6 +36,7 @@ RSS_LIMIT = 200 * 1024 * 1024
 KNOWN = random.Random(20240601).randbytes(150_000)  # crosses two 64 KiB progress marks
 DIGEST = hashlib.sha256(KNOWN).hexdigest()
 OTHER = hashlib.sha256(b"not the backup").hexdigest()
+PUT_KNOWN = f"PUT {DIGEST} {len(KNOWN)}\n".encode() + KNOWN
 
 SPEC_REASONS = {
     "header-too-long", "truncated-header", "unknown-verb", "bad-arity", "bad-digest",
@@ -660,19 +661,37 @@ def model(stream: bytes, saved: str) -> tuple[bytes, str | None]:
 
 
 _hex64 = st.binary(min_size=32, max_size=32).map(bytes.hex)
+good_digest = st.one_of(st.sampled_from([DIGEST, DIGEST.upper(), OTHER]), _hex64,
+                        _hex64.map(str.upper))
 digest_field = st.one_of(
-    st.sampled_from([DIGEST, DIGEST.upper(), OTHER, DIGEST[:63], DIGEST + "0", "g" * 64, ""]),
-    _hex64, _hex64.map(str.upper), _hex64.map(lambda d: d[:-1]),
+    good_digest, good_digest,
+    st.sampled_from([DIGEST[:63], DIGEST + "0", "g" * 64, "", DIGEST[:-1] + "G"]),
+    _hex64.map(lambda d: d[:-1]), _hex64.map(lambda d: d + "f"),
     st.text("0123456789abcdefABCDEFxyz-+", max_size=70),
 )
 length_field = st.one_of(
     st.integers(0, 3000).map(str),
-    st.sampled_from(["12a", "-1", "+5", "1" * 21, "9" * 20, "", "0x10", "1e3", "007", " 5",
-                     str(MAX_PAYLOAD), str(MAX_PAYLOAD + 1), str(len(KNOWN))]),
+    st.sampled_from(["12a", "-1", "+5", "1" * 21, "9" * 20, "0" * 20, "", "0x10", "1e3", "007",
+                     " 5", "5 ", "٣", str(MAX_PAYLOAD), str(MAX_PAYLOAD + 1), str(len(KNOWN))]),
+    st.integers(0, 10**22).map(str),
+    st.integers(-10, 10).map(lambda n: f"{n:+d}"),
     st.text("0123456789+- a", max_size=22),
 )
 word = st.one_of(st.sampled_from(["CHECK", "PUT", "check", "Put", "GET", "", "\r", "\t", "\0"]),
                  digest_field, length_field)
+# line lengths (with the newline) around the 256-byte header limit
+boundary = st.one_of(st.sampled_from([HEADER_MAX - 1, HEADER_MAX, HEADER_MAX + 1, HEADER_MAX + 2]),
+                     st.integers(HEADER_MAX - 8, 600))
+
+
+@st.composite
+def sized_line(draw):
+    """A CHECK/PUT/garbage line padded with a filler to an exact total length near the limit."""
+    n = draw(boundary)
+    head = draw(st.sampled_from([b"CHECK ", b"PUT ", b"", f"CHECK {DIGEST}".encode()]))
+    filler = draw(st.sampled_from([b"A", b" ", b"0", b"f"]))
+    line = (head + filler * n)[: n - 1]
+    return line + b"\n" if draw(st.booleans()) else line + filler
 
 
 @st.composite
@@ -694,15 +713,15 @@ def corrupted_known_put(draw):
 frame = st.one_of(
     st.tuples(st.sampled_from(["CHECK", "check", "CHECK "]), digest_field)
     .map(lambda t: f"{t[0]} {t[1]}\n".encode()),
+    st.tuples(good_digest, length_field).map(lambda t: f"PUT {t[0]} {t[1]}\n".encode()),
     st.tuples(digest_field, length_field).map(lambda t: f"PUT {t[0]} {t[1]}\n".encode()),
     st.lists(word, max_size=4).map(lambda ws: (" ".join(ws) + "\n").encode()),
     st.binary(max_size=300),
     st.binary(max_size=40).map(lambda b: b + b"\n"),
-    st.integers(HEADER_MAX - 3, 600).map(lambda n: b"A" * n + b"\n"),
-    st.integers(HEADER_MAX - 3, 600).map(lambda n: b"B" * n),
+    sized_line(),
     st.binary(min_size=1, max_size=20).map(lambda b: b"CHECK \xc3" + b + b"\n"),
     mismatched_put(),
-    st.integers(0, 3).map(lambda n: put(KNOWN)[: len(put(KNOWN)) - n]),  # 1 in 4 complete
+    st.integers(0, 3).map(lambda n: PUT_KNOWN[: len(PUT_KNOWN) - n]),  # 1 in 4 complete
     corrupted_known_put(),
 )
 

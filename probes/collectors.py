@@ -1,0 +1,129 @@
+"""Choosing a kernel collector, with every missing capability said out loud.
+
+    collector, missing = open_collector("auto", functions=("hash_file",))
+    proc = collector.launch(invocation, argv, source)   # its own session: kill the group
+    collector.snapshot(invocation); collector.poll_events(); collector.finish(invocation)
+    collector.close()
+
+"auto" tries BCC, then strace, then none. Each step down is recorded as Capability records
+(what is unavailable, why, and the fix), so downstream clauses become inconclusive, never pass.
+"""
+
+import subprocess
+import time
+from pathlib import Path
+from typing import Protocol
+
+from probes.bcc_collector import BccCollector, CollectorUnavailable
+from probes.capability import Capability
+from probes.kernel import COUNTERS, ConnectEvent, CounterSnapshot, ProcessEvent
+from probes.strace_collector import StraceCollector
+
+KINDS = ("auto", "bcc", "strace", "none")
+
+
+class Collector(Protocol):
+    name: str
+    functions: tuple[str, ...]
+
+    def launch(self, invocation: int, argv: list[str], source: Path | None,
+               **popen_kwargs) -> subprocess.Popen: ...
+    def snapshot(self, invocation: int) -> CounterSnapshot: ...
+    def poll_events(self) -> list[ConnectEvent | ProcessEvent]: ...
+    def finish(self, invocation: int) -> CounterSnapshot: ...
+    def overhead(self) -> dict: ...
+    def close(self) -> None: ...
+
+
+class BccLauncher:
+    """The BCC collector behind the common launch interface."""
+
+    name = "bcc"
+
+    def __init__(self, functions: tuple[str, ...]):
+        self._bcc = BccCollector(functions)
+        self.functions = self._bcc.functions
+
+    def launch(self, invocation, argv, source, **popen_kwargs):
+        with self._bcc.launching(invocation, Path(argv[0]), source):
+            return subprocess.Popen([str(a) for a in argv], start_new_session=True,
+                                    **popen_kwargs)
+
+    def snapshot(self, invocation):
+        return self._bcc.snapshot(invocation)
+
+    def poll_events(self):
+        return self._bcc.poll_events()
+
+    def finish(self, invocation):
+        return self._bcc.finish(invocation)
+
+    def overhead(self):
+        return self._bcc.overhead()
+
+    def close(self):
+        self._bcc.close()
+
+
+class NoCollector:
+    """No kernel view at all: every counter is unobserved."""
+
+    name = "none"
+
+    def __init__(self, functions: tuple[str, ...] = ()):
+        self.functions = tuple(functions)
+
+    def launch(self, invocation, argv, source, **popen_kwargs):
+        return subprocess.Popen([str(a) for a in argv], start_new_session=True, **popen_kwargs)
+
+    def snapshot(self, invocation):
+        return CounterSnapshot(time.monotonic_ns(), invocation, {}, unobserved=COUNTERS)
+
+    def poll_events(self):
+        return []
+
+    def finish(self, invocation):
+        return self.snapshot(invocation)
+
+    def overhead(self):
+        return {"bpf_run_time_ns": None, "bpf_run_count": None, "events": None,
+                "events_per_s": None}
+
+    def close(self):
+        pass
+
+
+_NO_KERNEL_VIEW = Capability(
+    "kernel-events", False,
+    "no kernel collector: syscalls, bytes, connects and process events are not observed",
+    "run as root after `make setup` (BCC) or install strace")
+
+
+def open_collector(kind: str = "auto", functions: tuple[str, ...] = ()
+                   ) -> tuple[Collector, list[Capability]]:
+    """The best collector allowed by kind, and the capabilities that are missing with it."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown collector {kind!r}: choose one of {', '.join(KINDS)}")
+    missing: list[Capability] = []
+    if kind in ("auto", "bcc"):
+        try:
+            return BccLauncher(functions), missing
+        except CollectorUnavailable as e:
+            missing.append(e.capability)
+            if kind == "bcc":
+                raise
+    if kind in ("auto", "strace"):
+        try:
+            strace = StraceCollector(functions)
+            return strace, missing + strace.missing()
+        except FileNotFoundError:
+            missing.append(Capability("strace", False, "strace is not installed",
+                                      "apt-get install strace (or make setup as root)"))
+            if kind == "strace":
+                raise CollectorUnavailable(missing[-1]) from None
+    if kind == "none":
+        missing.append(Capability("kernel-events", False, "collector 'none' was chosen",
+                                  "use --collector auto"))
+    else:
+        missing.append(_NO_KERNEL_VIEW)
+    return NoCollector(functions), missing
