@@ -32,7 +32,9 @@ from collections.abc import Callable
 from probes.capability import Capability
 
 BCC = "bcc-collector"
+STRACE = "strace-collector"  # the fallback when BCC cannot load
 PACKETS = "packet-capture"
+OBSERVERS = (BCC, STRACE, PACKETS)
 
 # Capability name -> the observers that cannot run without it; () means optional.
 NEEDED_FOR: dict[str, tuple[str, ...]] = {
@@ -46,7 +48,7 @@ NEEDED_FOR: dict[str, tuple[str, ...]] = {
     "af-packet": (PACKETS,),
     "btf": (),
     "kprobes": (),
-    "strace": (),
+    "strace": (STRACE,),
     "tcpdump": (),
     "bpftrace": (),
     "tshark": (),
@@ -300,7 +302,7 @@ def check_bcc_import() -> Capability:
 
 _APT = {"strace": "strace", "tcpdump": "tcpdump", "bpftrace": "bpftrace", "tshark": "tshark"}
 _TOOL_USE = {
-    "strace": "cross-checks syscalls by hand",
+    "strace": "the fallback collector when BPF cannot load",
     "tcpdump": "writes pcaps outside evlab",
     "bpftrace": "ad hoc tracing; not used by evlab's collector",
     "tshark": "reads exported pcaps",
@@ -371,7 +373,7 @@ def format_text(caps: list[Capability], unicode: bool = True) -> str:
         if cap.fix and not cap.available:
             out.append(f"{indent}fix: {cap.fix}")
     out.append("")
-    for observer in (BCC, PACKETS):
+    for observer in OBSERVERS:
         gaps = missing_for(caps, observer)
         names = ", ".join(c.name for c in gaps)
         verdict = f"NOT ready, missing {names}" if gaps else "ready"
@@ -386,7 +388,7 @@ def to_json(caps: list[Capability]) -> str:
              "needed_for": list(needed_for(c.name)), "required": bool(needed_for(c.name))}
             for c in caps
         ],
-        "ready": {o: not missing_for(caps, o) for o in (BCC, PACKETS)},
+        "ready": {o: not missing_for(caps, o) for o in OBSERVERS},
     }, indent=2)
 
 

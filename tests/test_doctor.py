@@ -120,7 +120,7 @@ def test_missing_tools_are_optional_with_apt_fix(monkeypatch):
     for tool in ("strace", "tcpdump", "bpftrace", "tshark"):
         assert not caps[tool].available
         assert caps[tool].fix == f"apt-get install -y {tool}"
-        assert doctor.needed_for(tool) == ()
+        assert doctor.needed_for(tool) == ((doctor.STRACE,) if tool == "strace" else ())
 
 
 def test_format_text_is_aligned_and_shows_fixes():
@@ -151,7 +151,7 @@ def test_to_json_round_trips():
         assert (row["available"], row["detail"], row["fix"]) == (c.available, c.detail, c.fix)
         assert row["needed_for"] == list(doctor.needed_for(c.name))
         assert row["required"] == bool(row["needed_for"])
-    assert set(data["ready"]) == {doctor.BCC, doctor.PACKETS}
+    assert set(data["ready"]) == set(doctor.OBSERVERS)
 
 
 def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
@@ -171,7 +171,8 @@ def _assert_nonroot_report(proc: subprocess.CompletedProcess) -> None:
     assert caps["root"]["detail"].startswith(f"euid {NOBODY}")
     assert "EPERM" in caps["bpf-syscall"]["detail"]
     assert "CAP_NET_RAW" in caps["af-packet"]["detail"]
-    assert json.loads(proc.stdout)["ready"] == {doctor.BCC: False, doctor.PACKETS: False}
+    assert json.loads(proc.stdout)["ready"] == {doctor.BCC: False, doctor.STRACE: True,
+                                                doctor.PACKETS: False}
 
 
 @as_root

@@ -1,5 +1,5 @@
-"""The fixture's behaviours, judged from the receiver's, the decoy's and the verifier's records
-and the kernel's accounting of the client (wait4 rusage, strace) — never from the client's stdout."""
+"""The fixture's behaviours, judged from the receiver's, decoy's and verifier's records and
+the kernel's accounting of the client (wait4 rusage, strace), never from the client's stdout."""
 
 import hashlib
 import os
@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import psutil
 import pytest
@@ -113,7 +112,7 @@ def test_false_success_claims_without_acting(twice):
     first, second = twice("false-success")
     for inv in (first, second):
         assert inv.exit_code == 0  # the claim it makes ...
-        assert inv.receiver == [] and inv.decoy == []  # ... and what was observed
+        assert inv.receiver == [] and inv.decoy == []  # ... and what was seen
         assert not inv.verifier["saved"] and not inv.verifier["match"]
 
 
@@ -121,7 +120,7 @@ def test_hash_storm_still_saves_a_correct_backup(twice):
     first, second = twice("hash-storm")
     assert first.payload_bytes == 524_288 and second.payload_bytes == 0
     assert first.verifier["match"] and second.verifier["match"]
-    # 256 digest passes cost measurably more CPU than the baseline's one (exact counts: probes tests)
+    # 256 digest passes cost measurable CPU (the exact counts are in the probes tests)
     assert first.cpu_s > 0.05
 
 
