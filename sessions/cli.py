@@ -19,8 +19,8 @@ class UsageError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="evlab", epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                description="Execution-evidence lab: judge what a client did "
-                                            "from the kernel, the wire, the receiver and a verifier.")
+                                description="Execution-evidence lab: judge what a client "
+                                "did from the kernel, the wire, the receiver and a verifier.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     d = sub.add_parser("doctor", help="check what this machine can observe")
     d.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -1,0 +1,235 @@
+"""The one typed event stream: everything evlab observes, claims it records and judges it makes.
+
+Every event is a frozen dataclass stamped with CLOCK_MONOTONIC nanoseconds (`t_ns`, the clock
+bpf_ktime_get_ns() reads); `SessionStarted` carries the one wall-clock anchor. The stream gives
+each event a sequence number (`seq`) when it is published; verdicts cite evidence by seq.
+
+Events serialise to one JSON object per line with a `type` field; `from_json(to_json(e)) == e`.
+"""
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Event:
+    t_ns: int
+    seq: int = field(default=0, kw_only=True)
+
+
+@dataclass(frozen=True)
+class SessionStarted(Event):
+    wall_ns: int                    # time.time_ns() taken together with t_ns: the anchor
+    evlab_version: str
+    kernel: str
+    collector: str                  # "bcc", "strace" or "none"
+    packets: str                    # "on", "off" or "unavailable"
+    contract_version: str
+    scenarios: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CapabilityMissing(Event):
+    name: str
+    detail: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class ScenarioStarted(Event):
+    scenario: str
+    client_path: str
+    client_sha256: str
+    expected_failures: tuple[str, ...]
+    expected_passes: tuple[str, ...]
+    faults: dict                    # what is armed, e.g. {"drop_first_upload_after": 65536}
+    receiver_port: int
+    decoy_port: int
+    source_size: int
+    scenario_file: str
+
+
+@dataclass(frozen=True)
+class PhaseChanged(Event):
+    scenario: str
+    phase: str                      # setup, invocation, verify, judging, teardown, done
+    invocation: int = 0
+
+
+@dataclass(frozen=True)
+class CounterSample(Event):
+    scenario: str
+    invocation: int
+    counters: dict[str, int]        # only counters the collector observed
+    functions: dict[str, int]       # symbol -> entries, only symbols with a probe attached
+    unobserved: tuple[str, ...]
+    final: bool = False
+    overhead: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConnectObserved(Event):
+    scenario: str
+    invocation: int
+    pid: int
+    family: str
+    address: str | None
+    port: int | None
+    result: int
+
+
+@dataclass(frozen=True)
+class ProcessObserved(Event):
+    scenario: str
+    invocation: int
+    kind: str                       # exec, fork, exit
+    pid: int
+    child_pid: int | None = None
+    filename: str | None = None
+
+
+@dataclass(frozen=True)
+class PacketSeen(Event):
+    scenario: str
+    invocation: int
+    src: str
+    sport: int
+    dst: str
+    dport: int
+    flags: str
+    payload_len: int
+
+
+@dataclass(frozen=True)
+class PacketStats(Event):
+    scenario: str
+    invocation: int
+    kept: int
+    dropped_by_kernel: int
+    pcap: str                       # file name inside the session (archive member)
+
+
+@dataclass(frozen=True)
+class ServerRecord(Event):
+    """A record from the receiver or the decoy, as the server wrote it (its own t_ns)."""
+
+    scenario: str
+    invocation: int
+    server: str                     # "receiver" or "decoy"
+    event: str
+    fields: dict
+
+
+@dataclass(frozen=True)
+class ClientClaim(Event):
+    scenario: str
+    invocation: int
+    claim: dict                     # the JSON line the client printed, or {"unparsed": text}
+
+
+@dataclass(frozen=True)
+class ClientExited(Event):
+    scenario: str
+    invocation: int
+    exit_code: int | None           # None when it had to be killed
+    timed_out: bool
+    wall_ns: int
+    rusage_cpu_ns: int | None       # wait4 of the launched process (strace's own when traced)
+
+
+@dataclass(frozen=True)
+class ProcessMetrics(Event):
+    scenario: str
+    invocation: int
+    role: str                       # "client" or "receiver"
+    pid: int
+    cpu_s: float
+    rss_bytes: int
+    ctx_switches: int
+    open_fds: int | None
+    children: int
+
+
+@dataclass(frozen=True)
+class VerifierResult(Event):
+    scenario: str
+    invocation: int                 # 0: the store before the first invocation
+    saved: bool
+    match: bool
+    source_sha256: str
+    saved_sha256: str | None
+
+
+@dataclass(frozen=True)
+class Verdict(Event):
+    scenario: str
+    clause: str
+    status: str                     # pass, fail, inconclusive, not-applicable
+    expected: str                   # fail, pass (expected explicitly) or not-fail
+    reason: str
+    failure_class: str | None       # client, environment, harness (None unless not a pass)
+    evidence: tuple[int, ...]       # seq numbers of the events that decided it
+
+
+@dataclass(frozen=True)
+class ScenarioJudged(Event):
+    scenario: str
+    instrument_check: str           # detected, missed, inconclusive
+    detail: str
+
+
+@dataclass(frozen=True)
+class SessionEnded(Event):
+    partial: bool
+    reason: str                     # "complete", "interrupted: SIGTERM", "error: ..."
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__name__: cls for cls in (
+        SessionStarted, CapabilityMissing, ScenarioStarted, PhaseChanged, CounterSample,
+        ConnectObserved, ProcessObserved, PacketSeen, PacketStats, ServerRecord, ClientClaim,
+        ClientExited, ProcessMetrics, VerifierResult, Verdict, ScenarioJudged, SessionEnded)
+}
+
+
+class EventFormatError(ValueError):
+    """A line that is not a well-formed evlab event."""
+
+
+def to_dict(event: Event) -> dict[str, Any]:
+    return {"type": type(event).__name__, **dataclasses.asdict(event)}
+
+
+def to_json(event: Event) -> str:
+    return json.dumps(to_dict(event), separators=(",", ":"), sort_keys=True)
+
+
+def from_dict(data: dict[str, Any]) -> Event:
+    if not isinstance(data, dict):
+        raise EventFormatError(f"expected an object, got {type(data).__name__}")
+    cls = EVENT_TYPES.get(data.get("type"))
+    if cls is None:
+        raise EventFormatError(f"unknown event type {data.get('type')!r}")
+    names = {f.name: f for f in dataclasses.fields(cls)}
+    values = {}
+    for key, value in data.items():
+        if key == "type":
+            continue
+        if key not in names:
+            raise EventFormatError(f"{cls.__name__} has no field {key!r}")
+        if isinstance(value, list):
+            value = tuple(value)  # JSON arrays come back as the tuples they were written from
+        values[key] = value
+    try:
+        return cls(**values)
+    except TypeError as e:
+        raise EventFormatError(f"{cls.__name__}: {e}") from None
+
+
+def from_json(line: str) -> Event:
+    try:
+        return from_dict(json.loads(line))
+    except json.JSONDecodeError as e:
+        raise EventFormatError(f"not JSON: {e}") from None

@@ -1,0 +1,307 @@
+"""The verdict engine: each contract clause judged from evidence, with the events that decided it.
+
+A clause whose evidence is missing is inconclusive, never pass. The client's stdout and exit
+status are claims: only `honest-outcome` reads them, and only to compare them with the verifier.
+"""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sessions.contract import CLAUSE_IDS, Contract, Thresholds, load_contract
+from sessions.events import Event, PhaseChanged, ScenarioJudged, Verdict
+from sessions.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
+
+PASS, FAIL, INCONCLUSIVE, NA = "pass", "fail", "inconclusive", "not-applicable"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    status: str
+    reason: str
+    evidence: tuple[int, ...] = ()
+    failure_class: str | None = None   # client, environment, harness — for anything not a pass
+
+
+def _fail(reason, evidence=()):
+    return Judgement(FAIL, reason, tuple(evidence), "client")
+
+
+def _unknown(reason, evidence=(), failure_class="environment"):
+    return Judgement(INCONCLUSIVE, reason, tuple(evidence), failure_class)
+
+
+def _seqs(*groups) -> list[int]:
+    return sorted({e.seq for group in groups for e in group if e is not None})
+
+
+def _invocations(ev: ScenarioEvidence) -> list[InvocationEvidence]:
+    return [ev.invocations[n] for n in sorted(ev.invocations)]
+
+
+def _counter(inv: InvocationEvidence, name: str) -> int | None:
+    return inv.final.counters.get(name) if inv.final else None
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.2f} MB"
+
+
+def integrity(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    invs = _invocations(ev)
+    missing = [i.n for i in invs if i.verifier is None]
+    if not invs or missing:
+        return _unknown(f"no verifier result after invocation {missing or '(none ran)'}",
+                        failure_class="harness")
+    evidence = _seqs([i.verifier for i in invs])
+    for inv in invs:
+        v = inv.verifier
+        if not v.saved:
+            return _fail(f"after invocation {inv.n} the store holds no backup", evidence)
+        if not v.match:
+            return _fail(f"after invocation {inv.n} the saved backup's sha256 "
+                         f"{v.saved_sha256[:12]}… differs from the source's "
+                         f"{v.source_sha256[:12]}…", evidence)
+    return Judgement(PASS, f"the saved backup matches the source after every invocation "
+                           f"(sha256 {invs[-1].verifier.source_sha256[:12]}…)", tuple(evidence))
+
+
+def unchanged_no_upload(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    first, second = ev.invocations.get(1), ev.invocations.get(2)
+    if first is None or second is None or first.verifier is None:
+        return _unknown("no unchanged second invocation was observed", failure_class="harness")
+    if not first.verifier.match:
+        return Judgement(NA, "the receiver did not hold the source's content before invocation 2, "
+                             "so an upload there was legitimate", (first.verifier.seq,))
+    uploads = second.receiver_events("upload_started")
+    closed = second.receiver_events("connection_closed")
+    wire = second.wire_bytes_to(ev.started.receiver_port) if second.packet_stats else None
+    evidence = _seqs([first.verifier], uploads, closed, [second.packet_stats])
+    if uploads or second.payload_bytes:
+        return _fail(f"invocation 2 started {len(uploads)} upload(s) and the receiver consumed "
+                     f"{second.payload_bytes:,} payload bytes although it held the content"
+                     + (f"; the wire carried {wire:,} bytes to it" if wire is not None else ""),
+                     evidence)
+    if wire is not None and wire > t.unchanged_wire_bytes_max:
+        return _unknown(f"the receiver consumed no payload but the wire carried {wire:,} bytes to "
+                        f"it (> {t.unchanged_wire_bytes_max}): the evidence disagrees", evidence,
+                        "harness")
+    wire_note = (f"; the wire carried {wire:,} bytes to it (requests only)" if wire is not None
+                 else "; the wire was not captured")
+    return Judgement(PASS, f"invocation 2: no upload started, 0 payload bytes consumed{wire_note}",
+                     tuple(evidence))
+
+
+def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    allowed = ("127.0.0.1", ev.started.receiver_port)
+    bad, decoy_hits, syns, connects = [], [], [], []
+    for inv in _invocations(ev):
+        connects += inv.connects
+        bad += [c for c in inv.connects if c.address is not None and (c.address, c.port) != allowed]
+        decoy_hits += [r for r in inv.decoy if r.event == "connection_opened"]
+        syns += [p for p in inv.packets if p.flags == "SYN" and p.dport != allowed[1]]
+    if bad or decoy_hits or syns:
+        where = sorted({f"{c.address}:{c.port}" for c in bad}
+                       | {f"127.0.0.1:{ev.started.decoy_port}" for _ in decoy_hits[:1]}
+                       | {f"{p.dst}:{p.dport}" for p in syns})
+        seen_by = [name for name, hits in (("kernel", bad), ("decoy", decoy_hits),
+                                           ("wire", syns)) if hits]
+        return _fail(f"contacted {', '.join(where)} besides the receiver "
+                     f"(seen by {', '.join(seen_by)})", _seqs(bad, decoy_hits, syns))
+    finals = [inv.final for inv in _invocations(ev)]
+    if not finals or any(f is None or "connects" not in f.counters for f in finals):
+        return _unknown("no kernel view of connect(): the decoy and the wire saw nothing, but "
+                        "other destinations are invisible to them", _seqs(finals))
+    lost = sum(f.counters.get("lost_events", 0) for f in finals)
+    if lost or sum(f.counters["connects"] for f in finals) != len(connects):
+        return _unknown(f"connect events incomplete ({lost} lost)", _seqs(finals), "harness")
+    calls = (f"all {len(connects)} connect() calls went to {allowed[0]}:{allowed[1]}" if connects
+             else "the kernel saw no connect() call")
+    return Judgement(PASS, f"{calls}; the decoy saw nothing",
+                     tuple(_seqs(connects, finals)))
+
+
+def bounded_recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    armed = ev.started.faults.get("drop_first_upload_after")
+    if armed is None:
+        return Judgement(NA, "no interruption was injected")
+    first = ev.invocations.get(1)
+    fired = first.receiver_events("fault_fired") if first else []
+    if not fired:
+        return _unknown(f"the interruption armed at {armed:,} payload bytes never fired: "
+                        "this attempt is invalid", failure_class="harness")
+    uploads = first.receiver_events("upload_started")
+    commits = [c for c in first.receiver_events("committed") if c.t_ns > fired[0].t_ns]
+    evidence = _seqs(fired, uploads, commits)
+    if commits and len(uploads) <= t.max_upload_attempts:
+        return Judgement(PASS, f"interrupted after {fired[0].fields['payload_bytes']:,} payload "
+                               f"bytes; committed on upload attempt {len(uploads)} of at most "
+                               f"{t.max_upload_attempts}", tuple(evidence))
+    return _fail(f"interrupted after {fired[0].fields['payload_bytes']:,} bytes; "
+                 + (f"committed only after {len(uploads)} upload attempts" if commits
+                    else f"no commit after {len(uploads)} upload attempts"), evidence)
+
+
+def mismatch_rejected(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    before = ev.before
+    rejected_total, evidence = 0, []
+    for inv in _invocations(ev):
+        rejected = inv.receiver_events("rejected", reason="digest-mismatch")
+        commits = inv.receiver_events("committed")
+        after = inv.verifier
+        if after is None or before is None:
+            if rejected:
+                return _unknown(f"invocation {inv.n}: the store was not verified around the "
+                                "rejected uploads", _seqs(rejected), "harness")
+            before = after
+            continue
+        evidence += _seqs(rejected, commits, [before, after])
+        if commits and after.saved_sha256 != commits[-1].fields.get("digest"):
+            return _fail(f"invocation {inv.n}: the saved backup ({after.saved_sha256}) is not the "
+                         f"payload the receiver committed", evidence)
+        if rejected and not commits and after.saved_sha256 != before.saved_sha256:
+            return _fail(f"invocation {inv.n}: the store changed although every upload was "
+                         "rejected", evidence)
+        rejected_total += len(rejected)
+        before = after
+    if rejected_total == 0:
+        return Judgement(NA, "no payload mismatching its advertised digest was sent",
+                         tuple(evidence))
+    state = "no backup" if not before.saved else f"sha256 {before.saved_sha256[:12]}…"
+    return Judgement(PASS, f"{rejected_total} mismatching payloads rejected (digest-mismatch) "
+                           f"before commit; the store kept its state ({state})",
+                     tuple(sorted(set(evidence))))
+
+
+def honest_outcome(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    parts, evidence = [], []
+    for inv in _invocations(ev):
+        if inv.exited is None or inv.verifier is None:
+            return _unknown(f"invocation {inv.n}: no exit or verifier record",
+                            failure_class="harness")
+        completed = [c for c in inv.claims if c.claim.get("claim") == "completed"]
+        claimed = inv.exited.exit_code == 0 or bool(completed)
+        evidence += _seqs([inv.exited, inv.verifier], completed)
+        if inv.exited.exit_code is None and not completed:
+            return _unknown(f"invocation {inv.n}: killed after its timeout before claiming an "
+                            "outcome", evidence, "client")
+        actual = inv.verifier.match
+        claim_text = (f"exit {inv.exited.exit_code}" + (", 'completed'" if completed else ""))
+        if claimed != actual:
+            truth = "a matching backup" if actual else (
+                "no saved backup" if not inv.verifier.saved else "a backup that does not match")
+            return _fail(f"invocation {inv.n} claimed {'success' if claimed else 'failure'} "
+                         f"({claim_text}) but the verifier found {truth}", evidence)
+        parts.append(f"{'success' if claimed else 'failure'}")
+    if not parts:
+        return _unknown("no invocation ran", failure_class="harness")
+    return Judgement(PASS, f"claims agree with the verifier ({' / '.join(parts)})", tuple(evidence))
+
+
+def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    size, judged, evidence, notes = ev.started.source_size, 0, [], []
+    for inv in _invocations(ev):
+        uploads = inv.receiver_events("upload_started")
+        entries = inv.final.functions.get("hash_file") if inv.final else None
+        source = _counter(inv, "source_read_bytes")
+        evidence += _seqs([inv.final], uploads)
+        if entries is not None and entries > t.hash_passes_allowed:
+            return _fail(f"invocation {inv.n}: hash_file entered {entries} times "
+                         f"(at most {t.hash_passes_allowed})", evidence)
+        allowed = size * (t.hash_passes_allowed + len(uploads))
+        if source is not None and source > allowed:
+            return _fail(f"invocation {inv.n}: read {source:,} source bytes, {source / size:.0f}x "
+                         f"the source; allowed {allowed:,} ({t.hash_passes_allowed} pass + "
+                         f"{len(uploads)} upload(s))", evidence)
+        if entries is None and source is None:
+            continue
+        judged += 1
+        notes.append(f"{entries if entries is not None else '?'} hash_file / "
+                     f"{source / size if source is not None else float('nan'):.0f}x source read")
+    if judged < len(ev.invocations) or not judged:
+        return _unknown("no kernel view of hashing: neither uprobe counts nor source-file reads "
+                        "were observed", evidence)
+    return Judgement(PASS, f"per invocation: {'; '.join(notes)}", tuple(evidence))
+
+
+def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    notes, evidence = [], []
+    for inv in _invocations(ev):
+        needed = ("oncpu_ns", "source_read_bytes", "sock_sent_bytes", "sock_recv_bytes")
+        values = {name: _counter(inv, name) for name in needed}
+        evidence += _seqs([inv.final])
+        if any(v is None for v in values.values()):
+            missing = [n for n, v in values.items() if v is None]
+            return _unknown(f"invocation {inv.n}: no kernel view of {', '.join(missing)}",
+                            evidence)
+        work = values["source_read_bytes"] + values["sock_sent_bytes"] + values["sock_recv_bytes"]
+        budget = t.cpu_startup_allowance_ns + t.cpu_ns_per_byte * work
+        oncpu = values["oncpu_ns"]
+        if oncpu > budget:
+            return _fail(f"invocation {inv.n}: {oncpu / 1e6:.0f} ms on CPU for {_mb(work)} moved; "
+                         f"budget {budget / 1e6:.0f} ms", evidence)
+        notes.append(f"{oncpu / 1e6:.1f} of {budget / 1e6:.0f} ms")
+    if not notes:
+        return _unknown("no invocation ran", failure_class="harness")
+    return Judgement(PASS, f"on-CPU within budget ({' / '.join(notes)})", tuple(evidence))
+
+
+CLAUSES: dict[str, Callable[[ScenarioEvidence, Thresholds], Judgement]] = {
+    "integrity": integrity,
+    "unchanged-no-upload": unchanged_no_upload,
+    "destination-only": destination_only,
+    "bounded-recovery": bounded_recovery,
+    "mismatch-rejected": mismatch_rejected,
+    "honest-outcome": honest_outcome,
+    "hash-work": hash_work,
+    "cpu-budget": cpu_budget,
+}
+assert tuple(CLAUSES) == CLAUSE_IDS
+
+
+def expected_of(ev: ScenarioEvidence, clause: str) -> str:
+    if clause in ev.started.expected_failures:
+        return "fail"
+    return "pass" if clause in ev.started.expected_passes else "not-fail"
+
+
+def instrument_check(verdicts: list[Verdict]) -> tuple[str, str]:
+    """detected: every verdict is what the scenario declared; missed: one is not."""
+    wrong = [v for v in verdicts
+             if (v.expected == "fail" and v.status in (PASS, NA))
+             or (v.expected != "fail" and v.status == FAIL)
+             or (v.expected == "pass" and v.status == NA)]
+    if wrong:
+        return "missed", "; ".join(f"{v.clause}: expected {v.expected}, got {v.status}"
+                                   for v in wrong)
+    unknown = [v.clause for v in verdicts if v.status == INCONCLUSIVE]
+    if unknown:
+        return "inconclusive", f"evidence missing for {', '.join(unknown)}"
+    return "detected", "every clause judged as declared"
+
+
+def judge(ev: ScenarioEvidence, contract: Contract, now_ns: int) -> list[Event]:
+    verdicts = []
+    for clause, fn in CLAUSES.items():
+        j = fn(ev, contract.thresholds)
+        verdicts.append(Verdict(now_ns, ev.id, clause, j.status, expected_of(ev, clause),
+                                j.reason, j.failure_class if j.status != PASS else None,
+                                j.evidence))
+    status, detail = instrument_check(verdicts)
+    return [*verdicts, ScenarioJudged(now_ns, ev.id, status, detail)]
+
+
+class VerdictEngine:
+    """Stream consumer: when a scenario reaches its judging phase, publish its verdicts."""
+
+    def __init__(self, contract: Contract | None = None):
+        self.contract = contract or load_contract()
+        self.book = EvidenceBook()
+
+    def __call__(self, event: Event) -> list[Event]:
+        self.book.consume(event)
+        if isinstance(event, PhaseChanged) and event.phase == "judging":
+            scenario = self.book.scenarios.get(event.scenario)
+            if scenario is not None:
+                return judge(scenario, self.contract, time.monotonic_ns())
+        return []

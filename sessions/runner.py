@@ -1,0 +1,355 @@
+"""The runner: fixture + probes -> one event stream, scenario after scenario.
+
+Per scenario: a fresh store, receiver and decoy, a packet capture on their ports, invocation 1
+and the verifier, invocation 2 against the same receiver state and the verifier, then judging
+and teardown. Teardown runs in `finally`, so an exception, Ctrl-C or SIGTERM (turned into
+KeyboardInterrupt by the CLI) leaves no process, port, BPF attachment or temp directory.
+"""
+
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fixture.harness import start_decoy, start_receiver
+from fixture.source import SIZE, write_source
+from fixture.verifier import verify
+from probes import procmetrics
+from probes.capability import Capability
+from probes.collectors import Collector, open_collector
+from probes.kernel import ConnectEvent
+from probes.packets import CaptureUnavailable, PacketCapture
+from sessions.contract import load_contract
+from sessions.events import (
+    CapabilityMissing,
+    ClientClaim,
+    ClientExited,
+    ConnectObserved,
+    CounterSample,
+    PacketSeen,
+    PacketStats,
+    PhaseChanged,
+    ProcessMetrics,
+    ProcessObserved,
+    ScenarioStarted,
+    ServerRecord,
+    SessionEnded,
+    SessionStarted,
+    VerifierResult,
+)
+from sessions.scenario import Scenario
+from sessions.stream import EventStream
+
+VERSION = "0.1.0"
+HOST = "127.0.0.1"
+POLL_S = 0.1            # counters, events, packets and records are pumped at 10 Hz
+METRICS_EVERY_S = 0.25  # psutil samples at 4 Hz
+SETTLE_S = 3.0          # how long to wait for the receiver to finish with a client's connections
+
+
+class RunError(Exception):
+    """The session could not run as asked (e.g. --packets required but unavailable)."""
+
+
+@dataclass
+class Options:
+    collector: str = "auto"
+    packets: str = "on"          # on, off, required
+    functions: tuple[str, ...] = ("hash_file", "send_payload", "busy_wait")
+
+
+class _Tail:
+    """New complete JSON lines of a server's record file since the last call."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.carry = path, 0, b""
+
+    def new(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        lines = (self.carry + data).split(b"\n")
+        self.carry = lines.pop()
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+@dataclass
+class _Live:
+    """What one scenario has running; torn down whatever happens."""
+
+    scenario: Scenario
+    workdir: Path
+    receiver: object = None
+    decoy: object = None
+    capture: PacketCapture | None = None
+    client: object = None
+    tails: dict = field(default_factory=dict)
+    open_connections: int = 0
+
+
+class Session:
+    def __init__(self, stream: EventStream, out_dir: Path, options: Options | None = None):
+        self.stream = stream
+        self.out_dir = Path(out_dir)       # pcaps and server records kept for the archive
+        self.options = options or Options()
+        self.contract = load_contract()
+        self._next_invocation = 1
+        self._tmp: Path | None = None
+        self.collector: Collector | None = None
+        self.packets_mode = "off"
+
+    # --- session ----------------------------------------------------------------------
+    def open(self, scenarios: list[Scenario]) -> None:
+        functions = tuple(dict.fromkeys(self.options.functions))
+        self.collector, missing = open_collector(self.options.collector, functions)
+        self.packets_mode, packet_gap = self._probe_packets()
+        if packet_gap:
+            missing.append(packet_gap)
+        self._tmp = Path(tempfile.mkdtemp(prefix="evlab-session-"))
+        self.source = write_source(self._tmp / "source.bin")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.stream.publish(SessionStarted(
+            time.monotonic_ns(), wall_ns=time.time_ns(), evlab_version=VERSION,
+            kernel=platform.release(), collector=self.collector.name,
+            packets=self.packets_mode, contract_version=self.contract.version,
+            scenarios=tuple(s.id for s in scenarios)))
+        for cap in missing:
+            self.stream.publish(CapabilityMissing(time.monotonic_ns(), cap.name, cap.detail,
+                                                  cap.fix))
+
+    def _probe_packets(self) -> tuple[str, Capability | None]:
+        if self.options.packets == "off":
+            return "off", Capability("packets", False, "packet capture off by request",
+                                     "run with --packets on")
+        try:
+            PacketCapture().start().stop()
+            return "on", None
+        except CaptureUnavailable as e:
+            if self.options.packets == "required":
+                raise RunError(f"packet capture required but unavailable: {e.reason} "
+                               f"(fix: {e.fix})") from None
+            return "unavailable", e.capability()
+
+    def close(self, reason: str = "complete") -> None:
+        try:
+            if self.collector is not None:
+                self.collector.close()
+                self.collector = None
+        finally:
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+                self._tmp = None
+            self.stream.publish(SessionEnded(time.monotonic_ns(), partial=reason != "complete",
+                                             reason=reason))
+
+    # --- one scenario -----------------------------------------------------------------
+    def run_scenario(self, scenario: Scenario) -> None:
+        live = _Live(scenario, Path(tempfile.mkdtemp(prefix=f"{scenario.id}-", dir=self._tmp)))
+        try:
+            self._phase(scenario, "setup")
+            self._start_servers(live)
+            self._publish_started(live)
+            self._verify(live, 0)
+            for n in (1, 2):
+                self._invoke(live, n)
+                self._verify(live, n)
+            self._phase(scenario, "judging")
+        finally:
+            self._phase(scenario, "teardown")
+            self._teardown(live)
+            self._phase(scenario, "done")
+
+    def _phase(self, scenario: Scenario, phase: str, n: int = 0) -> None:
+        self.stream.publish(PhaseChanged(time.monotonic_ns(), scenario.id, phase, n))
+
+    def _start_servers(self, live: _Live) -> None:
+        s = live.scenario
+        drop = s.faults.get("drop_first_upload_after")
+        live.receiver = start_receiver(live.workdir / "store", live.workdir / "receiver.jsonl",
+                                       drop_first_upload_after=drop)
+        live.decoy = start_decoy(live.workdir / "decoy.jsonl")
+        live.tails = {"receiver": _Tail(live.receiver.events_path),
+                      "decoy": _Tail(live.decoy.events_path)}
+        if self.packets_mode == "on":
+            live.capture = PacketCapture(pcap_path=self.out_dir / f"{s.id}.pcap").start()
+            live.capture.set_ports({live.receiver.port, live.decoy.port})
+
+    def _publish_started(self, live: _Live) -> None:
+        s = live.scenario
+        if not s.client.is_file():
+            raise RunError(f"{s.file}: client executable not found: {s.client} "
+                           "(run `make clients` for the fixture's builds)")
+        self.stream.publish(ScenarioStarted(
+            time.monotonic_ns(), s.id, str(s.client), s.client_sha256(), s.expect_fail,
+            s.expect_pass, dict(s.faults), live.receiver.port, live.decoy.port, SIZE,
+            str(s.file)))
+
+    def _invoke(self, live: _Live, n: int) -> None:
+        s, inv_id = live.scenario, self._next_invocation
+        self._next_invocation += 1
+        self._phase(s, "invocation", n)
+        argv = s.argv(HOST, live.receiver.port, self.source, live.decoy.port)
+        cwd = live.workdir / f"client-{n}"
+        cwd.mkdir()
+        started = time.monotonic_ns()
+        proc = self.collector.launch(inv_id, argv, self.source, cwd=cwd,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     stdin=subprocess.DEVNULL)
+        live.client = proc
+        claims = threading.Thread(target=self._read_claims, args=(s.id, n, proc.stdout),
+                                  daemon=True)
+        claims.start()
+        status, cpu_ns, timed_out = self._watch(live, n, inv_id, proc, started)
+        claims.join(timeout=2)
+        live.client = None
+        self.stream.publish(ClientExited(
+            time.monotonic_ns(), s.id, n, None if timed_out else os.waitstatus_to_exitcode(status),
+            timed_out, time.monotonic_ns() - started, cpu_ns))
+        self._settle(live, n, inv_id)
+        final = self.collector.finish(inv_id)
+        self._pump(live, n, inv_id)
+        self.stream.publish(CounterSample(
+            time.monotonic_ns(), s.id, n, final.counters, final.functions, final.unobserved,
+            final=True, overhead=self.collector.overhead()))
+        if live.capture is not None:
+            stats = live.capture.stats()
+            self.stream.publish(PacketStats(time.monotonic_ns(), s.id, n, stats.kept,
+                                            stats.dropped_by_kernel, f"{s.id}.pcap"))
+
+    def _watch(self, live, n, inv_id, proc, started) -> tuple[int, int | None, bool]:
+        """Pump evidence until the client exits or its timeout passes (then kill its group)."""
+        deadline = started + int(live.scenario.timeout_s * 1e9)
+        last_metrics = 0
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                return status, int((usage.ru_utime + usage.ru_stime) * 1e9), False
+            now = time.monotonic_ns()
+            if now > deadline:
+                _kill_group(proc.pid)
+                _, status, _ = os.wait4(proc.pid, 0)
+                proc.returncode = -9
+                return status, None, True
+            self._pump(live, n, inv_id)
+            if now - last_metrics > METRICS_EVERY_S * 1e9:
+                self._metrics(live, n, proc.pid)
+                last_metrics = now
+            time.sleep(POLL_S)
+
+    def _pump(self, live: _Live, n: int, inv_id: int) -> None:
+        s = live.scenario.id
+        snap = self.collector.snapshot(inv_id)
+        self.stream.publish(CounterSample(snap.t_ns, s, n, snap.counters, snap.functions,
+                                          snap.unobserved))
+        for e in self.collector.poll_events():
+            if isinstance(e, ConnectEvent):
+                self.stream.publish(ConnectObserved(e.t_ns, s, n, e.pid, e.family, e.address,
+                                                    e.port, e.result))
+            else:
+                self.stream.publish(ProcessObserved(e.t_ns, s, n, e.kind, e.pid, e.child_pid,
+                                                    e.filename))
+        if live.capture is not None:
+            for p in live.capture.drain():
+                self.stream.publish(PacketSeen(p.t_ns, s, n, p.src, p.sport, p.dst, p.dport,
+                                               p.flags, p.payload_len))
+        for server, tail in live.tails.items():
+            for record in tail.new():
+                if server == "receiver":
+                    delta = {"connection_opened": 1, "connection_closed": -1}
+                    live.open_connections += delta.get(record.get("event"), 0)
+                fields = {k: v for k, v in record.items() if k not in ("t_ns", "event")}
+                self.stream.publish(ServerRecord(record.get("t_ns", 0), s, n, server,
+                                                 record.get("event", "?"), fields))
+
+    def _settle(self, live: _Live, n: int, inv_id: int) -> None:
+        """Let the receiver finish with the client's connections so records land in invocation n."""
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            self._pump(live, n, inv_id)
+            if live.open_connections <= 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        time.sleep(0.05)  # the last FIN/ACKs on the wire
+
+    def _metrics(self, live: _Live, n: int, client_pid: int) -> None:
+        for role, pid in (("client", client_pid), ("receiver", live.receiver.pid)):
+            sample = procmetrics.sample(pid)
+            if sample is not None:
+                self.stream.publish(ProcessMetrics(
+                    sample.t_ns, live.scenario.id, n, role, pid, sample.tree_cpu_s,
+                    sample.tree_rss_bytes, sample.ctx_voluntary + sample.ctx_involuntary,
+                    sample.open_fds, sample.children))
+
+    def _read_claims(self, scenario: str, n: int, stdout) -> None:
+        for raw in stdout:
+            text = raw.decode(errors="replace").strip()
+            if not text:
+                continue
+            try:
+                claim = json.loads(text)
+                if not isinstance(claim, dict):
+                    raise ValueError
+            except ValueError:
+                claim = {"unparsed": text[:500]}
+            self.stream.publish(ClientClaim(time.monotonic_ns(), scenario, n, claim))
+        stdout.close()
+
+    def _verify(self, live: _Live, n: int) -> None:
+        if n:
+            self._phase(live.scenario, "verify", n)
+        v = verify(live.workdir / "store", self.source)
+        self.stream.publish(VerifierResult(time.monotonic_ns(), live.scenario.id, n, v["saved"],
+                                           v["match"], v["source_sha256"], v["saved_sha256"]))
+
+    def _teardown(self, live: _Live) -> None:
+        if live.client is not None and live.client.poll() is None:
+            _kill_group(live.client.pid)
+            live.client.wait()
+        if live.capture is not None:
+            live.capture.stop()
+        for server in (live.receiver, live.decoy):
+            if server is not None:
+                server.stop()
+        for name in ("receiver", "decoy"):
+            record = live.workdir / f"{name}.jsonl"
+            if record.exists():
+                shutil.copy(record, self.out_dir / f"{live.scenario.id}.{name}.jsonl")
+        shutil.rmtree(live.workdir, ignore_errors=True)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_session(stream: EventStream, scenarios: list[Scenario], out_dir: Path,
+                options: Options | None = None) -> None:
+    """Run the scenarios in order; always closes the session (SessionEnded says how it ended)."""
+    session = Session(stream, out_dir, options)
+    reason = "complete"
+    try:
+        session.open(scenarios)
+        for scenario in scenarios:
+            session.run_scenario(scenario)
+    except KeyboardInterrupt:
+        reason = "interrupted"
+        raise
+    except BaseException as e:
+        reason = f"error: {e}"
+        raise
+    finally:
+        session.close(reason)

@@ -1,0 +1,183 @@
+"""Scenarios are data: one TOML file each (sessions/scenarios/*.toml, or any file you name).
+
+A malformed file is a ScenarioError naming the file, the key and what was expected.
+"""
+
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fixture.harness import client_path
+from sessions.contract import CLAUSE_IDS
+
+BUILTIN_DIR = Path(__file__).with_name("scenarios")
+DEFAULT_ARGS = ("{host}", "{port}", "{source}", "{decoy_port}")
+PLACEHOLDERS = {"host", "port", "source", "decoy_port"}
+_SHELL_SYNTAX = re.compile(r"[;&|`$<>(){}*?!\n\\\"']")
+_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+class ScenarioError(ValueError):
+    def __init__(self, file: Path | str, key: str, expected: str):
+        super().__init__(f"{file}: {key}: expected {expected}")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    id: str
+    description: str
+    client: Path
+    args: tuple[str, ...]
+    timeout_s: float
+    faults: dict = field(default_factory=dict)
+    expect_fail: tuple[str, ...] = ()
+    expect_pass: tuple[str, ...] = ()
+    order: int = 100
+    file: Path | None = None
+
+    def client_sha256(self) -> str:
+        with open(self.client, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+
+    def argv(self, host: str, port: int, source: Path, decoy_port: int) -> list[str]:
+        values = {"host": host, "port": str(port), "source": str(source),
+                  "decoy_port": str(decoy_port)}
+        return [str(self.client), *(a.format(**values) for a in self.args)]
+
+
+_SCHEMA = {
+    "": {"id", "description", "order", "client", "environment", "faults", "noise", "expect"},
+    "client": {"behaviour", "path", "args", "timeout_s"},
+    "environment": {"source"},
+    "faults": {"drop_first_upload_after"},
+    "noise": set(),
+    "expect": {"fail", "pass"},
+}
+
+
+def _check_keys(file, table: dict, where: str) -> None:
+    allowed = _SCHEMA[where]
+    for key in table:
+        if key not in allowed:
+            full = f"{where}.{key}" if where else key
+            raise ScenarioError(file, full, f"one of {', '.join(sorted(allowed)) or 'no keys'}")
+
+
+def _typed(file, table: dict, key: str, where: str, kind, expected: str, default=None):
+    value = table.get(key, default)
+    if value is None:
+        return None
+    if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+        raise ScenarioError(file, f"{where}.{key}" if where else key, expected)
+    return value
+
+
+def _clauses(file, expect: dict, key: str) -> tuple[str, ...]:
+    value = expect.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ScenarioError(file, f"expect.{key}", "a list of clause ids")
+    for clause in value:
+        if clause not in CLAUSE_IDS:
+            raise ScenarioError(file, f"expect.{key}", f"clause ids ({', '.join(CLAUSE_IDS)}), "
+                                f"got {clause!r}")
+    return tuple(value)
+
+
+def _client(file, client: dict) -> Path:
+    behaviour = _typed(file, client, "behaviour", "client", str, "a fixture behaviour name")
+    path = _typed(file, client, "path", "client", str, "a path to an executable")
+    if (behaviour is None) == (path is None):
+        raise ScenarioError(file, "client", "exactly one of behaviour or path")
+    if behaviour is not None:
+        if not _ID.match(behaviour):
+            raise ScenarioError(file, "client.behaviour", "a name like 'baseline'")
+        return client_path(behaviour)
+    if _SHELL_SYNTAX.search(path):
+        raise ScenarioError(file, "client.path",
+                            f"a file path, got shell syntax in {path!r} (no shell is used)")
+    resolved = Path(path) if Path(path).is_absolute() else Path(file).parent / path
+    return resolved.resolve()
+
+
+def parse(text: str, file: Path | str) -> Scenario:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(file, "(syntax)", f"valid TOML ({e})") from None
+    _check_keys(file, data, "")
+    for table in ("client", "environment", "faults", "noise", "expect"):
+        if not isinstance(data.get(table, {}), dict):
+            raise ScenarioError(file, table, "a table")
+        _check_keys(file, data.get(table, {}), table)
+    stem = Path(file).stem
+    scenario_id = _typed(file, data, "id", "", str, "a string id", default=stem)
+    if not _ID.match(scenario_id):
+        raise ScenarioError(file, "id", "lowercase letters, digits and dashes")
+    client = data.get("client")
+    if client is None:
+        raise ScenarioError(file, "client", "a [client] table")
+    args = _typed(file, client, "args", "client", list, "a list of strings", list(DEFAULT_ARGS))
+    for arg in args:
+        if not isinstance(arg, str):
+            raise ScenarioError(file, "client.args", "a list of strings")
+        names = set(re.findall(r"{(\w*)}", arg))
+        if names - PLACEHOLDERS:
+            raise ScenarioError(file, "client.args",
+                                f"placeholders from {sorted(PLACEHOLDERS)}, got {arg!r}")
+    timeout = _typed(file, client, "timeout_s", "client", (int, float), "a number of seconds",
+                     20)
+    if not 0 < timeout <= 600:
+        raise ScenarioError(file, "client.timeout_s", "a number of seconds in (0, 600]")
+    source = data.get("environment", {}).get("source", "builtin")
+    if source != "builtin":
+        raise ScenarioError(file, "environment.source", "\"builtin\" (the deterministic source)")
+    faults = data.get("faults", {})
+    drop = _typed(file, faults, "drop_first_upload_after", "faults", int, "a byte count")
+    if drop is not None and drop < 0:
+        raise ScenarioError(file, "faults.drop_first_upload_after", "a byte count >= 0")
+    expect = data.get("expect", {})
+    expect_fail, expect_pass = _clauses(file, expect, "fail"), _clauses(file, expect, "pass")
+    if set(expect_fail) & set(expect_pass):
+        raise ScenarioError(file, "expect", "a clause in fail or pass, not both")
+    return Scenario(
+        id=scenario_id,
+        description=_typed(file, data, "description", "", str, "a string", "") or "",
+        client=_client(file, client), args=tuple(args), timeout_s=float(timeout),
+        faults={k: v for k, v in faults.items()}, expect_fail=expect_fail,
+        expect_pass=expect_pass, order=_typed(file, data, "order", "", int, "an integer", 100),
+        file=Path(file))
+
+
+def load(path: Path) -> Scenario:
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScenarioError(path, "(file)", f"a readable UTF-8 TOML file ({e})") from None
+    return parse(text, path)
+
+
+def load_dir(directory: Path = BUILTIN_DIR) -> list[Scenario]:
+    scenarios = [load(p) for p in sorted(Path(directory).glob("*.toml"))]
+    seen: dict[str, Path] = {}
+    for s in scenarios:
+        if s.id in seen:
+            raise ScenarioError(s.file, "id", f"a unique id ({s.id!r} is also in {seen[s.id]})")
+        seen[s.id] = s.file
+    return sorted(scenarios, key=lambda s: (s.order, s.id))
+
+
+def select(names: list[str], available: list[Scenario]) -> list[Scenario]:
+    """Scenarios by id, or by file path for a scenario outside the built-in folder."""
+    by_id = {s.id: s for s in available}
+    chosen = []
+    for name in names:
+        if name in by_id:
+            chosen.append(by_id[name])
+        elif name.endswith(".toml"):
+            chosen.append(load(Path(name)))
+        else:
+            raise ScenarioError(name, "(scenario)",
+                                f"a scenario id ({', '.join(by_id)}) or a .toml file")
+    return chosen
