@@ -1,19 +1,53 @@
-"""evlab's headless command line. Errors are one clear line and a non-zero exit, never a
-traceback for a user's mistake."""
+"""evlab's headless command line. A user's mistake is one clear line and exit status 2, never a
+traceback.
+
+Exit status of `run`: 0 the instrument judged every scenario as declared (all detected) — not
+"every backup was correct"; 1 a scenario was missed; 3 nothing missed but evidence was missing
+(inconclusive) or the session was cut short; 2 usage error; 130 interrupted.
+"""
 
 import argparse
+import json
+import shutil
+import signal
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 from probes import doctor
+from probes.collectors import KINDS, CollectorUnavailable
+from sessions import document, report
+from sessions.archive import ArchiveError, ArchiveWriter, load_archive
+from sessions.events import Event, ScenarioJudged, ScenarioStarted
+from sessions.evidence import EvidenceBook
+from sessions.judge import VerdictEngine
+from sessions.replay import replay
+from sessions.runner import Options, RunError, run_session
+from sessions.scenario import ScenarioError, load_dir, select
+from sessions.stream import EventStream
 
 EPILOG = """examples:
-  evlab doctor            what this machine can observe, and how to fix what it cannot
-  evlab doctor --json     the same as JSON
+  evlab list                                    the scenarios and what each must fail
+  evlab run --all --headless                    run the eight built-in scenarios, no dashboard
+  evlab run baseline retry --headless --json out.json --archive s.tar.gz
+  evlab run my-client.toml --headless           a scenario file of your own
+  evlab report s.tar.gz --format junit          JUnit XML from a saved session
+  evlab replay s.tar.gz --headless              re-judge a saved session from its events
+  evlab doctor [--json]                         what this machine can observe, and the fixes
+
+exit status of run: 0 every scenario judged as declared (the instrument works; not "every
+backup was correct"), 1 a scenario was missed, 3 evidence missing or the run cut short,
+2 usage error, 130 interrupted.
 """
 
 
 class UsageError(Exception):
     """A user's mistake: printed as one line, exit status 2."""
+
+
+class _Interrupted(KeyboardInterrupt):
+    pass
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,6 +56,25 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Execution-evidence lab: judge what a client "
                                 "did from the kernel, the wire, the receiver and a verifier.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("list", help="list the built-in scenarios")
+    r = sub.add_parser("run", help="run scenarios and judge them")
+    r.add_argument("scenarios", nargs="*", metavar="SCENARIO",
+                   help="scenario ids or .toml files (default with --all: every built-in one)")
+    r.add_argument("--all", action="store_true", help="every built-in scenario")
+    r.add_argument("--headless", action="store_true", help="no dashboard; progress lines only")
+    r.add_argument("--collector", choices=KINDS, default="auto")
+    r.add_argument("--packets", choices=("on", "off", "required"), default="on")
+    r.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
+    r.add_argument("--archive", type=Path, metavar="PATH", help="write the session archive here")
+    rp = sub.add_parser("report", help="render a saved session's report")
+    rp.add_argument("archive", type=Path)
+    rp.add_argument("--format", choices=("md", "json", "junit"), default="md")
+    rp.add_argument("--output", "-o", type=Path, help="write here instead of stdout")
+    rl = sub.add_parser("replay", help="replay a saved session")
+    rl.add_argument("archive", type=Path)
+    rl.add_argument("--headless", action="store_true", help="re-judge and print, no dashboard")
+    rl.add_argument("--speed", type=float, default=None,
+                    help="1.0 = as recorded; default: as fast as possible")
     d = sub.add_parser("doctor", help="check what this machine can observe")
     d.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return p
@@ -33,10 +86,117 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "doctor":
             return doctor.main(["--json"] if args.json else [])
+        if args.command == "list":
+            return cmd_list()
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "report":
+            return cmd_report(args)
+        if args.command == "replay":
+            return cmd_replay(args)
         parser.print_help()
         return 0
-    except UsageError as e:
+    except (UsageError, ScenarioError, ArchiveError, RunError, CollectorUnavailable) as e:
         print(f"evlab: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print("evlab: interrupted", file=sys.stderr)
         return 130
+
+
+def cmd_list() -> int:
+    for s in load_dir():
+        fails = ", ".join(s.expect_fail) or "nothing"
+        print(f"{s.id:<18} must fail: {fails:<34} {s.description}")
+    return 0
+
+
+def chosen_scenarios(names: list[str], everything: bool):
+    available = load_dir()
+    if everything and names:
+        raise UsageError("give scenario names or --all, not both")
+    if everything or not names:
+        return available
+    return select(names, available)
+
+
+def _raise_interrupt(signum, frame):
+    raise _Interrupted()
+
+
+class Progress:
+    """One line per scenario on stderr as it is judged."""
+
+    def __init__(self, total: int):
+        self.total, self.done, self.started = total, 0, {}
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, ScenarioStarted):
+            self.started[event.scenario] = time.monotonic()
+        elif isinstance(event, ScenarioJudged):
+            self.done += 1
+            took = time.monotonic() - self.started.get(event.scenario, time.monotonic())
+            print(f"[{self.done}/{self.total}] {event.scenario:<18} {event.instrument_check:<12} "
+                  f"{took:4.1f} s  {event.detail}", file=sys.stderr, flush=True)
+
+
+def cmd_run(args) -> int:
+    if not args.headless:
+        raise UsageError("the dashboard is not available yet; add --headless")
+    scenarios = chosen_scenarios(args.scenarios, args.all)
+    staging = Path(tempfile.mkdtemp(prefix="evlab-archive-"))
+    book, writer = EvidenceBook(), ArchiveWriter(staging)
+    stream = EventStream([VerdictEngine(), book, writer, Progress(len(scenarios))])
+    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM,
+                                                                      signal.SIGHUP)}
+    interrupted = False
+    try:
+        run_session(stream, scenarios, staging, Options(args.collector, args.packets))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        try:
+            doc = document.build(book)
+            if args.json:
+                args.json.parent.mkdir(parents=True, exist_ok=True)
+                args.json.write_text(json.dumps(doc, indent=2) + "\n")
+            if args.archive:
+                path = writer.finish(args.archive)
+                print(f"evlab: archive written to {path}", file=sys.stderr)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    if interrupted:
+        print("evlab: interrupted; partial results written", file=sys.stderr)
+        return 130
+    s = doc["summary"]
+    print(f"evlab: {s['detected']} detected, {s['missed']} missed, {s['inconclusive']} "
+          f"inconclusive of {s['scenarios']} (collector {doc['collector']}, packets "
+          f"{doc['packets']})", file=sys.stderr)
+    return document.exit_status(doc)
+
+
+def cmd_report(args) -> int:
+    loaded = load_archive(args.archive)
+    text = report.render(loaded.events, args.format)
+    if args.output:
+        args.output.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_replay(args) -> int:
+    if not args.headless:
+        raise UsageError("the dashboard is not available yet; add --headless")
+    if args.speed is not None and args.speed <= 0:
+        raise UsageError("--speed must be a positive number")
+    loaded = load_archive(args.archive)
+    book = EvidenceBook()
+    stream = EventStream([VerdictEngine(), book, Progress(len(loaded.manifest.get("clients", {})))])
+    replay(loaded.events, stream, speed=args.speed)
+    doc = document.build(book)
+    if loaded.partial:
+        print("evlab: this archive is partial (the session was cut short)", file=sys.stderr)
+    return document.exit_status(doc)

@@ -286,7 +286,7 @@ def judge(ev: ScenarioEvidence, contract: Contract, now_ns: int) -> list[Event]:
         j = fn(ev, contract.thresholds)
         verdicts.append(Verdict(now_ns, ev.id, clause, j.status, expected_of(ev, clause),
                                 j.reason, j.failure_class if j.status != PASS else None,
-                                j.evidence))
+                                tuple(sorted(set(j.evidence)))))
     status, detail = instrument_check(verdicts)
     return [*verdicts, ScenarioJudged(now_ns, ev.id, status, detail)]
 

@@ -160,6 +160,7 @@ class Session:
             self._phase(scenario, "setup")
             self._start_servers(live)
             self._publish_started(live)
+            self._pump_records(live, 0)  # the servers' start-up records belong to set-up
             self._verify(live, 0)
             for n in (1, 2):
                 self._invoke(live, n)
@@ -249,7 +250,11 @@ class Session:
             time.sleep(POLL_S)
 
     def _pump(self, live: _Live, n: int, inv_id: int) -> None:
-        s = live.scenario.id
+        self._pump_kernel(live.scenario.id, n, inv_id)
+        self._pump_packets(live, n)
+        self._pump_records(live, n)
+
+    def _pump_kernel(self, s: str, n: int, inv_id: int) -> None:
         snap = self.collector.snapshot(inv_id)
         self.stream.publish(CounterSample(snap.t_ns, s, n, snap.counters, snap.functions,
                                           snap.unobserved))
@@ -260,18 +265,22 @@ class Session:
             else:
                 self.stream.publish(ProcessObserved(e.t_ns, s, n, e.kind, e.pid, e.child_pid,
                                                     e.filename))
+
+    def _pump_packets(self, live: _Live, n: int) -> None:
         if live.capture is not None:
             for p in live.capture.drain():
-                self.stream.publish(PacketSeen(p.t_ns, s, n, p.src, p.sport, p.dst, p.dport,
-                                               p.flags, p.payload_len))
+                self.stream.publish(PacketSeen(p.t_ns, live.scenario.id, n, p.src, p.sport,
+                                               p.dst, p.dport, p.flags, p.payload_len))
+
+    def _pump_records(self, live: _Live, n: int) -> None:
         for server, tail in live.tails.items():
             for record in tail.new():
                 if server == "receiver":
                     delta = {"connection_opened": 1, "connection_closed": -1}
                     live.open_connections += delta.get(record.get("event"), 0)
                 fields = {k: v for k, v in record.items() if k not in ("t_ns", "event")}
-                self.stream.publish(ServerRecord(record.get("t_ns", 0), s, n, server,
-                                                 record.get("event", "?"), fields))
+                self.stream.publish(ServerRecord(record.get("t_ns", 0), live.scenario.id, n,
+                                                 server, record.get("event", "?"), fields))
 
     def _settle(self, live: _Live, n: int, inv_id: int) -> None:
         """Let the receiver finish with the client's connections so records land in invocation n."""

@@ -1,0 +1,200 @@
+"""The session archive (.tar.gz): the whole event stream and everything needed to re-judge it.
+
+Members: manifest.json, events.jsonl, verdicts.json, report.md, verifier.jsonl,
+pcap/<scenario>.pcap, records/<scenario>.{receiver,decoy}.jsonl, scenarios/<scenario>.toml.
+
+Writing: ArchiveWriter is a stream consumer that appends every event to events.jsonl as it
+happens (so an interrupted session still leaves a loadable, partial archive); `finish()` packs.
+Reading never extracts to disk: members are checked (no absolute paths, no `..`, no links or
+devices, bounded sizes, a known version) and read into memory.
+"""
+
+import io
+import json
+import os
+import platform
+import shutil
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from sessions import report
+from sessions.events import (
+    Event,
+    EventFormatError,
+    ScenarioStarted,
+    SessionEnded,
+    Verdict,
+    VerifierResult,
+    from_json,
+    to_dict,
+    to_json,
+)
+from sessions.evidence import EvidenceBook
+
+FORMAT = "evlab-archive"
+VERSION = 1
+MAX_MEMBER_BYTES = 512 << 20
+MAX_TOTAL_BYTES = 2 << 30
+MAX_MEMBERS = 10_000
+
+
+class ArchiveError(ValueError):
+    """An archive evlab will not read: the message says why, in one line."""
+
+
+class ArchiveWriter:
+    """Consumes the stream into a staging directory; finish() writes the .tar.gz atomically."""
+
+    def __init__(self, staging: Path):
+        self.staging = Path(staging)
+        (self.staging / "pcap").mkdir(parents=True, exist_ok=True)
+        (self.staging / "records").mkdir(exist_ok=True)
+        (self.staging / "scenarios").mkdir(exist_ok=True)
+        self._events = open(self.staging / "events.jsonl", "w")
+        self.book = EvidenceBook()
+
+    def __call__(self, event: Event) -> None:
+        self._events.write(to_json(event) + "\n")
+        self._events.flush()
+        self.book.consume(event)
+        if isinstance(event, ScenarioStarted) and event.scenario_file:
+            src = Path(event.scenario_file)
+            if src.is_file():
+                shutil.copy(src, self.staging / "scenarios" / f"{event.scenario}.toml")
+
+    def finish(self, archive_path: Path) -> Path:
+        """Write manifest, verdicts and report beside the events and pack them."""
+        self._events.close()
+        events = load_events_file(self.staging / "events.jsonl")
+        for name in os.listdir(self.staging):
+            if name.endswith(".pcap"):
+                shutil.move(self.staging / name, self.staging / "pcap" / name)
+            elif name.endswith((".receiver.jsonl", ".decoy.jsonl")):
+                shutil.move(self.staging / name, self.staging / "records" / name)
+        _write_json(self.staging / "manifest.json", manifest(self.book))
+        _write_json(self.staging / "verdicts.json",
+                    [to_dict(e) for e in events if isinstance(e, Verdict)])
+        with open(self.staging / "verifier.jsonl", "w") as f:
+            for e in events:
+                if isinstance(e, VerifierResult):
+                    f.write(to_json(e) + "\n")
+        (self.staging / "report.md").write_text(report.markdown(events))
+        archive_path = Path(archive_path)
+        archive_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = archive_path.with_name(archive_path.name + ".partial-write")
+        with tarfile.open(tmp, "w:gz") as tar:
+            for path in sorted(self.staging.rglob("*")):
+                if path.is_file():
+                    tar.add(path, arcname=str(path.relative_to(self.staging)), recursive=False)
+        tmp.replace(archive_path)
+        return archive_path
+
+
+def manifest(book: EvidenceBook) -> dict:
+    session = book.session
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "evlab_version": session.evlab_version if session else None,
+        "kernel": session.kernel if session else platform.release(),
+        "collector": session.collector if session else None,
+        "packets": session.packets if session else None,
+        "contract_version": session.contract_version if session else None,
+        "capabilities": {"missing": [{"name": m.name, "detail": m.detail, "fix": m.fix}
+                                     for m in book.missing]},
+        "clients": {s.id: {"path": s.started.client_path, "sha256": s.started.client_sha256}
+                    for s in book.scenarios.values()},
+        "scenario_files": {s.id: f"scenarios/{s.id}.toml" for s in book.scenarios.values()},
+        "partial": book.ended.partial if book.ended else True,
+        "end_reason": book.ended.reason if book.ended else "the session did not end cleanly",
+        "written_wall_ns": time.time_ns(),
+    }
+
+
+def _write_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def parse_events(text: str, where: str) -> list[Event]:
+    """Events from JSON lines; a last line cut off by an interruption is dropped."""
+    events = []
+    for number, line in enumerate(io.StringIO(text), 1):
+        if not line.endswith("\n"):
+            break
+        try:
+            events.append(from_json(line))
+        except EventFormatError as e:
+            raise ArchiveError(f"{where} line {number}: {e}") from None
+    return events
+
+
+def load_events_file(path: Path) -> list[Event]:
+    return parse_events(Path(path).read_text(errors="replace"), str(path))
+
+
+@dataclass(frozen=True)
+class LoadedArchive:
+    manifest: dict
+    events: list[Event]
+    members: dict[str, bytes]
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.manifest.get("partial")) or not any(
+            isinstance(e, SessionEnded) and not e.partial for e in self.events)
+
+
+def _check_member(member: tarfile.TarInfo) -> None:
+    name = member.name
+    path = PurePosixPath(name)
+    if path.is_absolute() or name.startswith(("/", "\\")):
+        raise ArchiveError(f"member {name!r} has an absolute path")
+    if ".." in path.parts or "\\" in name:
+        raise ArchiveError(f"member {name!r} escapes the archive (..)")
+    if member.issym() or member.islnk():
+        raise ArchiveError(f"member {name!r} is a link")
+    if not (member.isfile() or member.isdir()):
+        raise ArchiveError(f"member {name!r} is not a regular file")
+    if member.size > MAX_MEMBER_BYTES:
+        raise ArchiveError(f"member {name!r} is {member.size:,} bytes "
+                           f"(limit {MAX_MEMBER_BYTES:,})")
+
+
+def load_archive(path: Path) -> LoadedArchive:
+    path = Path(path)
+    if not path.is_file():
+        raise ArchiveError(f"{path}: no such archive")
+    members: dict[str, bytes] = {}
+    total = 0
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            for count, member in enumerate(tar, 1):
+                if count > MAX_MEMBERS:
+                    raise ArchiveError(f"{path}: more than {MAX_MEMBERS} members")
+                _check_member(member)
+                if member.isdir():
+                    continue
+                total += member.size
+                if total > MAX_TOTAL_BYTES:
+                    raise ArchiveError(f"{path}: members add up to more than {MAX_TOTAL_BYTES:,} "
+                                       "bytes")
+                members[str(PurePosixPath(member.name))] = tar.extractfile(member).read()
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise ArchiveError(f"{path}: not a readable .tar.gz archive ({e})") from None
+    for required in ("manifest.json", "events.jsonl"):
+        if required not in members:
+            raise ArchiveError(f"{path}: missing {required}; not an evlab archive")
+    try:
+        man = json.loads(members["manifest.json"])
+    except ValueError as e:
+        raise ArchiveError(f"{path}: manifest.json is not JSON ({e})") from None
+    if not isinstance(man, dict) or man.get("format") != FORMAT:
+        raise ArchiveError(f"{path}: manifest format is not {FORMAT!r}")
+    if man.get("version") != VERSION:
+        raise ArchiveError(f"{path}: archive version {man.get('version')!r} is not supported "
+                           f"(this evlab reads version {VERSION})")
+    events = parse_events(members["events.jsonl"].decode(errors="replace"),
+                          f"{path}: events.jsonl")
+    return LoadedArchive(man, events, members)

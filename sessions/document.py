@@ -1,0 +1,125 @@
+"""The `--json` document: per scenario figures and verdicts, built from the event stream.
+
+A figure that was not observed is null, never 0. Schema: docs/json-schema.md.
+"""
+
+from sessions.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
+
+SCHEMA_VERSION = 1
+
+
+def _kernel(inv: InvocationEvidence) -> dict:
+    final = inv.final
+    counters = final.counters if final else {}
+
+    def get(name):
+        return counters.get(name)
+
+    observed_connects = "connects" in counters
+    return {
+        "connects": get("connects"),
+        "connect_destinations": (sorted({f"{c.address}:{c.port}" if c.address else c.family
+                                         for c in inv.connects}) if observed_connects else None),
+        "source_read_bytes": get("source_read_bytes"),
+        "read_bytes": get("read_bytes"),
+        "sent_bytes": get("sock_sent_bytes"),
+        "received_bytes": get("sock_recv_bytes"),
+        "hash_file_calls": final.functions.get("hash_file") if final else None,
+        "function_calls": dict(final.functions) if final else {},
+        "switches_out": get("switches_out"),
+        "cpu_ns": get("oncpu_ns"),
+        "syscalls": get("syscalls"),
+        "lost_events": get("lost_events"),
+    }
+
+
+def _receiver(inv: InvocationEvidence) -> dict:
+    return {
+        "connections": len(inv.receiver_events("connection_opened")),
+        "payload_bytes": inv.payload_bytes,
+        "check_requests": len(inv.receiver_events("check_request")),
+        "uploads_started": len(inv.receiver_events("upload_started")),
+        "commits": len(inv.receiver_events("committed")),
+        "rejections": len(inv.receiver_events("rejected")),
+        "rejection_reasons": sorted({r.fields.get("reason") for r in
+                                     inv.receiver_events("rejected")}),
+        "faults_fired": len(inv.receiver_events("fault_fired")),
+        "decoy_connections": sum(r.event == "connection_opened" for r in inv.decoy),
+    }
+
+
+def _packets(inv: InvocationEvidence) -> dict:
+    if inv.packet_stats is None:
+        return {"count": None, "payload_bytes": None, "dropped": None}
+    return {"count": len(inv.packets), "payload_bytes": sum(p.payload_len for p in inv.packets),
+            "dropped": inv.packet_stats.dropped_by_kernel}
+
+
+def _invocation(inv: InvocationEvidence) -> dict:
+    v = inv.verifier
+    return {
+        "n": inv.n,
+        "exit_code": inv.exited.exit_code if inv.exited else None,
+        "timed_out": inv.exited.timed_out if inv.exited else None,
+        "claims": [c.claim for c in inv.claims],
+        "kernel": _kernel(inv),
+        "receiver": _receiver(inv),
+        "packets": _packets(inv),
+        "verifier": ({"saved": v.saved, "match": v.match, "saved_sha256": v.saved_sha256}
+                     if v else {"saved": None, "match": None, "saved_sha256": None}),
+    }
+
+
+def _scenario(ev: ScenarioEvidence) -> dict:
+    s = ev.started
+    return {
+        "id": s.scenario,
+        "client": {"path": s.client_path, "sha256": s.client_sha256},
+        "scenario_file": s.scenario_file,
+        "faults": s.faults,
+        "expected_failures": list(s.expected_failures),
+        "instrument_check": ev.judged.instrument_check if ev.judged else "incomplete",
+        "instrument_detail": ev.judged.detail if ev.judged else "the scenario did not finish",
+        "invocations": [_invocation(ev.invocations[n]) for n in sorted(ev.invocations)],
+        "clauses": [{"id": v.clause, "status": v.status, "expected": v.expected,
+                     "reason": v.reason, "failure_class": v.failure_class,
+                     "evidence": list(v.evidence)} for v in ev.verdicts],
+    }
+
+
+def build(book: EvidenceBook) -> dict:
+    scenarios = [_scenario(ev) for ev in book.scenarios.values()]
+    checks = [s["instrument_check"] for s in scenarios]
+    session = book.session
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "evlab_version": session.evlab_version if session else None,
+        "kernel": session.kernel if session else None,
+        "collector": session.collector if session else None,
+        "packets": session.packets if session else None,
+        "contract_version": session.contract_version if session else None,
+        "capabilities": {"missing": [{"name": m.name, "detail": m.detail, "fix": m.fix}
+                                     for m in book.missing]},
+        "partial": book.ended.partial if book.ended else True,
+        "end_reason": book.ended.reason if book.ended else "no end recorded",
+        "summary": {
+            "scenarios": len(scenarios),
+            "detected": checks.count("detected"),
+            "missed": checks.count("missed"),
+            "inconclusive": checks.count("inconclusive"),
+            "incomplete": checks.count("incomplete"),
+            "note": "exit status 0 means the instrument judged every scenario as it declared "
+                    "(all detected), not that every backup was correct",
+        },
+        "scenarios": scenarios,
+    }
+
+
+def exit_status(document: dict) -> int:
+    """0 all detected; 1 something missed; 3 nothing missed but evidence missing or incomplete."""
+    summary = document["summary"]
+    if summary["missed"]:
+        return 1
+    if summary["inconclusive"] or summary["incomplete"] or document["partial"]:
+        return 3
+    return 0

@@ -1,0 +1,188 @@
+"""Reports built from the event stream: Markdown (clause x scenario table and a timeline per
+scenario), JSON (the --json document) and JUnit XML (one test case per scenario and clause)."""
+
+import json
+import xml.etree.ElementTree as ET
+
+from sessions import document
+from sessions.contract import CLAUSE_IDS
+from sessions.events import (
+    ClientClaim,
+    ClientExited,
+    ConnectObserved,
+    Event,
+    PhaseChanged,
+    ScenarioStarted,
+    ServerRecord,
+    VerifierResult,
+)
+from sessions.evidence import EvidenceBook
+
+SYMBOLS = {"pass": "✓ pass", "fail": "✗ FAIL", "inconclusive": "? inconclusive",
+           "not-applicable": "– n/a"}
+CHECK_SYMBOLS = {"detected": "✓ detected", "missed": "✗ MISSED", "inconclusive": "? inconclusive",
+                 "incomplete": "… incomplete"}
+_TIMELINE_RECORDS = {"upload_started", "committed", "rejected", "fault_fired", "check_answer"}
+
+
+def book_of(events: list[Event]) -> EvidenceBook:
+    book = EvidenceBook()
+    for e in events:
+        book.consume(e)
+    return book
+
+
+def markdown(events: list[Event]) -> str:
+    book = book_of(events)
+    doc = document.build(book)
+    out = ["# evlab session report", ""]
+    out += [f"- collector: **{doc['collector']}**, packets: **{doc['packets']}**, "
+            f"kernel {doc['kernel']}, evlab {doc['evlab_version']}, "
+            f"contract v{doc['contract_version']}",
+            f"- session: {'**partial** — ' if doc['partial'] else ''}{doc['end_reason']}"]
+    summary = doc["summary"]
+    out.append(f"- instrument check: {summary['detected']} detected, {summary['missed']} missed, "
+               f"{summary['inconclusive']} inconclusive of {summary['scenarios']} scenarios "
+               f"({summary['note']})")
+    if doc["capabilities"]["missing"]:
+        out += ["", "## Missing capabilities", ""]
+        out += [f"- **{m['name']}**: {m['detail']} — fix: `{m['fix']}`"
+                for m in doc["capabilities"]["missing"]]
+    out += ["", "## Verdicts", "", _table(doc), ""]
+    for s in doc["scenarios"]:
+        out += _scenario_section(s, book)
+    return "\n".join(out) + "\n"
+
+
+def _table(doc: dict) -> str:
+    header = "| clause | " + " | ".join(s["id"] for s in doc["scenarios"]) + " |"
+    rule = "|---|" + "---|" * len(doc["scenarios"])
+    rows = []
+    for clause in CLAUSE_IDS:
+        cells = []
+        for s in doc["scenarios"]:
+            v = next((c for c in s["clauses"] if c["id"] == clause), None)
+            cell = SYMBOLS.get(v["status"], v["status"]) if v else "…"
+            if v and v["expected"] == "fail":
+                cell += " (expected fail)"
+            cells.append(cell)
+        rows.append(f"| `{clause}` | " + " | ".join(cells) + " |")
+    checks = " | ".join(CHECK_SYMBOLS.get(s["instrument_check"], s["instrument_check"])
+                        for s in doc["scenarios"])
+    return "\n".join([header, rule, *rows, f"| **instrument check** | {checks} |"])
+
+
+def _scenario_section(s: dict, book: EvidenceBook) -> list[str]:
+    out = [f"## {s['id']}", "",
+           f"client `{s['client']['path']}` sha256 `{s['client']['sha256']}`; "
+           f"expected to fail: {', '.join(s['expected_failures']) or 'nothing'}; "
+           f"instrument check: **{s['instrument_check']}** ({s['instrument_detail']})", ""]
+    out += ["| clause | verdict | expected | reason | evidence |", "|---|---|---|---|---|"]
+    for c in s["clauses"]:
+        refs = ", ".join(f"#{n}" for n in c["evidence"][:8])
+        more = f" (+{len(c['evidence']) - 8})" if len(c["evidence"]) > 8 else ""
+        out.append(f"| `{c['id']}` | {SYMBOLS.get(c['status'], c['status'])} | {c['expected']} "
+                   f"| {c['reason']} | {refs}{more} |")
+    out += ["", "| figure | " + " | ".join(f"inv {i['n']}" for i in s["invocations"]) + " |",
+            "|---|" + "---|" * len(s["invocations"])]
+    for label, get in _FIGURES:
+        out.append(f"| {label} | " + " | ".join(_fmt(get(i)) for i in s["invocations"]) + " |")
+    out += ["", "Timeline (ms from scenario start):", "", "```"]
+    out += _timeline(book, s["id"])
+    out += ["```", ""]
+    return out
+
+
+_FIGURES = (
+    ("exit code (claim)", lambda i: i["exit_code"]),
+    ("connects (kernel)", lambda i: i["kernel"]["connects"]),
+    ("destinations (kernel)", lambda i: ", ".join(i["kernel"]["connect_destinations"])
+     if i["kernel"]["connect_destinations"] is not None else None),
+    ("source bytes read (kernel)", lambda i: i["kernel"]["source_read_bytes"]),
+    ("socket bytes sent (kernel)", lambda i: i["kernel"]["sent_bytes"]),
+    ("hash_file entries (uprobe)", lambda i: i["kernel"]["hash_file_calls"]),
+    ("switches out (sched)", lambda i: i["kernel"]["switches_out"]),
+    ("on-CPU ms (sched)", lambda i: None if i["kernel"]["cpu_ns"] is None
+     else round(i["kernel"]["cpu_ns"] / 1e6, 1)),
+    ("payload bytes consumed (receiver)", lambda i: i["receiver"]["payload_bytes"]),
+    ("commits / rejections (receiver)",
+     lambda i: f"{i['receiver']['commits']} / {i['receiver']['rejections']}"),
+    ("decoy connections", lambda i: i["receiver"]["decoy_connections"]),
+    ("packets / payload bytes (wire)", lambda i: None if i["packets"]["count"] is None
+     else f"{i['packets']['count']} / {i['packets']['payload_bytes']:,}"),
+    ("saved / match (verifier)", lambda i: f"{i['verifier']['saved']} / {i['verifier']['match']}"),
+)
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "not observed"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def _timeline(book: EvidenceBook, scenario: str) -> list[str]:
+    lines, start = [], None
+    for seq in sorted(book.by_seq):
+        e = book.by_seq[seq]
+        if getattr(e, "scenario", None) != scenario:
+            continue
+        if isinstance(e, ScenarioStarted):
+            start = e.t_ns
+        text = _timeline_text(e)
+        if text and start is not None:
+            lines.append(f"{(e.t_ns - start) / 1e6:9.1f}  #{e.seq:<6} {text}")
+    return lines
+
+
+def _timeline_text(e: Event) -> str | None:
+    match e:
+        case PhaseChanged(phase=phase, invocation=n):
+            return f"phase {phase}" + (f" {n}" if n else "")
+        case ConnectObserved():
+            return f"[kernel] connect {e.address}:{e.port} -> {e.result}"
+        case ServerRecord(server=server, event=name) if server == "decoy" or name in \
+                _TIMELINE_RECORDS:
+            detail = e.fields.get("reason") or e.fields.get("answer") or ""
+            return f"[{server}] {name} {detail}".rstrip()
+        case ClientClaim():
+            return f"[claim] {json.dumps(e.claim)}"
+        case ClientExited():
+            return f"[client] exited {e.exit_code}" + (" (timed out)" if e.timed_out else "")
+        case VerifierResult():
+            return f"[verifier] saved={e.saved} match={e.match}"
+    return None
+
+
+def junit(events: list[Event]) -> str:
+    doc = document.build(book_of(events))
+    suites = ET.Element("testsuites", name="evlab")
+    for s in doc["scenarios"]:
+        suite = ET.SubElement(suites, "testsuite", name=s["id"], tests=str(len(s["clauses"])))
+        failures = skipped = 0
+        for c in s["clauses"]:
+            case = ET.SubElement(suite, "testcase", classname=f"evlab.{s['id']}", name=c["id"])
+            wrong = ((c["expected"] == "fail" and c["status"] in ("pass", "not-applicable"))
+                     or (c["expected"] != "fail" and c["status"] == "fail"))
+            if wrong:
+                failures += 1
+                ET.SubElement(case, "failure", message=f"expected {c['expected']}, got "
+                              f"{c['status']}").text = c["reason"]
+            elif c["status"] == "inconclusive":
+                skipped += 1
+                ET.SubElement(case, "skipped", message=c["reason"])
+            ET.SubElement(case, "system-out").text = f"{c['status']}: {c['reason']}"
+        suite.set("failures", str(failures))
+        suite.set("skipped", str(skipped))
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def render(events: list[Event], fmt: str) -> str:
+    if fmt == "md":
+        return markdown(events)
+    if fmt == "json":
+        return json.dumps(document.build(book_of(events)), indent=2) + "\n"
+    if fmt == "junit":
+        return junit(events)
+    raise ValueError(f"unknown report format {fmt!r}: choose md, json or junit")
