@@ -121,6 +121,9 @@ def chosen_scenarios(names: list[str], everything: bool):
 
 
 def _raise_interrupt(signum, frame):
+    # Once: a second Ctrl-C or SIGTERM must not cut the teardown that the first one started.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     raise _Interrupted()
 
 
@@ -147,8 +150,8 @@ def cmd_run(args) -> int:
     staging = Path(tempfile.mkdtemp(prefix="evlab-archive-"))
     book, writer = EvidenceBook(), ArchiveWriter(staging)
     stream = EventStream([VerdictEngine(), book, writer, Progress(len(scenarios))])
-    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM,
-                                                                      signal.SIGHUP)}
+    previous = {sig: signal.signal(sig, _raise_interrupt)
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     interrupted = False
     try:
         run_session(stream, scenarios, staging, Options(args.collector, args.packets))

@@ -147,7 +147,7 @@ def _timeline_text(e: Event) -> str | None:
             detail = e.fields.get("reason") or e.fields.get("answer") or ""
             return f"[{server}] {name} {detail}".rstrip()
         case ClientClaim():
-            return f"[claim] {json.dumps(e.claim)}"
+            return f"[claim] {json.dumps(e.claim, sort_keys=True)}"
         case ClientExited():
             return f"[client] exited {e.exit_code}" + (" (timed out)" if e.timed_out else "")
         case VerifierResult():

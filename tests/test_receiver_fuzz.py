@@ -7,6 +7,7 @@ SHA-256 is unchanged, every connection got closed, no `.upload-*` temp file is l
 receiver wrote nothing to stderr. Every socket operation has a timeout.
 """
 
+import collections
 import hashlib
 import json
 import os
@@ -15,12 +16,12 @@ import re
 import socket
 import struct
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from fixture.harness import Server, backup_path, start_receiver
@@ -111,8 +112,14 @@ class Rx:
 
     def closed(self, conn: int) -> list[dict]:
         """conn's events, once its connection_closed is in the record."""
-        self.wait_event(lambda e: e["event"] == "connection_closed" and e["conn"] == conn)
-        return self._by_conn[conn]
+        deadline = time.monotonic() + SETTLE
+        while True:
+            self.poll()
+            events = self._by_conn.get(conn, [])
+            if events and events[-1]["event"] == "connection_closed":
+                return events
+            assert time.monotonic() < deadline, f"connection {conn} never closed"
+            time.sleep(0.002)
 
     def reasons(self, conn: int) -> list[str]:
         return [e["reason"] for e in self.closed(conn) if e["event"] == "rejected"]
@@ -728,16 +735,19 @@ frame = st.one_of(
 valid_check = good_digest.map(lambda d: f"CHECK {d}\n".encode())
 
 
-@dataclass
+@dataclass(frozen=True, repr=False)
 class Conversation:
+    """One connection's plan: the bytes it sends (maybe cut short), in pieces, and its ending."""
+
     sent: bytes
-    pieces: list[bytes]
-    ending: str  # "fin": half-close and read all answers; "close"; "rst"
+    pieces: tuple[bytes, ...]
+    ending: str  # "fin": half-close, then read every answer; "close": plain close; "rst": reset
     frames: int
-    sock: socket.socket | None = None
-    port: int = 0
-    send_failed: bool = False
-    answers: bytes = field(default=b"")
+
+    def __repr__(self) -> str:  # the payloads run to 150 kB: show their shape, not their bytes
+        sizes = [len(p) for p in self.pieces]
+        return (f"Conversation(ending={self.ending!r}, frames={self.frames}, sent={len(self.sent)}"
+                f" bytes starting {self.sent[:200]!r}, pieces={sizes})")
 
 
 @st.composite
@@ -754,71 +764,86 @@ def conversation(draw):
     cuts = sorted(draw(st.lists(st.integers(0, len(stream)), max_size=6)))
     pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
     ending = draw(st.sampled_from(["fin", "fin", "fin", "fin", "close", "rst"]))
-    return Conversation(stream, [p for p in pieces if p], ending, len(frames))
+    return Conversation(stream, tuple(p for p in pieces if p), ending, len(frames))
 
 
 def test_fuzz_frames_keep_the_receiver_serving(rx):
-    stat_frames = {"frames": 0, "connections": 0, "bytes": 0, "fin_checked": 0}
+    stats = {"frames": 0, "connections": 0, "bytes": 0, "fin_checked": 0, "stalled": 0}
     reasons_seen: set[str] = set()
+    modelled: collections.Counter[str] = collections.Counter()
 
-    @settings(max_examples=400, deadline=None, database=None, print_blob=True,
+    # No shrink phase: shrinking many-connection examples can take minutes, and this test must
+    # stay bounded. A failure prints the falsifying example and a @reproduce_failure blob.
+    @settings(max_examples=1000, deadline=None, database=None, print_blob=True,
+              phases=[Phase.explicit, Phase.generate],
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                      HealthCheck.large_base_example])
     @given(convs=st.lists(conversation(), min_size=1, max_size=6), data=st.data())
     def run(convs, data):
         since = rx.mark()
         order = data.draw(st.permutations([i for i, c in enumerate(convs) for _ in c.pieces]))
+        socks: list[socket.socket] = []
+        answers: dict[int, bytes] = {}
         try:
-            for c in convs:
-                c.sock = connect()
-                c.port = c.sock.getsockname()[1]
+            for _ in convs:
+                socks.append(connect())
+            ports = [s.getsockname()[1] for s in socks]
             nxt = [0] * len(convs)
+            failed = [False] * len(convs)
             for i in order:  # interleave the connections' pieces
-                c = convs[i]
-                piece, nxt[i] = c.pieces[nxt[i]], nxt[i] + 1
-                if not c.send_failed:
+                piece, nxt[i] = convs[i].pieces[nxt[i]], nxt[i] + 1
+                if not failed[i]:
                     try:
-                        c.sock.sendall(piece)
+                        socks[i].sendall(piece)
                     except (BrokenPipeError, ConnectionResetError):
-                        c.send_failed = True  # the receiver already answered and closed
-            for c in convs:
+                        failed[i] = True  # the receiver already answered and closed
+            # end every connection before reading any, so none sits idle into a stall
+            for s, c in zip(socks, convs, strict=True):
                 if c.ending == "rst":
-                    reset_close(c.sock)
+                    reset_close(s)
                 elif c.ending == "close":
-                    c.sock.close()
+                    s.close()
                 else:
                     try:
-                        c.sock.shutdown(socket.SHUT_WR)
+                        s.shutdown(socket.SHUT_WR)
                     except OSError:
                         pass
-                    c.answers, how = read_all(c.sock)
+            for i, (s, c) in enumerate(zip(socks, convs, strict=True)):
+                if c.ending == "fin":
+                    answers[i], how = read_all(s)
                     assert how != "timeout", "the receiver left a finished connection open"
         finally:
-            for c in convs:
-                if c.sock is not None:
-                    c.sock.close()
+            for s in socks:
+                s.close()
 
-        for c in convs:
-            conn = rx.conn_for(c.port, since)
-            got = rx.reasons(conn)
+        for i, c in enumerate(convs):
+            got = rx.reasons(rx.conn_for(ports[i], since))
             reasons_seen.update(got)
             assert len(got) <= 1
             assert set(got) <= SPEC_REASONS | EXTRA_REASONS
+            stats["frames"] += c.frames
+            stats["connections"] += 1
+            stats["bytes"] += len(c.sent)
+            if got == ["stalled"]:
+                # never sent on purpose (no pause between pieces); only a stalled test machine
+                # can cause it, so it is tolerated but counted and bounded below
+                stats["stalled"] += 1
+                continue
             if c.ending == "fin":
-                answers, reason = model(c.sent, DIGEST)
-                assert c.answers == answers, (c.sent[:400], got)
-                assert got == ([reason] if reason else [])
-                stat_frames["fin_checked"] += 1
-            stat_frames["frames"] += c.frames
-            stat_frames["connections"] += 1
-            stat_frames["bytes"] += len(c.sent)
+                expected, reason = model(c.sent, DIGEST)
+                assert answers[i] == expected, (c, got)
+                assert got == ([reason] if reason else []), c
+                modelled[reason or "none"] += 1
+                stats["fin_checked"] += 1
         assert_healthy(rx)
 
     t0 = time.monotonic()
     run()
     elapsed = time.monotonic() - t0
-    print(f"fuzz: {stat_frames} in {elapsed:.1f} s; reasons {sorted(reasons_seen)}")
-    assert stat_frames["frames"] >= 2000
+    print(f"fuzz: {stats} in {elapsed:.1f} s; reasons {sorted(reasons_seen)}; "
+          f"modelled {dict(modelled)}")
+    assert stats["frames"] >= 2000
+    assert stats["stalled"] <= stats["connections"] // 100
     assert {"header-too-long", "truncated-header", "unknown-verb", "bad-digest",
             "bad-length", "digest-mismatch", "disconnected-mid-upload"} <= reasons_seen
     assert rx.rss() < RSS_LIMIT

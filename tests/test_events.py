@@ -1,0 +1,123 @@
+"""The event stream: lossless JSON round trip, one order for every consumer, verdicts derived in
+the stream; and the judge never passes a clause whose evidence is missing."""
+
+import dataclasses
+import typing
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sessions.events import (
+    EVENT_TYPES,
+    CounterSample,
+    EventFormatError,
+    PhaseChanged,
+    ScenarioStarted,
+    SessionStarted,
+    VerifierResult,
+    from_json,
+    to_json,
+)
+from sessions.judge import INCONCLUSIVE, PASS, VerdictEngine
+from sessions.stream import EventStream
+
+_json_scalar = st.one_of(st.none(), st.booleans(), st.integers(-2**53, 2**53),
+                         st.text(max_size=20))
+_json_dict = st.dictionaries(st.text(max_size=10), _json_scalar, max_size=5)
+
+
+def _strategy_for(tp):
+    origin = typing.get_origin(tp)
+    if tp is int:
+        return st.integers(-2**53, 2**53)
+    if tp is float:
+        return st.floats(allow_nan=False, allow_infinity=False)
+    if tp is str:
+        return st.text(max_size=30)
+    if tp is bool:
+        return st.booleans()
+    if tp is dict or origin is dict:
+        return _json_dict
+    if origin is tuple:
+        return st.tuples() if not typing.get_args(tp) else st.lists(
+            _strategy_for(typing.get_args(tp)[0]), max_size=4).map(tuple)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return st.one_of(*[_strategy_for(a) for a in typing.get_args(tp)])
+    if tp is type(None):
+        return st.none()
+    raise AssertionError(f"no strategy for {tp}")
+
+
+def _event_strategy(cls):
+    hints = typing.get_type_hints(cls)
+    return st.builds(cls, **{f.name: _strategy_for(hints[f.name])
+                             for f in dataclasses.fields(cls)})
+
+
+@pytest.mark.parametrize("cls", EVENT_TYPES.values(), ids=EVENT_TYPES.keys())
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_every_event_type_round_trips_exactly(cls, data):
+    event = data.draw(_event_strategy(cls))
+    assert from_json(to_json(event)) == event
+
+
+@pytest.mark.parametrize("line, message", [
+    ("not json", "not JSON"),
+    ("[1, 2]", "expected an object"),
+    ('{"type": "Bogus"}', "unknown event type"),
+    ('{"type": "PhaseChanged", "t_ns": 1, "scenario": "x", "phase": "p", "colour": 1}',
+     "has no field 'colour'"),
+    ('{"type": "PhaseChanged", "t_ns": 1}', "PhaseChanged"),
+])
+def test_malformed_lines_are_clear_errors(line, message):
+    with pytest.raises(EventFormatError, match=message):
+        from_json(line)
+
+
+def test_every_consumer_sees_one_order_including_derived_events():
+    seen_a, seen_b = [], []
+
+    def deriver(event):
+        if isinstance(event, PhaseChanged) and event.phase == "judging":
+            return [PhaseChanged(event.t_ns, event.scenario, "derived")]
+        return None
+
+    stream = EventStream([deriver, seen_a.append, seen_b.append])
+    stream.publish(PhaseChanged(1, "s", "setup"))
+    stream.publish(PhaseChanged(2, "s", "judging"))
+    stream.publish(PhaseChanged(3, "s", "done"))
+    assert [e.phase for e in seen_a] == ["setup", "judging", "derived", "done"]
+    assert seen_a == seen_b
+    assert [e.seq for e in seen_a] == [1, 2, 3, 4]
+
+
+def _no_kernel_scenario() -> list:
+    """A scenario as the 'none' collector records it: no counters observed at all."""
+    events = [SessionStarted(0, wall_ns=0, evlab_version="t", kernel="k", collector="none",
+                             packets="off", contract_version="1", scenarios=("s",)),
+              ScenarioStarted(1, "s", "/bin/client", "0" * 64, (), (), {}, 4000, 4001, 524288,
+                              "s.toml"),
+              VerifierResult(2, "s", 0, False, False, "a" * 64, None)]
+    for n in (1, 2):
+        events.append(CounterSample(3, "s", n, {}, {}, ("connects", "oncpu_ns"), final=True))
+        events.append(VerifierResult(4, "s", n, True, True, "a" * 64, "a" * 64))
+    events.append(PhaseChanged(5, "s", "judging"))
+    return events
+
+
+def test_missing_kernel_evidence_is_inconclusive_never_pass():
+    engine, verdicts = VerdictEngine(), []
+    stream = EventStream([engine, verdicts.append])
+    for e in _no_kernel_scenario():
+        stream.publish(e)
+    by_clause = {v.clause: v for v in verdicts if hasattr(v, "clause")}
+    for clause in ("destination-only", "hash-work", "cpu-budget"):
+        assert by_clause[clause].status == INCONCLUSIVE, by_clause[clause]
+        assert by_clause[clause].failure_class == "environment"
+    # no exit records: honest-outcome cannot be judged either
+    assert by_clause["honest-outcome"].status == INCONCLUSIVE
+    assert by_clause["integrity"].status == PASS  # the verifier's evidence is there
+    judged = verdicts[-1]
+    assert judged.instrument_check == "inconclusive"

@@ -1,0 +1,93 @@
+"""Scenario files: the seeded ones load; a malformed one names the file, the key and what was
+expected."""
+
+from pathlib import Path
+
+import pytest
+
+from fixture.harness import BEHAVIOURS, client_path
+from sessions.scenario import BUILTIN_DIR, ScenarioError, load_dir, parse, select
+
+SEEDED_FAILURES = {
+    "baseline": (), "retry": (), "false-success": ("integrity", "honest-outcome"),
+    "hash-storm": ("hash-work",), "unexpected-egress": ("destination-only",),
+    "redundant-upload": ("unchanged-no-upload",), "busy-wait": ("cpu-budget",),
+    "corrupt-upload": ("integrity",),
+}
+
+
+def test_the_eight_seeded_scenarios_ship_as_files():
+    scenarios = load_dir()
+    assert [s.id for s in scenarios] == ["baseline", "false-success", "hash-storm",
+                                         "unexpected-egress", "redundant-upload", "busy-wait",
+                                         "corrupt-upload", "retry"]
+    for s in scenarios:
+        assert s.file.parent == BUILTIN_DIR
+        assert s.expect_fail == SEEDED_FAILURES[s.id]
+        assert s.client == client_path(s.id) and s.id in BEHAVIOURS
+    by_id = {s.id: s for s in scenarios}
+    assert by_id["corrupt-upload"].expect_pass == ("mismatch-rejected",)
+    assert by_id["retry"].faults == {"drop_first_upload_after": 65536}
+
+
+def test_argv_fills_placeholders(tmp_path):
+    s = parse('[client]\nbehaviour = "baseline"\n', tmp_path / "x.toml")
+    assert s.argv("127.0.0.1", 4000, tmp_path / "src", 4001) == [
+        str(client_path("baseline")), "127.0.0.1", "4000", str(tmp_path / "src"), "4001"]
+    assert s.id == "x" and s.timeout_s == 20
+
+
+@pytest.mark.parametrize("text, key, expected", [
+    ("", "client", "a [client] table"),
+    ("[client]\n", "client", "exactly one of behaviour or path"),
+    ('[client]\nbehaviour = 3\n', "client.behaviour", "a fixture behaviour name"),
+    ('[client]\nbehaviour = "baseline"\ntimeout_s = "ten"\n', "client.timeout_s",
+     "a number of seconds"),
+    ('[client]\nbehaviour = "baseline"\ntimeout_s = 0\n', "client.timeout_s", "in (0, 600]"),
+    ('[client]\nbehaviour = "baseline"\ncolour = "red"\n', "client.colour", "one of args"),
+    ('[client]\npath = "/bin/true; rm -rf /"\n', "client.path", "shell syntax"),
+    ('[client]\npath = "$(whoami)"\n', "client.path", "shell syntax"),
+    ('[client]\nbehaviour = "baseline"\nargs = ["{port}", "{evil}"]\n', "client.args",
+     "placeholders"),
+    ('[client]\nbehaviour = "baseline"\n[expect]\nfail = ["speed"]\n', "expect.fail",
+     "clause ids"),
+    ('[client]\nbehaviour = "baseline"\n[expect]\nfail = "integrity"\n', "expect.fail",
+     "a list of clause ids"),
+    ('[client]\nbehaviour = "baseline"\n[faults]\ndrop_first_upload_after = -1\n',
+     "faults.drop_first_upload_after", "a byte count >= 0"),
+    ('[client]\nbehaviour = "baseline"\n[faults]\nexplode = true\n', "faults.explode",
+     "one of drop_first_upload_after"),
+    ('client = "baseline"\n', "client", "a table"),
+    ('[client\n', "(syntax)", "valid TOML"),
+    ('id = "Bad Id"\n[client]\nbehaviour = "baseline"\n', "id", "lowercase"),
+])
+def test_malformed_files_name_file_key_and_expectation(tmp_path, text, key, expected):
+    path = tmp_path / "broken.toml"
+    with pytest.raises(ScenarioError) as err:
+        parse(text, path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: {key}: expected ")
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_a_user_adds_a_scenario_by_adding_a_file(tmp_path):
+    (tmp_path / "mine.toml").write_text(
+        '# my own client\n[client]\npath = "/bin/true"\nargs = []\n'
+        '[expect]\nfail = ["integrity"]\n')
+    (mine,) = load_dir(tmp_path)
+    assert mine.id == "mine" and mine.client == Path("/bin/true").resolve() and mine.args == ()
+    chosen = select([str(tmp_path / "mine.toml"), "baseline"], load_dir())
+    assert [s.id for s in chosen] == ["mine", "baseline"]
+
+
+def test_unknown_scenario_name_is_a_clear_error():
+    with pytest.raises(ScenarioError, match="a scenario id .*baseline.* or a .toml file"):
+        select(["nonesuch"], load_dir())
+
+
+def test_duplicate_ids_are_rejected(tmp_path):
+    for name in ("a.toml", "b.toml"):
+        (tmp_path / name).write_text('id = "same"\n[client]\nbehaviour = "baseline"\n')
+    with pytest.raises(ScenarioError, match="a unique id"):
+        load_dir(tmp_path)

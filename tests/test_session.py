@@ -1,0 +1,230 @@
+"""The whole instrument, headless, as a user runs it: the article's figures in the JSON document,
+the archive, the reports, replay, degradation, and a clean exit on SIGTERM and Ctrl-C."""
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import psutil
+import pytest
+
+from sessions import report
+from sessions.archive import ArchiveWriter, load_archive
+from sessions.events import ScenarioJudged, Verdict
+from sessions.judge import VerdictEngine
+from sessions.replay import replay
+from sessions.runner import Options, run_session
+from sessions.scenario import load_dir
+from sessions.stream import EventStream
+
+ROOT = Path(__file__).resolve().parent.parent
+EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the BCC collector needs root")
+
+
+def evlab(*args, cwd, timeout=240):
+    return subprocess.run([EVLAB, *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory, built_clients):
+    out = tmp_path_factory.mktemp("full")
+    result = evlab("run", "--all", "--headless", "--json", out / "out.json", "--archive",
+                   out / "s.tar.gz", cwd=out)
+    return result, out
+
+
+def _scenario(doc, sid):
+    return next(s for s in doc["scenarios"] if s["id"] == sid)
+
+
+@root_only
+def test_full_suite_is_detected_with_the_articles_figures(full_run):
+    result, out = full_run
+    assert result.returncode == 0, result.stderr
+    doc = json.loads((out / "out.json").read_text())
+    assert doc["collector"] == "bcc" and doc["packets"] == "on"
+    assert doc["summary"]["detected"] == 8 and doc["summary"]["missed"] == 0
+    assert all(s["instrument_check"] == "detected" for s in doc["scenarios"])
+
+    def figure(sid, section, name):
+        return [i[section][name] for i in _scenario(doc, sid)["invocations"]]
+
+    assert figure("baseline", "kernel", "connects") == [2, 1]
+    assert figure("unexpected-egress", "kernel", "connects") == [3, 2]
+    assert figure("hash-storm", "kernel", "hash_file_calls") == [256, 256]
+    assert figure("hash-storm", "kernel", "source_read_bytes")[1] == 134_217_728
+    assert figure("retry", "receiver", "payload_bytes")[0] == 589_824
+    assert figure("retry", "verifier", "match") == [True, True]
+    assert figure("corrupt-upload", "receiver", "rejections") == [3, 3]
+    assert figure("corrupt-upload", "verifier", "saved") == [False, False]
+    assert figure("false-success", "kernel", "connects") == [0, 0]
+    assert figure("false-success", "packets", "count") == [0, 0]
+    assert figure("false-success", "verifier", "saved") == [False, False]
+    assert [i["exit_code"] for i in _scenario(doc, "false-success")["invocations"]] == [0, 0]
+    decoy = f"127.0.0.1:{_ports(out, 'unexpected-egress')['decoy']}"
+    assert decoy in figure("unexpected-egress", "kernel", "connect_destinations")[0]
+    corrupt = {c["id"]: c["status"] for c in _scenario(doc, "corrupt-upload")["clauses"]}
+    assert corrupt["integrity"] == "fail" and corrupt["mismatch-rejected"] == "pass"
+    storm = {c["id"]: c["status"] for c in _scenario(doc, "hash-storm")["clauses"]}
+    assert storm["hash-work"] == "fail" and storm["cpu-budget"] == "pass"
+    for s in doc["scenarios"]:
+        assert s["client"]["sha256"] and len(s["clauses"]) == 8
+        for c in s["clauses"]:
+            assert c["reason"] and (c["evidence"] or c["status"] == "not-applicable")
+
+
+def _ports(out: Path, sid: str) -> dict:
+    loaded = load_archive(out / "s.tar.gz")
+    started = next(e for e in loaded.events if type(e).__name__ == "ScenarioStarted"
+                   and e.scenario == sid)
+    return {"receiver": started.receiver_port, "decoy": started.decoy_port}
+
+
+@root_only
+def test_reports_from_the_archive(full_run):
+    _, out = full_run
+    archive = out / "s.tar.gz"
+    junit = evlab("report", archive, "--format", "junit", cwd=out)
+    assert junit.returncode == 0, junit.stderr
+    tree = ET.fromstring(junit.stdout.split("?>", 1)[1])
+    assert len(tree.findall("testsuite")) == 8
+    assert len(tree.findall(".//testcase")) == 64 and not tree.findall(".//failure")
+    md = evlab("report", archive, "--format", "md", cwd=out)
+    with tarfile.open(archive) as tar:
+        assert md.stdout == tar.extractfile("report.md").read().decode()
+        names = set(tar.getnames())
+    assert {"manifest.json", "events.jsonl", "verdicts.json", "verifier.jsonl"} <= names
+    assert {f"pcap/{s.id}.pcap" for s in load_dir()} <= names
+    assert {f"records/{s.id}.receiver.jsonl" for s in load_dir()} <= names
+    manifest = load_archive(archive).manifest
+    assert manifest["collector"] == "bcc" and not manifest["partial"]
+    assert set(manifest["clients"]) == {s.id for s in load_dir()}
+
+
+@root_only
+def test_archive_round_trip_and_replay_rejudges_identically(tmp_path, built_clients):
+    written = []
+    writer = ArchiveWriter(tmp_path / "staging")
+    stream = EventStream([VerdictEngine(), written.append, writer])
+    scenarios = [s for s in load_dir() if s.id in ("baseline", "retry")]
+    run_session(stream, scenarios, tmp_path / "staging", Options())
+    loaded = load_archive(writer.finish(tmp_path / "s.tar.gz"))
+    assert loaded.events == written  # exactly the events that were written
+
+    rederived = []
+    replay(loaded.events, EventStream([VerdictEngine(), rederived.append]))
+
+    def judgements(events):
+        return [(e.scenario, e.clause, e.status, e.reason, e.evidence) for e in events
+                if isinstance(e, Verdict)] + [(e.scenario, e.instrument_check) for e in events
+                                              if isinstance(e, ScenarioJudged)]
+
+    assert judgements(rederived) == judgements(written)
+    assert report.markdown(rederived) == report.markdown(written)
+
+
+@root_only
+def test_without_a_kernel_collector_nothing_kernel_based_passes(tmp_path, built_clients):
+    result = evlab("run", "--all", "--headless", "--collector", "none", "--json",
+                   tmp_path / "none.json", cwd=tmp_path)
+    assert result.returncode == 3, result.stderr  # not missed; evidence missing
+    doc = json.loads((tmp_path / "none.json").read_text())
+    assert doc["collector"] == "none"
+    assert any(m["name"] == "kernel-events" for m in doc["capabilities"]["missing"])
+    assert doc["summary"]["missed"] == 0 and doc["summary"]["inconclusive"] >= 1
+    for s in doc["scenarios"]:
+        clauses = {c["id"]: c for c in s["clauses"]}
+        assert clauses["hash-work"]["status"] == "inconclusive"
+        assert clauses["cpu-budget"]["status"] == "inconclusive"
+        assert clauses["destination-only"]["status"] in ("inconclusive", "fail")
+        for inv in s["invocations"]:
+            assert inv["kernel"]["connects"] is None and inv["kernel"]["cpu_ns"] is None
+    egress = {c["id"]: c for c in _scenario(doc, "unexpected-egress")["clauses"]}
+    assert egress["destination-only"]["status"] == "fail"  # the decoy and the wire saw it
+
+
+def _bpf_program_ids() -> set[int]:
+    """Every BPF program loaded on the machine (BPF_PROG_GET_NEXT_ID)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    ids, current = set(), 0
+    while True:
+        attr = (ctypes.c_uint32 * 4)(current, 0, 0, 0)
+        if libc.syscall(321, 11, attr, 16) != 0:
+            return ids
+        current = attr[1]
+        ids.add(current)
+
+
+def _lab_processes() -> list[psutil.Process]:
+    """Receivers, decoys and clients a runner started: their command lines name its temp dir."""
+    return [p for p in psutil.process_iter(["cmdline"])
+            if "/evlab-session-" in " ".join(p.info["cmdline"] or [])]
+
+
+def _ports_listened_by_runs() -> set[int]:
+    ports = set()
+    for c in psutil.net_connections("inet"):
+        if c.status == psutil.CONN_LISTEN and c.pid is not None:
+            try:
+                if "/evlab-session-" in " ".join(psutil.Process(c.pid).cmdline()):
+                    ports.add(c.laddr.port)
+            except psutil.NoSuchProcess:
+                pass
+    return ports
+
+
+def _temp_dirs() -> set[str]:
+    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
+    return {p.name for p in tmp.glob("evlab-*")}
+
+
+@root_only
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "ctrl-c"])
+def test_interrupted_run_leaves_nothing_behind(tmp_path, built_clients, sig):
+    programs, temps = _bpf_program_ids(), _temp_dirs()
+    proc = subprocess.Popen([EVLAB, "run", "--all", "--headless", "--archive",
+                             str(tmp_path / "partial.tar.gz")], cwd=tmp_path,
+                            stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in proc.stderr:  # wait until it is halfway
+        seen.append(line)
+        if line.startswith("[3/8]"):
+            break
+    proc.send_signal(sig)
+    _, rest = proc.communicate(timeout=60)
+    assert proc.returncode == 130, "".join(seen) + rest
+    assert "Traceback" not in rest
+    deadline = time.monotonic() + 5
+    while _lab_processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _lab_processes() == []
+    assert _bpf_program_ids() <= programs  # every program it loaded is gone
+    assert _temp_dirs() <= temps
+    ports = _ports_listened_by_runs()
+    assert ports == set()
+    partial = load_archive(tmp_path / "partial.tar.gz")
+    assert partial.partial and partial.manifest["partial"]
+    assert "interrupted" in partial.manifest["end_reason"]
+
+
+def test_import_rule_no_textual_outside_tui():
+    code = ("import sys, sessions.cli, sessions.runner, sessions.report, sessions.archive, "
+            "probes.collectors, probes.packets, probes.doctor, fixture.harness, tui.main\n"
+            "print('textual' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+    lint = subprocess.run([str(ROOT / ".venv" / "bin" / "lint-imports"), "--no-cache"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert lint.returncode == 0, lint.stdout
+    assert "Only tui imports Textual KEPT" in lint.stdout
