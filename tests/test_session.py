@@ -228,3 +228,25 @@ def test_import_rule_no_textual_outside_tui():
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert lint.returncode == 0, lint.stdout
     assert "Only tui imports Textual KEPT" in lint.stdout
+
+
+@root_only
+def test_a_hanging_client_is_killed_after_its_timeout_and_judged(tmp_path, built_clients):
+    hang = tmp_path / "hang.toml"
+    hang.write_text('description = "a client that never finishes"\n'
+                    '[client]\npath = "/bin/sleep"\nargs = ["30"]\ntimeout_s = 1\n'
+                    '[expect]\nfail = ["integrity"]\n')
+    started = time.monotonic()
+    result = evlab("run", hang, "--headless", "--json", tmp_path / "hang.json", cwd=tmp_path)
+    assert time.monotonic() - started < 20
+    doc = json.loads((tmp_path / "hang.json").read_text())
+    (scenario,) = doc["scenarios"]
+    assert [i["timed_out"] for i in scenario["invocations"]] == [True, True]
+    assert [i["exit_code"] for i in scenario["invocations"]] == [None, None]
+    clauses = {c["id"]: c for c in scenario["clauses"]}
+    assert clauses["integrity"]["status"] == "fail"
+    assert clauses["honest-outcome"]["status"] == "inconclusive"
+    assert "killed after its timeout" in clauses["honest-outcome"]["reason"]
+    assert result.returncode == 3  # judged; one clause could not be decided
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if p.info["cmdline"] == ["/bin/sleep", "30"]]
