@@ -58,6 +58,10 @@ class RunError(Exception):
     """The session could not run as asked (e.g. --packets required but unavailable)."""
 
 
+class Cancelled(KeyboardInterrupt):
+    """The session was asked to stop (the dashboard quit); unwinds like Ctrl-C, through teardown."""
+
+
 @dataclass
 class Options:
     collector: str = "auto"
@@ -104,6 +108,7 @@ class Session:
         self.out_dir = Path(out_dir)       # pcaps and server records kept for the archive
         self.options = options or Options()
         self.contract = load_contract()
+        self.cancel = threading.Event()  # set from another thread to stop the current run
         self._next_invocation = 1
         self._tmp: Path | None = None
         self.collector: Collector | None = None
@@ -155,6 +160,7 @@ class Session:
 
     # --- one scenario -----------------------------------------------------------------
     def run_scenario(self, scenario: Scenario) -> None:
+        self._check_cancel()
         live = _Live(scenario, Path(tempfile.mkdtemp(prefix=f"{scenario.id}-", dir=self._tmp)))
         try:
             self._phase(scenario, "setup")
@@ -170,6 +176,10 @@ class Session:
             self._phase(scenario, "teardown")
             self._teardown(live)
             self._phase(scenario, "done")
+
+    def _check_cancel(self) -> None:
+        if self.cancel.is_set():
+            raise Cancelled()
 
     def _phase(self, scenario: Scenario, phase: str, n: int = 0) -> None:
         self.stream.publish(PhaseChanged(time.monotonic_ns(), scenario.id, phase, n))
@@ -233,6 +243,7 @@ class Session:
         deadline = started + int(live.scenario.timeout_s * 1e9)
         last_metrics = 0
         while True:
+            self._check_cancel()
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 proc.returncode = os.waitstatus_to_exitcode(status)
@@ -286,6 +297,7 @@ class Session:
         """Let the receiver finish with the client's connections so records land in invocation n."""
         deadline = time.monotonic() + SETTLE_S
         while True:
+            self._check_cancel()
             self._pump(live, n, inv_id)
             if live.open_connections <= 0 or time.monotonic() > deadline:
                 break

@@ -13,6 +13,7 @@ import json
 import os
 import random
 import re
+import select
 import socket
 import struct
 import time
@@ -42,11 +43,11 @@ PUT_KNOWN = f"PUT {DIGEST} {len(KNOWN)}\n".encode() + KNOWN
 SPEC_REASONS = {
     "header-too-long", "truncated-header", "unknown-verb", "bad-arity", "bad-digest",
     "bad-length", "payload-too-large", "second-upload", "disconnected-mid-upload", "stalled",
-    "digest-mismatch", "too-many-connections", "fault-drop",
+    "digest-mismatch", "too-many-connections", "fault-drop", "not-ascii",
 }
-# Reasons the receiver uses that the spec's table does not list (reported, tolerated):
-# non-ASCII header bytes, and a TCP reset from the client (ECONNRESET) at any point.
-EXTRA_REASONS = {"not-ascii", "connection-error"}
+# A reason the receiver uses that the spec's table does not list (reported, tolerated): a TCP
+# reset from the client (ECONNRESET) at any point, e.g. mid-header or mid-payload.
+EXTRA_REASONS = {"connection-error"}
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _DECIMAL = re.compile(r"[0-9]{1,20}")
 
@@ -492,34 +493,52 @@ def test_stall_mid_header(rx, sent):
     assert_healthy(rx, stat)
 
 
-@pytest.mark.xfail(strict=True, reason="receiver bug: the header 'idle' timeout is a deadline "
-                   "for the whole line, so a header whose bytes keep arriving is called stalled")
-def test_slow_header_whose_bytes_keep_arriving_is_not_stalled(rx):
-    """Spec: `stalled` = no byte received for the idle timeout. Here a byte arrives every
-    IDLE/8 s, so the receiver must never go IDLE s without one."""
+def test_header_deadline_covers_the_whole_line(rx):
+    """Spec: the idle timeout is a deadline for a whole header line (anti-slowloris), so a header
+    trickled one byte every IDLE/8 s is rejected as stalled about IDLE s after it began."""
+    stat = rx.backup_stat()
+    since = rx.mark()
+    line = f"CHECK {DIGEST}\n".encode()
     with connect() as s:
+        port = s.getsockname()[1]
+        t0 = time.monotonic()
         try:
-            for b in f"CHECK {DIGEST}\n".encode()[:24]:
-                s.sendall(bytes([b]))
-                time.sleep(IDLE / 8)
-            s.sendall(f"CHECK {DIGEST}\n".encode()[24:])
+            for i in range(len(line) - 1):  # never the newline; stops once the receiver closes
+                s.sendall(line[i:i + 1])
+                if rx.server.process.poll() is not None or time.monotonic() - t0 > IDLE + 2:
+                    break
+                ready, _ = select.select([s], [], [], IDLE / 8)
+                if ready:
+                    break
         except (BrokenPipeError, ConnectionResetError):
             pass
-        answer = read_line(s, timeout=IDLE + 2)
-    assert_healthy(rx)
-    assert answer == b"HAVE\n"
+        data, how = read_all(s, timeout=IDLE + 2)
+        elapsed = time.monotonic() - t0
+    assert data == b"REJECT stalled\n", how
+    assert IDLE * 0.8 <= elapsed < IDLE + 2
+    assert rx.reasons(rx.conn_for(port, since)) == ["stalled"]
+    assert_healthy(rx, stat)
 
 
-@pytest.mark.xfail(strict=True, reason="receiver deviation: after answering a PUT it keeps the "
-                   "connection open for up to --idle-timeout instead of closing it")
-def test_connection_is_closed_after_put_answer(rx):
-    """Spec: 'after answering a PUT the receiver closes the connection'."""
+def test_after_put_checks_are_answered_then_idle_close_is_quiet(rx):
+    """Spec: after a PUT the receiver still answers CHECKs until the client closes or the idle
+    timeout passes, then closes the connection quietly (no REJECT, no rejected event)."""
+    since = rx.mark()
     with connect() as s:
-        s.sendall(put(KNOWN))
+        port = s.getsockname()[1]
+        s.sendall(put(KNOWN) + f"CHECK {DIGEST}\nCHECK {OTHER}\n".encode())
         assert read_line(s) == f"OK {DIGEST}\n".encode()
-        rest, how = read_all(s, timeout=IDLE / 2)
-    assert_healthy(rx)
+        t0 = time.monotonic()
+        assert read_line(s) == b"HAVE\n"
+        assert read_line(s) == b"NEED\n"
+        rest, how = read_all(s, timeout=IDLE + 2)
+        elapsed = time.monotonic() - t0
     assert (rest, how) == (b"", "eof")
+    assert IDLE * 0.8 <= elapsed < IDLE + 2
+    conn = rx.conn_for(port, since)
+    assert rx.reasons(conn) == []
+    assert [e["event"] for e in rx.closed(conn)].count("committed") == 1
+    assert_healthy(rx)
 
 
 def test_interleaved_concurrent_uploads(rx):
