@@ -11,9 +11,7 @@ devices, bounded sizes, a known version) and read into memory.
 
 import io
 import json
-import os
 import platform
-import shutil
 import tarfile
 import time
 from dataclasses import dataclass
@@ -45,51 +43,76 @@ class ArchiveError(ValueError):
 
 
 class ArchiveWriter:
-    """Consumes the stream into a staging directory; finish() writes the .tar.gz atomically."""
+    """Consumes the stream into a staging directory; write() packs a .tar.gz at any time.
+
+    The runner leaves pcaps and server records in the same staging directory; they are packed
+    under pcap/ and records/. Generated members (manifest, verdicts, report) are made fresh on
+    each write, so exporting mid-session and again at the end both give complete archives.
+    """
 
     def __init__(self, staging: Path):
         self.staging = Path(staging)
-        (self.staging / "pcap").mkdir(parents=True, exist_ok=True)
-        (self.staging / "records").mkdir(exist_ok=True)
-        (self.staging / "scenarios").mkdir(exist_ok=True)
+        self.staging.mkdir(parents=True, exist_ok=True)
         self._events = open(self.staging / "events.jsonl", "w")
+        self._scenario_files: dict[str, Path] = {}
         self.book = EvidenceBook()
 
     def __call__(self, event: Event) -> None:
+        if self._events.closed:
+            return
         self._events.write(to_json(event) + "\n")
         self._events.flush()
         self.book.consume(event)
         if isinstance(event, ScenarioStarted) and event.scenario_file:
-            src = Path(event.scenario_file)
-            if src.is_file():
-                shutil.copy(src, self.staging / "scenarios" / f"{event.scenario}.toml")
+            self._scenario_files[event.scenario] = Path(event.scenario_file)
 
-    def finish(self, archive_path: Path) -> Path:
-        """Write manifest, verdicts and report beside the events and pack them."""
-        self._events.close()
+    def write(self, archive_path: Path) -> Path:
+        """Pack everything recorded so far into archive_path (atomically)."""
+        if not self._events.closed:
+            self._events.flush()
         events = load_events_file(self.staging / "events.jsonl")
-        for name in os.listdir(self.staging):
-            if name.endswith(".pcap"):
-                shutil.move(self.staging / name, self.staging / "pcap" / name)
-            elif name.endswith((".receiver.jsonl", ".decoy.jsonl")):
-                shutil.move(self.staging / name, self.staging / "records" / name)
-        _write_json(self.staging / "manifest.json", manifest(self.book))
-        _write_json(self.staging / "verdicts.json",
-                    [to_dict(e) for e in events if isinstance(e, Verdict)])
-        with open(self.staging / "verifier.jsonl", "w") as f:
-            for e in events:
-                if isinstance(e, VerifierResult):
-                    f.write(to_json(e) + "\n")
-        (self.staging / "report.md").write_text(report.markdown(events))
+        generated = {
+            "manifest.json": _json_bytes(manifest(self.book)),
+            "verdicts.json": _json_bytes([to_dict(e) for e in events if isinstance(e, Verdict)]),
+            "verifier.jsonl": "".join(to_json(e) + "\n" for e in events
+                                      if isinstance(e, VerifierResult)).encode(),
+            "report.md": report.markdown(events).encode(),
+        }
         archive_path = Path(archive_path)
         archive_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = archive_path.with_name(archive_path.name + ".partial-write")
         with tarfile.open(tmp, "w:gz") as tar:
-            for path in sorted(self.staging.rglob("*")):
-                if path.is_file():
-                    tar.add(path, arcname=str(path.relative_to(self.staging)), recursive=False)
+            for name, data in generated.items():
+                _add_bytes(tar, name, data)
+            tar.add(self.staging / "events.jsonl", arcname="events.jsonl")
+            for path in sorted(self.staging.iterdir()):
+                if path.name.endswith(".pcap"):
+                    tar.add(path, arcname=f"pcap/{path.name}")
+                elif path.name.endswith((".receiver.jsonl", ".decoy.jsonl")):
+                    tar.add(path, arcname=f"records/{path.name}")
+            for sid, src in self._scenario_files.items():
+                if src.is_file():
+                    tar.add(src, arcname=f"scenarios/{sid}.toml")
         tmp.replace(archive_path)
         return archive_path
+
+    def close(self) -> None:
+        self._events.close()
+
+    def finish(self, archive_path: Path) -> Path:
+        """The last write: stop recording and pack."""
+        self.close()
+        return self.write(archive_path)
+
+
+def _json_bytes(data) -> bytes:
+    return (json.dumps(data, indent=2) + "\n").encode()
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime = len(data), int(time.time())
+    tar.addfile(info, io.BytesIO(data))
 
 
 def manifest(book: EvidenceBook) -> dict:
@@ -111,10 +134,6 @@ def manifest(book: EvidenceBook) -> dict:
         "end_reason": book.ended.reason if book.ended else "the session did not end cleanly",
         "written_wall_ns": time.time_ns(),
     }
-
-
-def _write_json(path: Path, data) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 def parse_events(text: str, where: str) -> list[Event]:

@@ -17,7 +17,6 @@ import select
 import socket
 import struct
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -507,7 +506,7 @@ def test_header_deadline_covers_the_whole_line(rx):
                 s.sendall(line[i:i + 1])
                 if rx.server.process.poll() is not None or time.monotonic() - t0 > IDLE + 2:
                     break
-                ready, _ = select.select([s], [], [], IDLE / 8)
+                ready, _, _ = select.select([s], [], [], IDLE / 8)
                 if ready:
                     break
         except (BrokenPipeError, ConnectionResetError):
@@ -754,14 +753,15 @@ frame = st.one_of(
 valid_check = good_digest.map(lambda d: f"CHECK {d}\n".encode())
 
 
-@dataclass(frozen=True, repr=False)
 class Conversation:
-    """One connection's plan: the bytes it sends (maybe cut short), in pieces, and its ending."""
+    """One connection's plan: the bytes it sends (maybe cut short), in pieces, and its ending.
+    A plain class, so hypothesis prints the short repr below, not 150 kB payloads."""
 
-    sent: bytes
-    pieces: tuple[bytes, ...]
-    ending: str  # "fin": half-close, then read every answer; "close": plain close; "rst": reset
-    frames: int
+    def __init__(self, sent: bytes, pieces: tuple[bytes, ...], ending: str, frames: int):
+        self.sent = sent
+        self.pieces = pieces
+        self.ending = ending  # "fin": half-close, then read every answer; "close"; "rst": reset
+        self.frames = frames
 
     def __repr__(self) -> str:  # the payloads run to 150 kB: show their shape, not their bytes
         sizes = [len(p) for p in self.pieces]
