@@ -211,3 +211,31 @@ def test_clients_connect_only_to_loopback(behaviour, built_clients, source_file,
     assert set(addresses) <= {"127.0.0.1"} and set(families) <= {"AF_INET"}
     if behaviour != "false-success":
         assert addresses
+
+
+def test_an_answer_the_client_never_reads_frees_the_connection(tmp_path):
+    """A client that stops reading cannot hold a slot: the undeliverable answer ends it."""
+    import asyncio
+    import io
+
+    from fixture.events import EventLog
+    from fixture.receiver import Connection, Limits, Receiver, Store, Undeliverable
+
+    class NeverDrains:
+        def write(self, data):
+            pass
+
+        async def drain(self):
+            await asyncio.sleep(3600)
+
+    log = io.StringIO()
+    rx = Receiver(Store(tmp_path, EventLog(log)), EventLog(log), Limits(idle_timeout=0.2), None)
+    conn = Connection(rx, 1, reader=None, writer=NeverDrains())
+
+    async def answer():
+        started = time.monotonic()
+        with pytest.raises(Undeliverable):
+            await conn.answer("HAVE")
+        return time.monotonic() - started
+
+    assert 0.15 < asyncio.run(answer()) < 2

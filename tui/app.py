@@ -1,0 +1,396 @@
+"""The evlab dashboard: scenarios, live counters, packets, receiver events, claims and verdicts.
+
+Data flows one way. A source (a live Lab or a ReplayDriver, on a Textual thread worker) feeds
+the event stream; the DashboardModel consumes it; a timer redraws from the model at REFRESH_S
+when something changed. A burst of events therefore costs the UI one redraw, and nothing on the
+UI thread ever waits for the lab.
+"""
+
+import time
+from pathlib import Path
+
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Footer, Header, Input, Sparkline, Static
+
+from tui.model import DashboardModel, ScenarioView
+from tui.sources import LiveSource, ReplaySource
+from tui.widgets import STATUS_STYLE, STATUS_TEXT, VERDICT_CLASS, VERDICT_TEXT, FollowLog
+
+REFRESH_S = 0.2   # 5 redraws a second at most
+COMPACT_BELOW = (100, 32)
+COUNTER_ROWS = (
+    ("connects", lambda i: i.counters.get("connects")),
+    ("source bytes read", lambda i: i.counters.get("source_read_bytes")),
+    ("socket bytes sent", lambda i: i.counters.get("sock_sent_bytes")),
+    ("hash_file entries", lambda i: i.functions.get("hash_file")),
+    ("switches out", lambda i: i.counters.get("switches_out")),
+    ("CPU time ms", lambda i: None if "oncpu_ns" not in i.counters
+     else round(i.counters["oncpu_ns"] / 1e6, 1)),
+    ("receiver payload bytes", lambda i: i.receiver_payload),
+    ("packets", lambda i: i.packets),
+)
+HELP = """\
+[b]evlab dashboard[/b] — evidence, not claims
+
+  j / k, ↓ / ↑    move between scenarios
+  enter           on a scenario: run or rerun it · on a clause: open its evidence
+  tab             move focus (scenarios → verdicts → panes)
+  a               run all scenarios
+  space / p       pause or resume live updates (replay: play / pause)
+  [ / ]           replay: step back / forward one phase
+  + / -           replay: faster / slower
+  /               filter the packet, receiver and claim panes (empty: clear)
+  end             resume following the panes after scrolling up
+  e               export the session archive (.tar.gz)
+  ctrl+p          command palette: the same actions
+  ?               this help     q  quit (stops the client, receiver and probes)
+
+Verdicts: ✓ pass  ✗ FAIL  ? inconclusive (evidence missing)  – n/a
+Scenario: ✓ detected (verdicts as declared)  ✗ MISSED  ? inconclusive
+"""
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        yield Static(HELP, id="help-text")
+
+
+class EvidenceScreen(ModalScreen):
+    """The events that decided one clause."""
+
+    BINDINGS = [Binding("escape,q", "dismiss", "Back")]
+
+    def __init__(self, title: str, lines: list[str]):
+        super().__init__()
+        self.title_text, self.lines = title, lines
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="evidence-box"):
+            yield Static(self.title_text, id="evidence-title")
+            log = FollowLog(id="evidence-log")
+            yield log
+
+    def on_mount(self) -> None:
+        log = self.query_one("#evidence-log", FollowLog)
+        for line in self.lines or ["(no events cited: nothing was needed to decide it)"]:
+            log.write(line)
+        log.scroll_home(animate=False)
+
+
+class EvlabApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "evlab"
+    BINDINGS = [
+        Binding("j,down", "move(1)", "Next", show=False),
+        Binding("k,up", "move(-1)", "Prev", show=False),
+        Binding("a", "run_all", "Run all"),
+        Binding("space,p", "pause", "Pause"),
+        Binding("left_square_bracket", "step(-1)", "Step back", show=False),
+        Binding("right_square_bracket", "step(1)", "Step", show=False),
+        Binding("plus,equals_sign", "speed(2)", "Faster", show=False),
+        Binding("minus", "speed(0.5)", "Slower", show=False),
+        Binding("slash", "filter", "Filter"),
+        Binding("end", "follow", "Follow"),
+        Binding("e", "export", "Export"),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, source: LiveSource | ReplaySource):
+        super().__init__()
+        self.source = source
+        self.paused = False
+        self.filter_text = ""
+        self.selected = source.scenario_ids[0] if source.scenario_ids else ""
+        self._drawn_version = -1
+        self._drawn_key: tuple = ()
+        self._verdict_clauses: list[str] = []
+
+    # --- layout -------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        yield Static("", id="banner")
+        with Horizontal(id="top"):
+            yield DataTable(id="scenarios", cursor_type="row", zebra_stripes=False)
+            with Vertical(id="counters-box"):
+                yield DataTable(id="counters", cursor_type="none", show_cursor=False)
+                yield Sparkline([0], id="rates")
+        yield DataTable(id="verdicts", cursor_type="row")
+        with Horizontal(id="panes"):
+            yield FollowLog(id="packets")
+            yield FollowLog(id="receiver")
+            yield FollowLog(id="claims")
+        yield Input(placeholder="filter panes (enter to apply, empty to clear, esc to cancel)",
+                    id="filter")
+        yield Static("", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = self.source.mode
+        scenarios = self.query_one("#scenarios", DataTable)
+        scenarios.add_columns("scenario", "status")
+        for sid in self.source.scenario_ids:
+            scenarios.add_row(sid, STATUS_TEXT["queued"], key=sid)
+        counters = self.query_one("#counters", DataTable)
+        counters.add_column("counter", key="name")
+        counters.add_column("inv 1", key="1")
+        counters.add_column("inv 2", key="2")
+        for label, _ in COUNTER_ROWS:
+            counters.add_row(label, "", "", key=label)
+        verdicts = self.query_one("#verdicts", DataTable)
+        verdicts.add_column("clause", key="clause")
+        verdicts.add_column("verdict", key="verdict")
+        verdicts.add_column("expected", key="expected")
+        verdicts.add_column("reason", key="reason")
+        for titles, pane in (("packets", "#packets"), ("receiver & kernel events", "#receiver"),
+                             ("client claims & exits", "#claims")):
+            self.query_one(pane).border_title = titles
+        counters_box = self.query_one("#counters-box")
+        counters_box.border_title = "live counters"
+        verdicts.border_title = "verdicts"
+        scenarios.border_title = "scenarios"
+        self.query_one("#filter", Input).display = False
+        self._apply_compact(self.size.width, self.size.height)
+        self.source.start(self)
+        self.set_interval(REFRESH_S, self.refresh_view)
+        scenarios.focus()
+
+    def on_resize(self, event) -> None:
+        self._apply_compact(event.size.width, event.size.height)
+
+    def _apply_compact(self, width: int, height: int) -> None:
+        self.set_class(width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1], "compact")
+
+    # --- redraw (timer, UI thread) ------------------------------------------------------
+    def refresh_view(self) -> None:
+        model = self.source.model
+        key = (id(model), model.version, self.selected, self.filter_text)
+        if self.paused or key == self._drawn_key:
+            self._draw_status(model)
+            return
+        redraw_panes = key[0] != self._drawn_key[:1] or key[2:] != self._drawn_key[2:] \
+            if self._drawn_key else True
+        self._drawn_key = key
+        self._draw_scenarios(model)
+        view = model.snapshot_scenario(self.selected)
+        if view is not None:
+            self._draw_counters(view)
+            self._draw_verdicts(view)
+            self._draw_panes(view, redraw_panes)
+        self._draw_banner(model)
+        self._draw_status(model)
+
+    def _draw_scenarios(self, model: DashboardModel) -> None:
+        table = self.query_one("#scenarios", DataTable)
+        for sid, status in model.statuses():
+            label = Text(STATUS_TEXT.get(status, status), style=STATUS_STYLE.get(status, ""))
+            if sid not in table.rows:
+                table.add_row(sid, label, key=sid)
+                self.source.scenario_ids.append(sid)
+            else:
+                table.update_cell(sid, table.ordered_columns[1].key, label)
+
+    def _draw_counters(self, view: ScenarioView) -> None:
+        table = self.query_one("#counters", DataTable)
+        for n in (1, 2):
+            inv = view.invocations.get(n)
+            for label, get in COUNTER_ROWS:
+                value = get(inv) if inv else None
+                if inv is not None and value is None:
+                    text = Text("not observed", style="dim")
+                else:
+                    text = "" if value is None else f"{value:,}"
+                table.update_cell(label, str(n), text)
+        phase = f"{view.phase} {view.invocation}" if view.phase == "invocation" else view.phase
+        self.query_one("#counters-box").border_subtitle = f"{view.id}: {phase or 'waiting'}"
+        self.query_one("#rates", Sparkline).data = list(view.rates) or [0]
+
+    def _draw_verdicts(self, view: ScenarioView) -> None:
+        table = self.query_one("#verdicts", DataTable)
+        rows = self.source.model.verdict_rows(view.id)
+        if [c for c, _ in rows] != self._verdict_clauses:
+            table.clear()
+            for clause, _ in rows:
+                table.add_row(clause, "", "", "", key=clause)
+            self._verdict_clauses = [c for c, _ in rows]
+        for clause, verdict in rows:
+            expected = ("fail" if clause in view.expected_failures else "not fail")
+            if verdict is None:
+                cells = (Text("… pending", style="dim"), expected, "")
+            else:
+                cells = (Text(VERDICT_TEXT[verdict.status], style=VERDICT_CLASS[verdict.status]),
+                         verdict.expected, verdict.reason)
+            for column, value in zip(("verdict", "expected", "reason"), cells, strict=True):
+                table.update_cell(clause, column, value)
+        table.border_subtitle = (f"{view.id}: {STATUS_TEXT.get(view.status, view.status)}"
+                                 + (f" — {view.judged_detail}" if view.judged_detail else ""))
+
+    def _draw_panes(self, view: ScenarioView, redraw: bool) -> None:
+        needle = self.filter_text.lower()
+        for pane_id, lines in (("#packets", view.packets), ("#receiver", view.receiver),
+                               ("#claims", view.claims)):
+            log = self.query_one(pane_id, FollowLog)
+            if redraw:
+                log.clear()
+                log.shown = 0
+            new = [(seq, text) for seq, text in lines if seq > log.shown]
+            for seq, text in new:
+                if not needle or needle in text.lower():
+                    log.write(text)
+            if new:
+                log.shown = new[-1][0]
+
+    def _draw_banner(self, model: DashboardModel) -> None:
+        banner = self.query_one("#banner", Static)
+        if not model.missing:
+            banner.display = False
+            return
+        banner.display = True
+        lines = [f"⚠ missing: {m.name} — {m.detail}. Fix: {m.fix}" for m in model.missing[:4]]
+        banner.update("\n".join(lines) + "\nClauses that need it show '? inconclusive'.")
+
+    def _draw_status(self, model: DashboardModel) -> None:
+        overhead = model.overhead or {}
+        bpf = overhead.get("bpf_run_time_ns")
+        eps = overhead.get("events_per_s")
+        parts = [f"collector {model.collector}", f"packets {model.packets_mode}",
+                 f"capabilities: {'all present' if not model.missing else str(len(model.missing)) + ' missing'}",
+                 f"lost events {model.lost_events}",
+                 f"probe cost {bpf / 1e6:.1f} ms BPF" if bpf is not None else "probe cost n/a",
+                 f"{eps:.0f} ev/s" if eps is not None else "",
+                 self.source.position_text(),
+                 "PAUSED" if self.paused else "",
+                 f"filter '{self.filter_text}'" if self.filter_text else ""]
+        self.query_one("#status", Static).update(" · ".join(p for p in parts if p))
+
+    # --- actions ------------------------------------------------------------------------
+    def action_move(self, delta: int) -> None:
+        table = self.query_one("#scenarios", DataTable)
+        if self.focused is self.query_one("#verdicts") and not isinstance(delta, int):
+            return
+        table.move_cursor(row=max(0, min(table.row_count - 1, table.cursor_row + delta)))
+        self._select_row(table.cursor_row)
+
+    def _select_row(self, row: int) -> None:
+        if 0 <= row < len(self.source.scenario_ids):
+            self.selected = self.source.scenario_ids[row]
+            self.refresh_view()
+
+    @on(DataTable.RowHighlighted, "#scenarios")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._select_row(event.cursor_row)
+
+    @on(DataTable.RowSelected, "#scenarios")
+    def _run_selected(self, event: DataTable.RowSelected) -> None:
+        self.source.run([self.source.scenario_ids[event.cursor_row]], self)
+
+    @on(DataTable.RowSelected, "#verdicts")
+    def _open_evidence(self, event: DataTable.RowSelected) -> None:
+        clause = self._verdict_clauses[event.cursor_row]
+        self.open_evidence(clause)
+
+    def open_evidence(self, clause: str) -> None:
+        model = self.source.model
+        verdict = dict(model.verdict_rows(self.selected)).get(clause)
+        if verdict is None:
+            self.notify(f"{clause}: not judged yet", severity="warning")
+            return
+        lines = [f"#{e.seq:<6} {describe(e, model.session_t0)}"
+                 for e in model.evidence(verdict.evidence)]
+        missing = len(verdict.evidence) - len(lines)
+        if missing:
+            lines.append(f"({missing} cited events are no longer held in memory; "
+                         "export the archive for all)")
+        title = (f"{self.selected} · {clause}: {VERDICT_TEXT[verdict.status]} "
+                 f"(expected {verdict.expected})\n{verdict.reason}")
+        self.push_screen(EvidenceScreen(title, lines))
+
+    def action_run_all(self) -> None:
+        self.source.run(list(self.source.scenario_ids), self)
+
+    def action_pause(self) -> None:
+        if self.source.toggle_play():
+            return  # replay: space plays and pauses the recording
+        self.paused = not self.paused
+        self.notify("live updates paused" if self.paused else "live updates resumed")
+        self._drawn_key = ()
+        self.refresh_view()
+
+    def action_step(self, direction: int) -> None:
+        if not self.source.step(direction):
+            self.notify("stepping is for replays (evlab replay ARCHIVE)")
+        self._drawn_key = ()
+
+    def action_speed(self, factor: float) -> None:
+        if not self.source.scale_speed(factor):
+            self.notify("speed is for replays (evlab replay ARCHIVE)")
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.value = self.filter_text
+        box.focus()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        self.filter_text = event.value.strip()
+        event.input.display = False
+        self.query_one("#scenarios").focus()
+        self.refresh_view()
+
+    def on_key(self, event) -> None:
+        box = self.query_one("#filter", Input)
+        if event.key == "escape" and box.display:
+            box.display = False
+            self.query_one("#scenarios").focus()
+            event.stop()
+
+    def action_follow(self) -> None:
+        for log in self.query(FollowLog):
+            log.follow()
+
+    def action_export(self) -> None:
+        path = Path.cwd() / time.strftime("evlab-session-%Y%m%d-%H%M%S.tar.gz")
+        try:
+            written = self.source.export(path)
+        except Exception as e:  # shown, not raised: the dashboard keeps running
+            self.notify(f"export failed: {e}", severity="error", timeout=10)
+            return
+        self.notify(f"archive written to {written}", timeout=10)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        self.notify("stopping the client, receiver and probes…")
+        self.source.stop()
+        self.exit()
+
+    def get_system_commands(self, screen):
+        yield from super().get_system_commands(screen)
+        for title, help_text, action in (
+            ("Run all scenarios", "run every scenario", self.action_run_all),
+            ("Run selected scenario", "run or rerun the highlighted scenario",
+             lambda: self.source.run([self.selected], self)),
+            ("Pause / resume", "pause live updates (replay: play/pause)", self.action_pause),
+            ("Filter panes", "filter packets, receiver events and claims", self.action_filter),
+            ("Follow panes", "resume following after scrolling up", self.action_follow),
+            ("Export archive", "write the session archive (.tar.gz)", self.action_export),
+            ("Help", "keys and symbols", self.action_help),
+        ):
+            yield SystemCommand(title, help_text, action)
+
+
+def describe(event, t0: int) -> str:
+    """One line for an event in the evidence view."""
+    data = {k: v for k, v in vars(event).items() if k not in ("seq", "t_ns", "scenario")}
+    when = f"{(event.t_ns - t0) / 1e9:8.3f}s" if t0 else ""
+    fields = " ".join(f"{k}={v}" for k, v in data.items() if v not in (None, {}, ()))
+    return f"{when} {type(event).__name__}: {fields}"
