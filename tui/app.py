@@ -6,6 +6,9 @@ when something changed. A burst of events therefore costs the UI one redraw, and
 UI thread ever waits for the lab.
 """
 
+import asyncio
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -101,6 +104,7 @@ class EvlabApp(App):
         Binding("e", "export", "Export"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
     def __init__(self, source: LiveSource | ReplaySource):
@@ -135,20 +139,21 @@ class EvlabApp(App):
     def on_mount(self) -> None:
         self.sub_title = self.source.mode
         scenarios = self.query_one("#scenarios", DataTable)
-        scenarios.add_columns("scenario", "status")
+        scenarios.add_column("scenario", width=18)
+        scenarios.add_column("status", width=14)
         for sid in self.source.scenario_ids:
             scenarios.add_row(sid, STATUS_TEXT["queued"], key=sid)
         counters = self.query_one("#counters", DataTable)
-        counters.add_column("counter", key="name")
-        counters.add_column("inv 1", key="1")
-        counters.add_column("inv 2", key="2")
+        counters.add_column("counter", key="name", width=22)
+        counters.add_column("inv 1", key="1", width=14)
+        counters.add_column("inv 2", key="2", width=14)
         for label, _ in COUNTER_ROWS:
             counters.add_row(label, "", "", key=label)
         verdicts = self.query_one("#verdicts", DataTable)
-        verdicts.add_column("clause", key="clause")
-        verdicts.add_column("verdict", key="verdict")
-        verdicts.add_column("expected", key="expected")
-        verdicts.add_column("reason", key="reason")
+        verdicts.add_column("clause", key="clause", width=19)
+        verdicts.add_column("verdict", key="verdict", width=14)
+        verdicts.add_column("expected", key="expected", width=8)
+        verdicts.add_column("reason", key="reason", width=150)
         for titles, pane in (("packets", "#packets"), ("receiver & kernel events", "#receiver"),
                              ("client claims & exits", "#claims")):
             self.query_one(pane).border_title = titles
@@ -161,6 +166,20 @@ class EvlabApp(App):
         self.source.start(self)
         self.set_interval(REFRESH_S, self.refresh_view)
         scenarios.focus()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self._quit_on_signal)
+        loop.add_signal_handler(signal.SIGHUP, self._terminal_closed)
+
+    def _quit_on_signal(self) -> None:
+        self.source.stop()
+        self.exit()
+
+    def _terminal_closed(self) -> None:
+        # The terminal is gone: Textual's orderly shutdown can block writing to it, so clean
+        # up the lab here and leave at once (exit status 129 = SIGHUP).
+        self.source.stop()
+        self.source.wait_stopped()
+        os._exit(129)
 
     def on_resize(self, event) -> None:
         self._apply_compact(event.size.width, event.size.height)
@@ -241,7 +260,7 @@ class EvlabApp(App):
                 log.clear()
                 log.shown = 0
             new = [(seq, text) for seq, text in lines if seq > log.shown]
-            for seq, text in new:
+            for _, text in new:
                 if not needle or needle in text.lower():
                     log.write(text)
             if new:
@@ -260,8 +279,9 @@ class EvlabApp(App):
         overhead = model.overhead or {}
         bpf = overhead.get("bpf_run_time_ns")
         eps = overhead.get("events_per_s")
-        parts = [f"collector {model.collector}", f"packets {model.packets_mode}",
-                 f"capabilities: {'all present' if not model.missing else str(len(model.missing)) + ' missing'}",
+        capabilities = (f"{len(model.missing)} capabilities missing" if model.missing
+                        else "all capabilities present")
+        parts = [f"collector {model.collector}", f"packets {model.packets_mode}", capabilities,
                  f"lost events {model.lost_events}",
                  f"probe cost {bpf / 1e6:.1f} ms BPF" if bpf is not None else "probe cost n/a",
                  f"{eps:.0f} ev/s" if eps is not None else "",

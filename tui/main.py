@@ -1,13 +1,63 @@
-"""The `evlab` console script. Headless commands go straight to sessions.cli, so they never
-import Textual; the dashboard is imported only when it is asked for."""
+"""The `evlab` console script.
+
+`evlab` alone (and `make run`) opens the dashboard on the built-in suite; `evlab run ...` without
+`--headless` and `evlab replay ARCHIVE` without `--headless` open it too. Everything else goes to
+sessions.cli, which never imports Textual, so headless use costs nothing extra.
+"""
 
 import sys
 
 from sessions import cli
+from sessions.archive import ArchiveError, load_archive
+from sessions.runner import Options
+from sessions.scenario import ScenarioError
+
+
+def _say(text: str) -> None:
+    try:
+        print(f"evlab: {text}", file=sys.stderr, flush=True)
+    except OSError:
+        pass  # the terminal is gone (closed window): keep cleaning up regardless
+
+
+def _dashboard(source) -> int:
+    from tui.app import EvlabApp  # Textual is imported only here
+
+    app = EvlabApp(source)
+    try:
+        app.run()
+    finally:
+        source.stop()  # whatever ended the app: quit, a crash, a closed terminal
+        if source.mode == "live":
+            _say("stopping the lab (client, receiver, probes)…")
+        if not source.wait_stopped():
+            _say("the lab did not stop within its timeout")
+    if app.return_code:
+        return app.return_code
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.main(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = cli.build_parser().parse_args(argv)
+    try:
+        if args.command is None:
+            from tui.sources import LiveSource
+            return _dashboard(LiveSource(cli.chosen_scenarios([], True), Options()))
+        if args.command == "run" and not args.headless:
+            from tui.sources import LiveSource
+            scenarios = cli.chosen_scenarios(args.scenarios, args.all)
+            return _dashboard(LiveSource(scenarios, Options(args.collector, args.packets)))
+        if args.command == "replay" and not args.headless:
+            from tui.sources import ReplaySource
+            if args.speed is not None and args.speed <= 0:
+                raise cli.UsageError("--speed must be a positive number")
+            loaded = load_archive(args.archive)
+            return _dashboard(ReplaySource(loaded, args.archive, speed=args.speed or 1.0))
+    except (cli.UsageError, ScenarioError, ArchiveError) as e:
+        print(f"evlab: {e}", file=sys.stderr)
+        return 2
+    return cli.main(argv)
 
 
 if __name__ == "__main__":

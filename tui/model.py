@@ -148,9 +148,9 @@ class DashboardModel:
                 view._last_bytes = 0 if event.final else moved
             case PacketSeen():
                 view.inv(event.invocation).packets += 1
-                view.packets.append((event.seq, f"{_ms(self, event)} {event.src}:{event.sport} → "
-                                     f"{event.dst}:{event.dport} [{event.flags}] "
-                                     f"len {event.payload_len}"))
+                view.packets.append((event.seq, f"{_ms(self, event)} {_end(event.src, event.sport)}"
+                                     f"→{_end(event.dst, event.dport)} {event.flags} "
+                                     f"{event.payload_len}"))
             case ServerRecord():
                 if event.server == "receiver" and event.event == "connection_closed":
                     view.inv(event.invocation).receiver_payload += event.fields.get(
@@ -217,6 +217,10 @@ class DashboardModel:
         with self._lock:
             view = self.scenarios.get(sid)
             return [(c, view.verdicts.get(c) if view else None) for c in CLAUSE_IDS]
+
+
+def _end(address: str, port: int) -> str:
+    return f":{port}" if address in ("127.0.0.1", "::1") else f"{address}:{port}"
 
 
 def _ms(model: DashboardModel, event: Event) -> str:
