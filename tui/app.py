@@ -25,6 +25,7 @@ from tui.sources import LiveSource, ReplaySource
 from tui.widgets import STATUS_STYLE, STATUS_TEXT, VERDICT_CLASS, VERDICT_TEXT, FollowLog
 
 REFRESH_S = 0.2   # 5 redraws a second at most
+PANE_BURST = 200  # lines a pane takes per redraw
 COMPACT_BELOW = (100, 32)
 COUNTER_ROWS = (
     ("connects", lambda i: i.counters.get("connects")),
@@ -82,8 +83,7 @@ class EvidenceScreen(ModalScreen):
 
     def on_mount(self) -> None:
         log = self.query_one("#evidence-log", FollowLog)
-        for line in self.lines or ["(no events cited: nothing was needed to decide it)"]:
-            log.write(line)
+        log.write_lines(self.lines or ["(no events cited: nothing was needed to decide it)"])
         log.scroll_home(animate=False)
 
 
@@ -116,6 +116,7 @@ class EvlabApp(App):
         self._drawn_version = -1
         self._drawn_key: tuple = ()
         self._verdict_clauses: list[str] = []
+        self._compact: bool | None = None
 
     # --- layout -------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -138,17 +139,7 @@ class EvlabApp(App):
 
     def on_mount(self) -> None:
         self.sub_title = self.source.mode
-        scenarios = self.query_one("#scenarios", DataTable)
-        scenarios.add_column("scenario", width=18)
-        scenarios.add_column("status", width=14)
-        for sid in self.source.scenario_ids:
-            scenarios.add_row(sid, STATUS_TEXT["queued"], key=sid)
-        counters = self.query_one("#counters", DataTable)
-        counters.add_column("counter", key="name", width=22)
-        counters.add_column("inv 1", key="1", width=14)
-        counters.add_column("inv 2", key="2", width=14)
-        for label, _ in COUNTER_ROWS:
-            counters.add_row(label, "", "", key=label)
+        self._apply_compact(self.size.width, self.size.height)
         verdicts = self.query_one("#verdicts", DataTable)
         verdicts.add_column("clause", key="clause", width=19)
         verdicts.add_column("verdict", key="verdict", width=14)
@@ -160,15 +151,18 @@ class EvlabApp(App):
         counters_box = self.query_one("#counters-box")
         counters_box.border_title = "live counters"
         verdicts.border_title = "verdicts"
+        scenarios = self.query_one("#scenarios", DataTable)
         scenarios.border_title = "scenarios"
         self.query_one("#filter", Input).display = False
-        self._apply_compact(self.size.width, self.size.height)
         self.source.start(self)
         self.set_interval(REFRESH_S, self.refresh_view)
         scenarios.focus()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self._quit_on_signal)
         loop.add_signal_handler(signal.SIGHUP, self._terminal_closed)
+
+    def on_unmount(self) -> None:
+        self.source.stop()  # however the app ends, its source's worker must end too
 
     def _quit_on_signal(self) -> None:
         self.source.stop()
@@ -182,10 +176,35 @@ class EvlabApp(App):
         os._exit(129)
 
     def on_resize(self, event) -> None:
-        self._apply_compact(event.size.width, event.size.height)
+        if self.is_mounted:
+            self._apply_compact(event.size.width, event.size.height)
 
     def _apply_compact(self, width: int, height: int) -> None:
-        self.set_class(width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1], "compact")
+        compact = width < COMPACT_BELOW[0] or height < COMPACT_BELOW[1]
+        if compact == self._compact:
+            return
+        self._compact = compact
+        self.set_class(compact, "compact")
+        self._build_tables(compact)
+        self._drawn_key = ()  # everything is drawn again into the rebuilt tables
+
+    def _build_tables(self, compact: bool) -> None:
+        """Scenario and counter tables, narrower on a small terminal (status as a symbol)."""
+        scenarios = self.query_one("#scenarios", DataTable)
+        scenarios.clear(columns=True)
+        scenarios.add_column("scenario", width=17)
+        scenarios.add_column("" if compact else "status", width=1 if compact else 14)
+        for sid in self.source.scenario_ids:
+            scenarios.add_row(sid, "", key=sid)
+        scenarios.move_cursor(row=self.source.scenario_ids.index(self.selected)
+                              if self.selected in self.source.scenario_ids else 0)
+        counters = self.query_one("#counters", DataTable)
+        counters.clear(columns=True)
+        counters.add_column("counter", key="name", width=18 if compact else 22)
+        counters.add_column("inv 1", key="1", width=11 if compact else 14)
+        counters.add_column("inv 2", key="2", width=11 if compact else 14)
+        for label, _ in COUNTER_ROWS:
+            counters.add_row(label, "", "", key=label)
 
     # --- redraw (timer, UI thread) ------------------------------------------------------
     def refresh_view(self) -> None:
@@ -209,7 +228,8 @@ class EvlabApp(App):
     def _draw_scenarios(self, model: DashboardModel) -> None:
         table = self.query_one("#scenarios", DataTable)
         for sid, status in model.statuses():
-            label = Text(STATUS_TEXT.get(status, status), style=STATUS_STYLE.get(status, ""))
+            text = STATUS_TEXT.get(status, status)
+            label = Text(text[0] if self._compact else text, style=STATUS_STYLE.get(status, ""))
             if sid not in table.rows:
                 table.add_row(sid, label, key=sid)
                 self.source.scenario_ids.append(sid)
@@ -260,11 +280,16 @@ class EvlabApp(App):
                 log.clear()
                 log.shown = 0
             new = [(seq, text) for seq, text in lines if seq > log.shown]
-            for _, text in new:
-                if not needle or needle in text.lower():
-                    log.write(text)
-            if new:
-                log.shown = new[-1][0]
+            if not new:
+                continue
+            log.shown = new[-1][0]
+            shown = [text for _, text in new if not needle or needle in text.lower()]
+            if len(shown) > PANE_BURST:
+                # A burst faster than anyone reads: show its newest lines, say what was skipped.
+                skipped = len(shown) - PANE_BURST
+                shown = [f"… {skipped:,} lines skipped (burst; filter or pause to inspect)",
+                         *shown[-PANE_BURST:]]
+            log.write_lines(shown)
 
     def _draw_banner(self, model: DashboardModel) -> None:
         banner = self.query_one("#banner", Static)

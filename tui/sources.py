@@ -86,12 +86,14 @@ class LiveSource:
 class ReplaySource:
     mode = "replay"
 
-    def __init__(self, loaded: LoadedArchive, archive_path: Path, speed: float = 1.0):
+    def __init__(self, loaded: LoadedArchive, archive_path: Path, speed: float = 1.0,
+                 playing: bool = True):
         self.archive_path = Path(archive_path)
         starts = [e.scenario for e in loaded.events if isinstance(e, ScenarioStarted)]
         self.scenario_ids = list(dict.fromkeys(starts))
         self.model = DashboardModel(self.scenario_ids)
-        self.driver = ReplayDriver(loaded.events, self._fresh_stream, speed=speed)
+        self.driver = ReplayDriver(loaded.events, self._fresh_stream, speed=speed,
+                                   playing=playing)
         self.total_ns = (loaded.events[-1].t_ns - loaded.events[0].t_ns) if loaded.events else 0
         self.t0 = loaded.events[0].t_ns if loaded.events else 0
 

@@ -1,6 +1,6 @@
 """Small widgets the dashboard is made of."""
 
-from textual.widgets import RichLog
+from textual.widgets import Log
 
 from sessions.judge import FAIL, INCONCLUSIVE, NA, PASS
 
@@ -13,12 +13,13 @@ STATUS_STYLE = {"queued": "dim", "running": "bold cyan", "detected": "green", "m
                 "inconclusive": "yellow"}
 
 
-class FollowLog(RichLog):
-    """A bounded log that follows new lines until the user scrolls up; End resumes following."""
+class FollowLog(Log):
+    """A bounded plain-text log (Textual's fast line log) that follows new lines until the user
+    scrolls up; End resumes following."""
 
     def __init__(self, **kwargs):
-        super().__init__(max_lines=500, wrap=False, markup=False, auto_scroll=True, **kwargs)
-        self.shown = 0          # how many of the pane's lines are on screen
+        super().__init__(max_lines=500, auto_scroll=True, **kwargs)
+        self.shown = 0          # the seq of the newest pane line on screen
 
     def _stop_following(self) -> None:
         self.auto_scroll = False

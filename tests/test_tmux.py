@@ -1,0 +1,75 @@
+"""The dashboard in a real terminal: `evlab` in tmux at 120x40, read the screen, press q, and
+check that nothing it started is left."""
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from sessions.contract import CLAUSE_IDS
+from sessions.scenario import load_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed"),
+              pytest.mark.skipif(os.geteuid() != 0, reason="the live lab needs root")]
+
+
+def tmux(*args: str, socket: str) -> str:
+    return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True,
+                          timeout=30).stdout
+
+
+def screen(socket: str) -> str:
+    return tmux("capture-pane", "-p", "-t", "ev", socket=socket)
+
+
+def wait_screen(socket: str, condition, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        text = screen(socket)
+        if condition(text):
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"screen never matched; last screen:\n{text}")
+        time.sleep(0.3)
+
+
+def test_dashboard_in_tmux(tmp_path, built_clients):
+    socket = f"evlab-test-{os.getpid()}"
+    done_file = tmp_path / "exit-status"
+    ids = [s.id for s in load_dir()]
+    tmux("new-session", "-d", "-s", "ev", "-x", "120", "-y", "40", socket=socket)
+    try:
+        tmux("send-keys", "-t", "ev", f"cd {tmp_path} && {ROOT}/.venv/bin/evlab; "
+             f"echo $? > {done_file}", "Enter", socket=socket)
+        text = wait_screen(socket, lambda t: t.count("✓ detected") >= len(ids), timeout=180)
+        for sid in ids:
+            assert sid in text
+        evlab = [p for p in psutil.process_iter(["cmdline"])
+                 if p.info["cmdline"][:2] == [f"{ROOT}/.venv/bin/python",
+                                              f"{ROOT}/.venv/bin/evlab"]]
+        # each scenario's verdicts: move down the list and read the verdict panel
+        for index, sid in enumerate(ids):
+            if index:
+                tmux("send-keys", "-t", "ev", "j", socket=socket)
+            text = wait_screen(socket, lambda t, s=sid: f"{s}: ✓ detected" in t, timeout=10)
+            for clause in CLAUSE_IDS:
+                line = next(line for line in text.splitlines() if f"│ {clause} " in line)
+                assert any(word in line for word in ("✓ pass", "✗ FAIL", "– n/a")), line
+        tmux("send-keys", "-t", "ev", "q", socket=socket)
+        deadline = time.monotonic() + 60
+        while not done_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert done_file.read_text().strip() == "0"
+    finally:
+        tmux("kill-server", socket=socket)
+    assert evlab, "the evlab process was not found while it ran"
+    for proc in evlab:
+        assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    leftovers = [p for p in psutil.process_iter(["cmdline"])
+                 if "/evlab-session-" in " ".join(p.info["cmdline"] or [])]
+    assert leftovers == []
