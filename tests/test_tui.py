@@ -147,10 +147,18 @@ async def test_replay_steps_and_rejudges_like_the_recording():
 
 # --- snapshots -------------------------------------------------------------------------
 
+async def _settle(pilot):
+    """Let the redraw timer draw, then pin every pane to its end, as a following user sees it
+    (a pane's scroll position before its first layout would otherwise depend on timing)."""
+    await pilot.pause(0.5)
+    pilot.app.action_follow()
+    await pilot.pause(0.3)
+
+
 async def _step_to(pilot, boundaries: int):
     for _ in range(boundaries):
         await pilot.press("right_square_bracket")
-    await pilot.pause(0.5)
+    await _settle(pilot)
 
 
 def test_snapshot_mid_run(snap_compare):
@@ -164,7 +172,7 @@ def test_snapshot_after_completion(snap_compare):
         app.source.driver.step(1)
         while not app.source.driver.done:
             app.source.driver.step(1)
-        await pilot.pause(0.6)
+        await _settle(pilot)
     assert snap_compare(replay_app(), terminal_size=(120, 40), run_before=to_end)
 
 
