@@ -62,10 +62,11 @@ async def test_live_dashboard_keys_and_verdicts_match_headless(tmp_path, built_c
             await pilot.pause(0.5)
             for sid in ("baseline", "hash-storm", "retry"):
                 assert cell(app, "#scenarios", sid, 1) == "✓ detected"
-            # move to hash-storm with j; its verdict panel shows the hash-work failure
-            await pilot.press("j")
+            # the view followed the running scenario to the last one; k moves up to hash-storm
+            assert app.selected == "retry"
+            await pilot.press("k")
             await pilot.pause(0.4)
-            assert app.selected == "hash-storm"
+            assert app.selected == "hash-storm" and not app.follow_running
             assert cell(app, "#verdicts", "hash-work", 1) == "✗ FAIL"
             assert "256 times" in cell(app, "#verdicts", "hash-work", 3)
             ui_verdicts = {sid: {c: v.status for c, v in source.model.verdict_rows(sid)}
@@ -163,7 +164,7 @@ async def _step_to(pilot, boundaries: int):
 
 def test_snapshot_mid_run(snap_compare):
     assert snap_compare(replay_app(), terminal_size=(120, 40),
-                        run_before=lambda pilot: _step_to(pilot, 14))
+                        run_before=lambda pilot: _step_to(pilot, 11))
 
 
 def test_snapshot_after_completion(snap_compare):
@@ -260,3 +261,26 @@ async def test_keys_respond_within_200ms_under_50k_events_per_second():
     print(f"flood {rate:,.0f} events/s, key latency max {max(latencies) * 1000:.0f} ms")
     assert max(latencies) < 0.2, latencies
     assert len(source.model.snapshot_scenario("flood-a").packets) <= 500  # panes stay bounded
+
+
+async def test_degraded_mode_says_what_is_missing(tmp_path, built_clients, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    chosen = [s for s in load_dir() if s.id == "baseline"]
+    source = LiveSource(chosen, Options(collector="none", packets="off"))
+    app = EvlabApp(source)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: source.model.statuses()[0][1] not in ("queued",
+                                                                                 "running"))
+            await pilot.pause(0.5)
+            banner = str(app.query_one("#banner").render())
+            assert "missing: kernel-events" in banner and "Fix:" in banner
+            assert "inconclusive" in banner
+            assert cell(app, "#verdicts", "hash-work", 1) == "? inconclusive"
+            assert cell(app, "#verdicts", "cpu-budget", 1) == "? inconclusive"
+            assert cell(app, "#scenarios", "baseline", 1) == "? inconclusive"
+            assert "collector none" in str(app.query_one("#status").render())
+            await pilot.press("q")
+    finally:
+        source.stop()
+        assert source.wait_stopped()

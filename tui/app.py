@@ -49,7 +49,7 @@ HELP = """\
   [ / ]           replay: step back / forward one phase
   + / -           replay: faster / slower
   /               filter the packet, receiver and claim panes (empty: clear)
-  end             resume following the panes after scrolling up
+  end             resume following: the panes' newest lines and the running scenario
   e               export the session archive (.tar.gz)
   ctrl+p          command palette: the same actions
   ?               this help     q  quit (stops the client, receiver and probes)
@@ -113,6 +113,7 @@ class EvlabApp(App):
         self.paused = False
         self.filter_text = ""
         self.selected = source.scenario_ids[0] if source.scenario_ids else ""
+        self.follow_running = True  # show the scenario that is running until the user moves
         self._drawn_version = -1
         self._drawn_key: tuple = ()
         self._verdict_clauses: list[str] = []
@@ -209,6 +210,8 @@ class EvlabApp(App):
     # --- redraw (timer, UI thread) ------------------------------------------------------
     def refresh_view(self) -> None:
         model = self.source.model
+        if self.follow_running and not self.paused:
+            self._follow_running(model)
         key = (id(model), model.version, self.selected, self.filter_text)
         if self.paused or key == self._drawn_key:
             self._draw_status(model)
@@ -249,7 +252,9 @@ class EvlabApp(App):
                 table.update_cell(label, str(n), text)
         phase = f"{view.phase} {view.invocation}" if view.phase == "invocation" else view.phase
         self.query_one("#counters-box").border_subtitle = f"{view.id}: {phase or 'waiting'}"
-        self.query_one("#rates", Sparkline).data = list(view.rates) or [0]
+        rates = self.query_one("#rates", Sparkline)
+        rates.data = list(view.rates) or [0]
+        rates.set_class(not any(view.rates), "empty")  # no flat bar pretending to be a rate
 
     def _draw_verdicts(self, view: ScenarioView) -> None:
         table = self.query_one("#verdicts", DataTable)
@@ -317,11 +322,17 @@ class EvlabApp(App):
 
     # --- actions ------------------------------------------------------------------------
     def action_move(self, delta: int) -> None:
+        self.follow_running = False  # the user chose; End hands the choice back
         table = self.query_one("#scenarios", DataTable)
-        if self.focused is self.query_one("#verdicts") and not isinstance(delta, int):
-            return
         table.move_cursor(row=max(0, min(table.row_count - 1, table.cursor_row + delta)))
         self._select_row(table.cursor_row)
+
+    def _follow_running(self, model: DashboardModel) -> None:
+        running = next((sid for sid, status in model.statuses() if status == "running"), None)
+        if running and running != self.selected and running in self.source.scenario_ids:
+            self.query_one("#scenarios", DataTable).move_cursor(
+                row=self.source.scenario_ids.index(running))
+            self.selected = running
 
     def _select_row(self, row: int) -> None:
         if 0 <= row < len(self.source.scenario_ids):
@@ -398,6 +409,7 @@ class EvlabApp(App):
             event.stop()
 
     def action_follow(self) -> None:
+        self.follow_running = True
         for log in self.query(FollowLog):
             log.follow()
 
