@@ -52,7 +52,10 @@ def test_dashboard_in_tmux(tmp_path, built_clients):
         evlab = [p for p in psutil.process_iter(["cmdline"])
                  if p.info["cmdline"][:2] == [f"{ROOT}/.venv/bin/python",
                                               f"{ROOT}/.venv/bin/evlab"]]
-        # each scenario's verdicts: move down the list and read the verdict panel
+        # each scenario's verdicts: go to the top (the view followed the runs to the last
+        # scenario), then move down the list and read the verdict panel
+        for _ in ids:
+            tmux("send-keys", "-t", "ev", "k", socket=socket)
         for index, sid in enumerate(ids):
             if index:
                 tmux("send-keys", "-t", "ev", "j", socket=socket)
