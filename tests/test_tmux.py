@@ -50,7 +50,7 @@ def test_dashboard_in_tmux(tmp_path, built_clients):
         for sid in ids:
             assert sid in text
         evlab = [p for p in psutil.process_iter(["cmdline"])
-                 if p.info["cmdline"][:2] == [f"{ROOT}/.venv/bin/python",
+                 if (p.info["cmdline"] or [])[:2] == [f"{ROOT}/.venv/bin/python",
                                               f"{ROOT}/.venv/bin/evlab"]]
         # each scenario's verdicts: go to the top (the view followed the runs to the last
         # scenario), then move down the list and read the verdict panel
