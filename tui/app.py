@@ -17,6 +17,7 @@ from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Input, Sparkline, Static
 
@@ -156,13 +157,14 @@ class EvlabApp(App):
         scenarios.border_title = "scenarios"
         self.query_one("#filter", Input).display = False
         self.source.start(self)
-        self.set_interval(REFRESH_S, self.refresh_view)
+        self._redraw_timer = self.set_interval(REFRESH_S, self.refresh_view)
         scenarios.focus()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, self._quit_on_signal)
         loop.add_signal_handler(signal.SIGHUP, self._terminal_closed)
 
     def on_unmount(self) -> None:
+        self._redraw_timer.stop()  # no redraw into widgets that are being taken down
         self.source.stop()  # however the app ends, its source's worker must end too
 
     def _quit_on_signal(self) -> None:
@@ -209,6 +211,12 @@ class EvlabApp(App):
 
     # --- redraw (timer, UI thread) ------------------------------------------------------
     def refresh_view(self) -> None:
+        try:
+            self._refresh_view()
+        except NoMatches:
+            pass  # the app is shutting down and its widgets are already gone
+
+    def _refresh_view(self) -> None:
         model = self.source.model
         if self.follow_running and not self.paused:
             self._follow_running(model)
