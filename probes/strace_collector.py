@@ -12,13 +12,13 @@ import errno
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from probes.capability import Capability
 from probes.kernel import COUNTERS, ConnectEvent, CounterSnapshot, ProcessEvent
+from probes.owned_tmp import make_owned_dir
 
 UNOBSERVED = ("switches_out", "oncpu_ns")
 _LINE = re.compile(r"^(\d+)\s+(\d+)\.(\d+) (.*)$")
@@ -57,7 +57,7 @@ class StraceCollector:
         if not self.strace:
             raise FileNotFoundError("strace is not installed")
         self.functions = tuple(functions)
-        self._dir = Path(tempfile.mkdtemp(prefix="evlab-strace-"))
+        self._dir = make_owned_dir("evlab-strace-")
         self._traces: dict[int, _Trace] = {}
         # strace prints CLOCK_REALTIME; one anchor maps it onto CLOCK_MONOTONIC.
         self._realtime_minus_mono = time.time_ns() - time.monotonic_ns()

@@ -11,15 +11,16 @@ import json
 import shutil
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from fixture.harness import ServerStartError
 from probes import doctor
 from probes.collectors import KINDS, CollectorUnavailable
+from probes.owned_tmp import make_owned_dir
 from sessions import document, report
 from sessions.archive import ArchiveError, ArchiveWriter, load_archive
-from sessions.events import Event, ScenarioJudged, ScenarioStarted
+from sessions.events import Event, ScenarioJudged, ScenarioStarted, StaleCleaned
 from sessions.evidence import EvidenceBook
 from sessions.judge import VerdictEngine
 from sessions.replay import replay
@@ -96,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_replay(args)
         parser.print_help()
         return 0
-    except (UsageError, ScenarioError, ArchiveError, RunError, CollectorUnavailable) as e:
+    except (UsageError, ScenarioError, ArchiveError, RunError, CollectorUnavailable,
+            ServerStartError) as e:
         print(f"evlab: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -134,7 +136,9 @@ class Progress:
         self.total, self.done, self.started = total, 0, {}
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, ScenarioStarted):
+        if isinstance(event, StaleCleaned):
+            print(f"evlab: {event.detail}", file=sys.stderr, flush=True)
+        elif isinstance(event, ScenarioStarted):
             self.started[event.scenario] = time.monotonic()
         elif isinstance(event, ScenarioJudged):
             self.done += 1
@@ -147,7 +151,7 @@ def cmd_run(args) -> int:
     if not args.headless:
         raise UsageError("the dashboard is not available yet; add --headless")
     scenarios = chosen_scenarios(args.scenarios, args.all)
-    staging = Path(tempfile.mkdtemp(prefix="evlab-archive-"))
+    staging = make_owned_dir("evlab-archive-")
     book, writer = EvidenceBook(), ArchiveWriter(staging)
     stream = EventStream([VerdictEngine(), book, writer, Progress(len(scenarios))])
     previous = {sig: signal.signal(sig, _raise_interrupt)

@@ -38,6 +38,13 @@ class CapabilityMissing(Event):
 
 
 @dataclass(frozen=True)
+class StaleCleaned(Event):
+    """Something a killed earlier run left behind, found and cleaned at start-up."""
+
+    detail: str
+
+
+@dataclass(frozen=True)
 class ScenarioStarted(Event):
     scenario: str
     client_path: str
@@ -188,9 +195,10 @@ class SessionEnded(Event):
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls for cls in (
-        SessionStarted, CapabilityMissing, ScenarioStarted, PhaseChanged, CounterSample,
-        ConnectObserved, ProcessObserved, PacketSeen, PacketStats, ServerRecord, ClientClaim,
-        ClientExited, ProcessMetrics, VerifierResult, Verdict, ScenarioJudged, SessionEnded)
+        SessionStarted, CapabilityMissing, StaleCleaned, ScenarioStarted, PhaseChanged,
+        CounterSample, ConnectObserved, ProcessObserved, PacketSeen, PacketStats, ServerRecord,
+        ClientClaim, ClientExited, ProcessMetrics, VerifierResult, Verdict, ScenarioJudged,
+        SessionEnded)
 }
 
 

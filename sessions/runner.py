@@ -25,6 +25,7 @@ from probes import procmetrics
 from probes.capability import Capability
 from probes.collectors import Collector, open_collector
 from probes.kernel import ConnectEvent
+from probes.owned_tmp import make_owned_dir, sweep_stale
 from probes.packets import CaptureUnavailable, PacketCapture
 from sessions.contract import load_contract
 from sessions.events import (
@@ -42,6 +43,7 @@ from sessions.events import (
     ServerRecord,
     SessionEnded,
     SessionStarted,
+    StaleCleaned,
     VerifierResult,
 )
 from sessions.scenario import Scenario
@@ -116,12 +118,13 @@ class Session:
 
     # --- session ----------------------------------------------------------------------
     def open(self, scenarios: list[Scenario]) -> None:
+        stale = sweep_stale()  # what a run killed with SIGKILL left behind
         functions = tuple(dict.fromkeys(self.options.functions))
         self.collector, missing = open_collector(self.options.collector, functions)
         self.packets_mode, packet_gap = self._probe_packets()
         if packet_gap:
             missing.append(packet_gap)
-        self._tmp = Path(tempfile.mkdtemp(prefix="evlab-session-"))
+        self._tmp = make_owned_dir("evlab-session-")
         self.source = write_source(self._tmp / "source.bin")
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.stream.publish(SessionStarted(
@@ -132,6 +135,8 @@ class Session:
         for cap in missing:
             self.stream.publish(CapabilityMissing(time.monotonic_ns(), cap.name, cap.detail,
                                                   cap.fix))
+        for line in stale:
+            self.stream.publish(StaleCleaned(time.monotonic_ns(), line))
 
     def _probe_packets(self) -> tuple[str, Capability | None]:
         if self.options.packets == "off":

@@ -306,12 +306,16 @@ class EvlabApp(App):
 
     def _draw_banner(self, model: DashboardModel) -> None:
         banner = self.query_one("#banner", Static)
-        if not model.missing:
+        problem = self.source.problem() if hasattr(self.source, "problem") else None
+        if not model.missing and not problem:
             banner.display = False
             return
         banner.display = True
-        lines = [f"⚠ missing: {m.name} — {m.detail}. Fix: {m.fix}" for m in model.missing[:4]]
-        banner.update("\n".join(lines) + "\nClauses that need it show '? inconclusive'.")
+        lines = [f"⚠ {problem}"] if problem else []
+        lines += [f"⚠ missing: {m.name} — {m.detail}. Fix: {m.fix}" for m in model.missing[:4]]
+        if model.missing:
+            lines.append("Clauses that need it show '? inconclusive'.")
+        banner.update("\n".join(lines))
 
     def _draw_status(self, model: DashboardModel) -> None:
         overhead = model.overhead or {}

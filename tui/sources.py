@@ -5,10 +5,10 @@ run; the dashboard only reads the model and calls these small methods.
 """
 
 import shutil
-import tempfile
 import threading
 from pathlib import Path
 
+from probes.owned_tmp import make_owned_dir
 from sessions.archive import ArchiveWriter, LoadedArchive
 from sessions.events import ScenarioStarted
 from sessions.judge import VerdictEngine
@@ -30,7 +30,7 @@ class LiveSource:
         self.scenario_ids = list(self.scenarios)
         self.autorun = autorun
         self.model = DashboardModel(self.scenario_ids)
-        self.staging = Path(tempfile.mkdtemp(prefix="evlab-archive-"))
+        self.staging = make_owned_dir("evlab-archive-")
         self.writer = ArchiveWriter(self.staging)
         self.stream = EventStream([VerdictEngine(), self.model, self.writer])
         self.lab = Lab(self.stream, self.staging, options, scenarios)
@@ -62,9 +62,12 @@ class LiveSource:
     def scale_speed(self, factor: float) -> bool:
         return False
 
-    def position_text(self) -> str:
+    def problem(self) -> str | None:
         if self.lab.error is not None:
-            return f"lab stopped: {self.lab.error}"
+            return f"the lab stopped: {self.lab.error} (quit and start evlab again)"
+        return None
+
+    def position_text(self) -> str:
         waiting = self.lab.pending()
         return f"{waiting} run(s) queued" if waiting else ""
 

@@ -1,0 +1,71 @@
+"""Temporary directories that know their owner, so a run killed with SIGKILL can be swept up
+by the next one: a directory whose owning process is gone is stale.
+
+Each directory holds `.evlab-owner` with the owner's pid and its start time (pids are reused,
+start times are not). Sweeping also kills what still runs from a stale directory (e.g. a client
+of the killed run, which lives in its own session and so outlived it).
+"""
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+PREFIXES = ("evlab-session-", "evlab-archive-", "evlab-strace-")
+OWNER_FILE = ".evlab-owner"
+
+
+def _start_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def make_owned_dir(prefix: str) -> Path:
+    if not prefix.startswith(PREFIXES):
+        raise ValueError(f"unknown evlab temp prefix {prefix!r}")
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    (path / OWNER_FILE).write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
+    return path
+
+
+UNOWNED_GRACE_S = 3600  # a dir without an owner record is left alone this long
+
+
+def _owner_alive(path: Path) -> bool:
+    try:
+        pid_text, started = (path / OWNER_FILE).read_text().split()
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        # No record yet (it is being created) or one from an older evlab: only an old one is
+        # taken for stale, so a concurrent run is never swept from under its feet.
+        try:
+            return time.time() - path.stat().st_mtime < UNOWNED_GRACE_S
+        except OSError:
+            return True
+    return str(_start_time(pid)) == started
+
+
+def sweep_stale(tmp: Path | None = None) -> list[str]:
+    """Remove evlab temp dirs whose owner is gone, killing processes still using them.
+    Returns one line per thing cleaned, for the record."""
+    tmp = Path(tmp or tempfile.gettempdir())
+    cleaned = []
+    for path in sorted(tmp.iterdir()):
+        if not path.is_dir() or not path.name.startswith(PREFIXES) or _owner_alive(path):
+            continue
+        for proc in psutil.process_iter(["pid", "cmdline"]):
+            if str(path) in " ".join(proc.info["cmdline"] or []):
+                try:
+                    os.kill(proc.info["pid"], signal.SIGKILL)
+                    cleaned.append(f"killed pid {proc.info['pid']} left running from {path}")
+                except ProcessLookupError:
+                    pass
+        shutil.rmtree(path, ignore_errors=True)
+        cleaned.append(f"removed stale {path}")
+    return cleaned
