@@ -1,3 +1,4 @@
+import os
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,22 @@ def built_clients() -> Path:
     subprocess.run(["make", "-s", "-C", str(ROOT), "clients"], check=True)
     assert client_path("baseline").exists()
     return BUILD_DIR
+
+
+@pytest.fixture(scope="session")
+def exerciser(tmp_path_factory) -> Path:
+    """tests/programs/exerciser.c: a subject whose every syscall the test controls."""
+    out = tmp_path_factory.mktemp("bin") / "exerciser"
+    subprocess.run(["gcc", "-O2", "-g", "-pthread", "-o", str(out),
+                    str(ROOT / "tests" / "programs" / "exerciser.c")], check=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def data_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "data.bin"
+    path.write_bytes(os.urandom(200_000))
+    return path
 
 
 @pytest.fixture(scope="session")

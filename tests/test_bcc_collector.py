@@ -14,7 +14,6 @@ import pytest
 from fixture.harness import client_path, start_decoy, start_receiver
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="loading BPF needs root")
-PROGRAMS = Path(__file__).parent / "programs"
 _ids = itertools.count(1)
 
 
@@ -24,21 +23,6 @@ def collector():
     c = BccCollector(functions=("hash_file", "send_payload", "busy_wait", "counted_fn"))
     yield c
     c.close()
-
-
-@pytest.fixture(scope="module")
-def exerciser(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("bin") / "exerciser"
-    subprocess.run(["gcc", "-O2", "-g", "-pthread", "-o", str(out),
-                    str(PROGRAMS / "exerciser.c")], check=True)
-    return out
-
-
-@pytest.fixture(scope="module")
-def data_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("data") / "data.bin"
-    path.write_bytes(os.urandom(200_000))
-    return path
 
 
 def run(collector, argv, source=None):

@@ -15,7 +15,6 @@ from probes.collectors import NoCollector, open_collector
 from probes.kernel import COUNTERS
 from tests.test_bcc_collector import Sink, refused_port
 
-PROGRAMS = Path(__file__).parent / "programs"
 _ids = itertools.count(1)
 
 
@@ -26,21 +25,6 @@ def strace():
     assert {m.name for m in missing} == {"function-counts", "sched"}
     yield collector
     collector.close()
-
-
-@pytest.fixture(scope="module")
-def exerciser(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("bin") / "exerciser"
-    subprocess.run(["gcc", "-O2", "-g", "-pthread", "-o", str(out),
-                    str(PROGRAMS / "exerciser.c")], check=True)
-    return out
-
-
-@pytest.fixture(scope="module")
-def data_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("data") / "data.bin"
-    path.write_bytes(os.urandom(200_000))
-    return path
 
 
 def run(collector, argv, source=None):
