@@ -10,20 +10,14 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from probes.owned_tmp import OWNER_FILE, make_owned_dir, sweep_stale
-from tests.test_session import _bpf_program_ids
+from tests.leftovers import loaded_prog_ids, owned_dirs, prog_ids_held, wait_gone
 
 ROOT = Path(__file__).resolve().parent.parent
 EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
-
-
-def _stale_dirs() -> set[Path]:
-    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
-    return {p for p in tmp.glob("evlab-*") if p.is_dir()}
 
 
 def test_owned_dirs_of_a_dead_owner_are_swept(tmp_path):
@@ -44,27 +38,24 @@ def test_owned_dirs_of_a_dead_owner_are_swept(tmp_path):
 
 @root_only
 def test_a_run_killed_with_sigkill_is_cleaned_up_by_the_next(tmp_path, built_clients):
-    programs, before = _bpf_program_ids(), _stale_dirs()
     killed = subprocess.Popen([EVLAB, "run", "--all", "--headless"], cwd=tmp_path,
                               stderr=subprocess.PIPE, text=True)
     for line in killed.stderr:
         if line.startswith("[2/8]"):
             break
+    left, programs = owned_dirs(killed.pid), prog_ids_held(killed.pid)
     killed.send_signal(signal.SIGKILL)
     killed.wait()
-    left = _stale_dirs() - before
-    assert left, "a SIGKILLed run leaves its temp dirs (nothing can run its cleanup)"
+    assert left and all(d.exists() for d in left)  # nothing could run its cleanup
     nxt = subprocess.run([EVLAB, "run", "baseline", "--headless"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
     assert nxt.returncode == 0, nxt.stderr
     for path in left:
         assert f"removed stale {path}" in nxt.stderr
         assert not path.exists()
-    time.sleep(0.5)
-    assert [p for p in psutil.process_iter(["cmdline"])
-            if any(str(path) in " ".join(p.info["cmdline"] or []) for path in left)] == []
+    assert wait_gone(left) == []
     # BPF programs die with their process's descriptors: nothing pinned, nothing left attached
-    assert _bpf_program_ids() <= programs
+    assert programs and programs.isdisjoint(loaded_prog_ids())
 
 
 @pytest.mark.parametrize("text, message", [

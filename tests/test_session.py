@@ -1,7 +1,6 @@
 """The whole instrument, headless, as a user runs it: the article's figures in the JSON document,
 the archive, the reports, replay, degradation, and a clean exit on SIGTERM and Ctrl-C."""
 
-import ctypes
 import json
 import os
 import signal
@@ -23,6 +22,14 @@ from sessions.replay import replay
 from sessions.runner import Options, run_session
 from sessions.scenario import load_dir
 from sessions.stream import EventStream
+from tests.leftovers import (
+    listening_ports,
+    loaded_prog_ids,
+    owned_dirs,
+    processes_using,
+    prog_ids_held,
+    wait_gone,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
@@ -152,45 +159,9 @@ def test_without_a_kernel_collector_nothing_kernel_based_passes(tmp_path, built_
     assert egress["destination-only"]["status"] == "fail"  # the decoy and the wire saw it
 
 
-def _bpf_program_ids() -> set[int]:
-    """Every BPF program loaded on the machine (BPF_PROG_GET_NEXT_ID)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    ids, current = set(), 0
-    while True:
-        attr = (ctypes.c_uint32 * 4)(current, 0, 0, 0)
-        if libc.syscall(321, 11, attr, 16) != 0:
-            return ids
-        current = attr[1]
-        ids.add(current)
-
-
-def _lab_processes() -> list[psutil.Process]:
-    """Receivers, decoys and clients a runner started: their command lines name its temp dir."""
-    return [p for p in psutil.process_iter(["cmdline"])
-            if "/evlab-session-" in " ".join(p.info["cmdline"] or [])]
-
-
-def _ports_listened_by_runs() -> set[int]:
-    ports = set()
-    for c in psutil.net_connections("inet"):
-        if c.status == psutil.CONN_LISTEN and c.pid is not None:
-            try:
-                if "/evlab-session-" in " ".join(psutil.Process(c.pid).cmdline()):
-                    ports.add(c.laddr.port)
-            except psutil.NoSuchProcess:
-                pass
-    return ports
-
-
-def _temp_dirs() -> set[str]:
-    tmp = Path(os.environ.get("TMPDIR", "/tmp"))
-    return {p.name for p in tmp.glob("evlab-*")}
-
-
 @root_only
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "ctrl-c"])
 def test_interrupted_run_leaves_nothing_behind(tmp_path, built_clients, sig):
-    programs, temps = _bpf_program_ids(), _temp_dirs()
     proc = subprocess.Popen([EVLAB, "run", "--all", "--headless", "--archive",
                              str(tmp_path / "partial.tar.gz")], cwd=tmp_path,
                             stderr=subprocess.PIPE, text=True)
@@ -199,18 +170,17 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path, built_clients, sig):
         seen.append(line)
         if line.startswith("[3/8]"):
             break
+    dirs, programs = owned_dirs(proc.pid), prog_ids_held(proc.pid)
+    servers = processes_using(dirs)
+    assert dirs and programs and servers  # what it holds while it runs
     proc.send_signal(sig)
     _, rest = proc.communicate(timeout=60)
     assert proc.returncode == 130, "".join(seen) + rest
     assert "Traceback" not in rest
-    deadline = time.monotonic() + 5
-    while _lab_processes() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _lab_processes() == []
-    assert _bpf_program_ids() <= programs  # every program it loaded is gone
-    assert _temp_dirs() <= temps
-    ports = _ports_listened_by_runs()
-    assert ports == set()
+    assert wait_gone(dirs) == []                       # no receiver, decoy or client
+    assert not any(d.exists() for d in dirs)           # no temp dir
+    assert programs.isdisjoint(loaded_prog_ids())      # no BPF program of its own
+    assert listening_ports(servers) == set()           # no bound port
     partial = load_archive(tmp_path / "partial.tar.gz")
     assert partial.partial and partial.manifest["partial"]
     assert "interrupted" in partial.manifest["end_reason"]

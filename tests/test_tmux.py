@@ -12,6 +12,7 @@ import pytest
 
 from sessions.contract import CLAUSE_IDS
 from sessions.scenario import load_dir
+from tests.leftovers import owned_dirs, wait_gone
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed"),
@@ -51,7 +52,8 @@ def test_dashboard_in_tmux(tmp_path, built_clients):
             assert sid in text
         evlab = [p for p in psutil.process_iter(["cmdline"])
                  if (p.info["cmdline"] or [])[:2] == [f"{ROOT}/.venv/bin/python",
-                                              f"{ROOT}/.venv/bin/evlab"]]
+                                                      f"{ROOT}/.venv/bin/evlab"]]
+        dirs = set().union(*(owned_dirs(p.pid) for p in evlab))
         # each scenario's verdicts: go to the top (the view followed the runs to the last
         # scenario), then move down the list and read the verdict panel
         for _ in ids:
@@ -73,6 +75,5 @@ def test_dashboard_in_tmux(tmp_path, built_clients):
     assert evlab, "the evlab process was not found while it ran"
     for proc in evlab:
         assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-    leftovers = [p for p in psutil.process_iter(["cmdline"])
-                 if "/evlab-session-" in " ".join(p.info["cmdline"] or [])]
-    assert leftovers == []
+    assert dirs and wait_gone(dirs) == []  # no receiver, decoy or client it started
+    assert not any(d.exists() for d in dirs)
