@@ -25,12 +25,13 @@ from sessions.evidence import EvidenceBook
 from sessions.judge import VerdictEngine
 from sessions.replay import replay
 from sessions.runner import Options, RunError, run_session
-from sessions.scenario import ScenarioError, load_dir, select
+from sessions.scenario import SUITES, ScenarioError, load_all, load_dir, select
 from sessions.stream import EventStream
 
 EPILOG = """examples:
   evlab list                                    the scenarios and what each must fail
-  evlab run --all --headless                    run the eight built-in scenarios, no dashboard
+  evlab run --all --headless                    run the eight seeded scenarios, no dashboard
+  evlab run --suite faults --headless           the client under injected faults
   evlab run baseline retry --headless --json out.json --archive s.tar.gz
   evlab run my-client.toml --headless           a scenario file of your own
   evlab report s.tar.gz --format junit          JUnit XML from a saved session
@@ -61,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run scenarios and judge them")
     r.add_argument("scenarios", nargs="*", metavar="SCENARIO",
                    help="scenario ids or .toml files (default with --all: every built-in one)")
-    r.add_argument("--all", action="store_true", help="every built-in scenario")
+    r.add_argument("--all", action="store_true",
+                   help="the eight seeded scenarios (the instrument's own check)")
+    r.add_argument("--suite", choices=tuple(SUITES), help="a built-in suite: seeded or faults")
     r.add_argument("--headless", action="store_true", help="no dashboard; progress lines only")
     r.add_argument("--collector", choices=KINDS, default="auto")
     r.add_argument("--packets", choices=("on", "off", "required"), default="on")
@@ -107,19 +110,23 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_list() -> int:
-    for s in load_dir():
-        fails = ", ".join(s.expect_fail) or "nothing"
-        print(f"{s.id:<18} must fail: {fails:<34} {s.description}")
+    for suite, directory in SUITES.items():
+        print(f"{suite} suite (evlab run --suite {suite}):")
+        for s in load_dir(directory):
+            fails = ", ".join(s.expect_fail) or ("(attempt invalid)" if s.expect_invalid
+                                                 else "nothing")
+            print(f"  {s.id:<22} must fail: {fails:<32} {s.description}")
     return 0
 
 
-def chosen_scenarios(names: list[str], everything: bool):
-    available = load_dir()
-    if everything and names:
-        raise UsageError("give scenario names or --all, not both")
+def chosen_scenarios(names: list[str], everything: bool, suite: str | None = None):
+    if sum(map(bool, (names, everything, suite))) > 1:
+        raise UsageError("give scenario names, --all or --suite, not several")
+    if suite:
+        return load_dir(SUITES[suite])
     if everything or not names:
-        return available
-    return select(names, available)
+        return load_dir()
+    return select(names, load_all())
 
 
 def _raise_interrupt(signum, frame):
@@ -150,7 +157,7 @@ class Progress:
 def cmd_run(args) -> int:
     if not args.headless:
         raise UsageError("the dashboard is not available yet; add --headless")
-    scenarios = chosen_scenarios(args.scenarios, args.all)
+    scenarios = chosen_scenarios(args.scenarios, args.all, args.suite)
     staging = make_owned_dir("evlab-archive-")
     book, writer = EvidenceBook(), ArchiveWriter(staging)
     stream = EventStream([VerdictEngine(), book, writer, Progress(len(scenarios))])
@@ -178,8 +185,9 @@ def cmd_run(args) -> int:
         print("evlab: interrupted; partial results written", file=sys.stderr)
         return 130
     s = doc["summary"]
+    invalid = f", {s['invalid']} invalid" if s["invalid"] else ""
     print(f"evlab: {s['detected']} detected, {s['missed']} missed, {s['inconclusive']} "
-          f"inconclusive of {s['scenarios']} (collector {doc['collector']}, packets "
+          f"inconclusive{invalid} of {s['scenarios']} (collector {doc['collector']}, packets "
           f"{doc['packets']})", file=sys.stderr)
     return document.exit_status(doc)
 

@@ -43,7 +43,8 @@ def _receiver(inv: InvocationEvidence) -> dict:
         "rejections": len(inv.receiver_events("rejected")),
         "rejection_reasons": sorted({r.fields.get("reason") for r in
                                      inv.receiver_events("rejected")}),
-        "faults_fired": len(inv.receiver_events("fault_fired")),
+        "faults_fired": len([r for r in inv.receiver + inv.proxy if r.event == "fault_fired"]),
+        "receiver_restarts": len([r for r in inv.harness if r.event == "receiver_restarted"]),
         "decoy_connections": sum(r.event == "connection_opened" for r in inv.decoy),
     }
 
@@ -107,6 +108,7 @@ def build(book: EvidenceBook) -> dict:
             "detected": checks.count("detected"),
             "missed": checks.count("missed"),
             "inconclusive": checks.count("inconclusive"),
+            "invalid": checks.count("invalid"),
             "incomplete": checks.count("incomplete"),
             "note": "exit status 0 means the instrument judged every scenario as it declared "
                     "(all detected), not that every backup was correct",
@@ -116,10 +118,12 @@ def build(book: EvidenceBook) -> dict:
 
 
 def exit_status(document: dict) -> int:
-    """0 all detected; 1 something missed; 3 nothing missed but evidence missing or incomplete."""
+    """0 all detected; 1 something missed; 3 nothing missed but evidence missing, an attempt
+    invalid (an armed fault never fired) or the session incomplete."""
     summary = document["summary"]
     if summary["missed"]:
         return 1
-    if summary["inconclusive"] or summary["incomplete"] or document["partial"]:
+    if (summary["inconclusive"] or summary["invalid"] or summary["incomplete"]
+            or document["partial"]):
         return 3
     return 0

@@ -51,11 +51,12 @@ class ScenarioStarted(Event):
     client_sha256: str
     expected_failures: tuple[str, ...]
     expected_passes: tuple[str, ...]
-    faults: dict                    # what is armed, e.g. {"drop_first_upload_after": 65536}
+    faults: tuple[dict, ...]        # armed faults (sessions/faults.py), each with its id
     receiver_port: int
     decoy_port: int
     source_size: int
     scenario_file: str
+    expected_invalid: bool = False  # declared: an armed fault cannot fire (attempt invalid)
 
 
 @dataclass(frozen=True)

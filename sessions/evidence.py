@@ -35,6 +35,8 @@ class InvocationEvidence:
     packet_stats: PacketStats | None = None
     receiver: list[ServerRecord] = field(default_factory=list)
     decoy: list[ServerRecord] = field(default_factory=list)
+    proxy: list[ServerRecord] = field(default_factory=list)
+    harness: list[ServerRecord] = field(default_factory=list)
     claims: list[ClientClaim] = field(default_factory=list)
     exited: ClientExited | None = None
     verifier: VerifierResult | None = None
@@ -138,6 +140,10 @@ class EvidenceBook:
                 inv.receiver.append(event)
             case ServerRecord(server="decoy"):
                 inv.decoy.append(event)
+            case ServerRecord(server="proxy"):
+                inv.proxy.append(event)
+            case ServerRecord(server="harness"):
+                inv.harness.append(event)
             case ClientClaim():
                 inv.claims.append(event)
             case ClientExited():

@@ -9,8 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sessions.contract import CLAUSE_IDS, Contract, Thresholds, load_contract
-from sessions.events import Event, PhaseChanged, ScenarioJudged, Verdict
+from sessions.events import Event, PhaseChanged, ScenarioJudged, ServerRecord, Verdict
 from sessions.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
+from sessions.faults import INTERRUPTIONS, armed
 
 PASS, FAIL, INCONCLUSIVE, NA = "pass", "fail", "inconclusive", "not-applicable"
 
@@ -96,10 +97,14 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     allowed = ("127.0.0.1", ev.started.receiver_port)
     bad, decoy_hits, syns, connects = [], [], [], []
     for inv in _invocations(ev):
+        # With wire faults the configured receiver, as the client was told, is evlab's proxy.
+        ports = {allowed[1]} | {r.fields.get("port") for r in inv.proxy
+                                if r.event == "listening"}
         connects += inv.connects
-        bad += [c for c in inv.connects if c.address is not None and (c.address, c.port) != allowed]
+        bad += [c for c in inv.connects if c.address is not None
+                and (c.address != allowed[0] or c.port not in ports)]
         decoy_hits += [r for r in inv.decoy if r.event == "connection_opened"]
-        syns += [p for p in inv.packets if p.flags == "SYN" and p.dport != allowed[1]]
+        syns += [p for p in inv.packets if p.flags == "SYN" and p.dport not in ports]
     if bad or decoy_hits or syns:
         where = sorted({f"{c.address}:{c.port}" for c in bad}
                        | {f"127.0.0.1:{ev.started.decoy_port}" for _ in decoy_hits[:1]}
@@ -121,25 +126,51 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                      tuple(_seqs(connects, finals)))
 
 
+def fired_records(inv: InvocationEvidence) -> list[ServerRecord]:
+    """fault_fired records from the receiver and the wire proxy of one invocation."""
+    return [r for r in inv.receiver + inv.proxy if r.event == "fault_fired"]
+
+
+def unfired_faults(ev: ScenarioEvidence) -> list[dict]:
+    """Armed faults with no fault_fired record from the component that injects them."""
+    unfired = []
+    for fault in armed(ev.started.faults):
+        inv = ev.invocations.get(fault["invocation"])
+        fired = fired_records(inv) if inv else []
+        if not any(r.fields.get("id") == fault["id"] or _same_fault(r, fault) for r in fired):
+            unfired.append(fault)
+    return unfired
+
+
+def _same_fault(record: ServerRecord, fault: dict) -> bool:
+    # The receiver names its fault by id; the proxy by kind and direction.
+    return (record.server == "proxy" and record.fields.get("kind") == fault["kind"]
+            and record.fields.get("direction") == fault.get("direction"))
+
+
 def bounded_recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
-    armed = ev.started.faults.get("drop_first_upload_after")
-    if armed is None:
+    interruptions = [f for f in armed(ev.started.faults) if f["kind"] in INTERRUPTIONS]
+    if not interruptions:
         return Judgement(NA, "no interruption was injected")
-    first = ev.invocations.get(1)
-    fired = first.receiver_events("fault_fired") if first else []
-    if not fired:
-        return _unknown(f"the interruption armed at {armed:,} payload bytes never fired: "
-                        "this attempt is invalid", failure_class="harness")
-    uploads = first.receiver_events("upload_started")
-    commits = [c for c in first.receiver_events("committed") if c.t_ns > fired[0].t_ns]
-    evidence = _seqs(fired, uploads, commits)
-    if commits and len(uploads) <= t.max_upload_attempts:
-        return Judgement(PASS, f"interrupted after {fired[0].fields['payload_bytes']:,} payload "
-                               f"bytes; committed on upload attempt {len(uploads)} of at most "
-                               f"{t.max_upload_attempts}", tuple(evidence))
-    return _fail(f"interrupted after {fired[0].fields['payload_bytes']:,} bytes; "
-                 + (f"committed only after {len(uploads)} upload attempts" if commits
-                    else f"no commit after {len(uploads)} upload attempts"), evidence)
+    evidence, notes = [], []
+    for n in sorted({f["invocation"] for f in interruptions}):
+        inv = ev.invocations.get(n)
+        fired = [r for r in (fired_records(inv) if inv else [])
+                 if r.fields.get("fault", r.fields.get("kind")) in INTERRUPTIONS]
+        if not fired:
+            return _unknown(f"the interruption armed for invocation {n} never fired: this "
+                            "attempt is invalid", failure_class="harness")
+        uploads = inv.receiver_events("upload_started")
+        commits = [c for c in inv.receiver_events("committed") if c.t_ns > fired[0].t_ns]
+        evidence += _seqs(fired, uploads, commits)
+        what = fired[0].fields.get("fault", fired[0].fields.get("kind"))
+        if not commits or len(uploads) > t.max_upload_attempts:
+            return _fail(f"invocation {n}: after the injected {what}, "
+                         + (f"committed only after {len(uploads)} upload attempts" if commits
+                            else f"no commit after {len(uploads)} upload attempts"), evidence)
+        notes.append(f"invocation {n}: {what} injected, committed on upload attempt "
+                     f"{len(uploads)} of at most {t.max_upload_attempts}")
+    return Judgement(PASS, "; ".join(notes), tuple(evidence))
 
 
 def mismatch_rejected(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
@@ -265,8 +296,18 @@ def expected_of(ev: ScenarioEvidence, clause: str) -> str:
     return "pass" if clause in ev.started.expected_passes else "not-fail"
 
 
-def instrument_check(verdicts: list[Verdict]) -> tuple[str, str]:
-    """detected: every verdict is what the scenario declared; missed: one is not."""
+def instrument_check(verdicts: list[Verdict], unfired: list[dict] = (),
+                     expected_invalid: bool = False) -> tuple[str, str]:
+    """detected: every verdict is what the scenario declared; missed: one is not; invalid: an
+    armed fault never fired, so the attempt says nothing about the client."""
+    if unfired:
+        names = ", ".join(f"{f['kind']} ({f['id']}, invocation {f['invocation']})"
+                          for f in unfired)
+        if expected_invalid:
+            return "detected", f"reported invalid as declared: {names} never fired"
+        return "invalid", f"armed fault(s) never fired: {names}"
+    if expected_invalid:
+        return "missed", "declared invalid, but every armed fault fired"
     wrong = [v for v in verdicts
              if (v.expected == "fail" and v.status in (PASS, NA))
              or (v.expected != "fail" and v.status == FAIL)
@@ -287,7 +328,7 @@ def judge(ev: ScenarioEvidence, contract: Contract, now_ns: int) -> list[Event]:
         verdicts.append(Verdict(now_ns, ev.id, clause, j.status, expected_of(ev, clause),
                                 j.reason, j.failure_class if j.status != PASS else None,
                                 tuple(sorted(set(j.evidence)))))
-    status, detail = instrument_check(verdicts)
+    status, detail = instrument_check(verdicts, unfired_faults(ev), ev.started.expected_invalid)
     return [*verdicts, ScenarioJudged(now_ns, ev.id, status, detail)]
 
 

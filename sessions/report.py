@@ -21,7 +21,7 @@ from sessions.evidence import EvidenceBook
 SYMBOLS = {"pass": "✓ pass", "fail": "✗ FAIL", "inconclusive": "? inconclusive",
            "not-applicable": "– n/a"}
 CHECK_SYMBOLS = {"detected": "✓ detected", "missed": "✗ MISSED", "inconclusive": "? inconclusive",
-                 "incomplete": "… incomplete"}
+                 "invalid": "⊘ invalid", "incomplete": "… incomplete"}
 _TIMELINE_RECORDS = {"upload_started", "committed", "rejected", "fault_fired", "check_answer"}
 
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fixture.harness import start_decoy, start_receiver
+from fixture.harness import start_decoy
 from fixture.source import SIZE, write_source
 from fixture.verifier import verify
 from probes import procmetrics
@@ -46,6 +46,7 @@ from sessions.events import (
     StaleCleaned,
     VerifierResult,
 )
+from sessions.injector import Injector
 from sessions.scenario import Scenario
 from sessions.stream import EventStream
 
@@ -96,7 +97,7 @@ class _Live:
 
     scenario: Scenario
     workdir: Path
-    receiver: object = None
+    injector: Injector | None = None
     decoy: object = None
     capture: PacketCapture | None = None
     client: object = None
@@ -191,15 +192,13 @@ class Session:
 
     def _start_servers(self, live: _Live) -> None:
         s = live.scenario
-        drop = s.faults.get("drop_first_upload_after")
-        live.receiver = start_receiver(live.workdir / "store", live.workdir / "receiver.jsonl",
-                                       drop_first_upload_after=drop)
+        live.injector = Injector.start(s.faults, live.workdir)
         live.decoy = start_decoy(live.workdir / "decoy.jsonl")
-        live.tails = {"receiver": _Tail(live.receiver.events_path),
+        live.tails = {"receiver": _Tail(live.injector.receiver.events_path),
                       "decoy": _Tail(live.decoy.events_path)}
         if self.packets_mode == "on":
             live.capture = PacketCapture(pcap_path=self.out_dir / f"{s.id}.pcap").start()
-            live.capture.set_ports({live.receiver.port, live.decoy.port})
+            live.capture.set_ports({live.injector.receiver.port, live.decoy.port})
 
     def _publish_started(self, live: _Live) -> None:
         s = live.scenario
@@ -208,14 +207,19 @@ class Session:
                            "(run `make clients` for the fixture's builds)")
         self.stream.publish(ScenarioStarted(
             time.monotonic_ns(), s.id, str(s.client), s.client_sha256(), s.expect_fail,
-            s.expect_pass, dict(s.faults), live.receiver.port, live.decoy.port, SIZE,
-            str(s.file)))
+            s.expect_pass, s.faults, live.injector.receiver.port, live.decoy.port, SIZE,
+            str(s.file), s.expect_invalid))
 
     def _invoke(self, live: _Live, n: int) -> None:
         s, inv_id = live.scenario, self._next_invocation
         self._next_invocation += 1
         self._phase(s, "invocation", n)
-        argv = s.argv(HOST, live.receiver.port, self.source, live.decoy.port)
+        port = live.injector.arm(n)
+        if live.injector.proxy is not None:
+            live.tails["proxy"] = _Tail(live.injector.proxy.events_path)
+            if live.capture is not None:
+                live.capture.add_ports({port})
+        argv = s.argv(HOST, port, self.source, live.decoy.port)
         cwd = live.workdir / f"client-{n}"
         cwd.mkdir()
         started = time.monotonic_ns()
@@ -233,8 +237,10 @@ class Session:
             time.monotonic_ns(), s.id, n, None if timed_out else os.waitstatus_to_exitcode(status),
             timed_out, time.monotonic_ns() - started, cpu_ns))
         self._settle(live, n, inv_id)
+        live.injector.disarm()  # heal: no fault outlives its invocation
         final = self.collector.finish(inv_id)
         self._pump(live, n, inv_id)
+        live.tails.pop("proxy", None)
         self.stream.publish(CounterSample(
             time.monotonic_ns(), s.id, n, final.counters, final.functions, final.unobserved,
             final=True, overhead=self.collector.overhead()))
@@ -249,6 +255,7 @@ class Session:
         last_metrics = 0
         while True:
             self._check_cancel()
+            self._revive_receiver(live, n)
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 proc.returncode = os.waitstatus_to_exitcode(status)
@@ -298,6 +305,14 @@ class Session:
                 self.stream.publish(ServerRecord(record.get("t_ns", 0), live.scenario.id, n,
                                                  server, record.get("event", "?"), fields))
 
+    def _revive_receiver(self, live: _Live, n: int) -> None:
+        status = live.injector.revive_receiver()
+        if status is not None:  # an injected crash: its connections will never close
+            live.open_connections = 0
+            self.stream.publish(ServerRecord(
+                time.monotonic_ns(), live.scenario.id, n, "harness", "receiver_restarted",
+                {"exit_status": status, "port": live.injector.receiver.port}))
+
     def _settle(self, live: _Live, n: int, inv_id: int) -> None:
         """Let the receiver finish with the client's connections so records land in invocation n."""
         deadline = time.monotonic() + SETTLE_S
@@ -310,7 +325,7 @@ class Session:
         time.sleep(0.05)  # the last FIN/ACKs on the wire
 
     def _metrics(self, live: _Live, n: int, client_pid: int) -> None:
-        for role, pid in (("client", client_pid), ("receiver", live.receiver.pid)):
+        for role, pid in (("client", client_pid), ("receiver", live.injector.receiver.pid)):
             sample = procmetrics.sample(pid)
             if sample is not None:
                 self.stream.publish(ProcessMetrics(
@@ -345,9 +360,10 @@ class Session:
             live.client.wait()
         if live.capture is not None:
             live.capture.stop()
-        for server in (live.receiver, live.decoy):
-            if server is not None:
-                server.stop()
+        if live.injector is not None:
+            live.injector.close()
+        if live.decoy is not None:
+            live.decoy.stop()
         for name in ("receiver", "decoy"):
             record = live.workdir / f"{name}.jsonl"
             if record.exists():

@@ -6,17 +6,21 @@ A malformed file is a ScenarioError naming the file, the key and what was expect
 import hashlib
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from fixture.harness import client_path
 from sessions.contract import CLAUSE_IDS
+from sessions.faults import FaultSpecError, parse_faults
 
-BUILTIN_DIR = Path(__file__).with_name("scenarios")
+BUILTIN_DIR = Path(__file__).with_name("scenarios")   # the eight seeded: the instrument's check
+FAULTS_DIR = BUILTIN_DIR / "faults"                    # the client under injected faults
+SUITES = {"seeded": BUILTIN_DIR, "faults": FAULTS_DIR}
 DEFAULT_ARGS = ("{host}", "{port}", "{source}", "{decoy_port}")
 PLACEHOLDERS = {"host", "port", "source", "decoy_port"}
 _SHELL_SYNTAX = re.compile(r"[;&|`$<>(){}*?!\n\\\"']")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+NOISE_KINDS = ("traffic", "twin", "churn", "cpu")
 
 
 class ScenarioError(ValueError):
@@ -31,9 +35,11 @@ class Scenario:
     client: Path
     args: tuple[str, ...]
     timeout_s: float
-    faults: dict = field(default_factory=dict)
+    faults: tuple[dict, ...] = ()
+    noise: tuple[str, ...] = ()
     expect_fail: tuple[str, ...] = ()
     expect_pass: tuple[str, ...] = ()
+    expect_invalid: bool = False    # e.g. a fault that cannot fire: the attempt must be invalid
     order: int = 100
     file: Path | None = None
 
@@ -51,9 +57,8 @@ _SCHEMA = {
     "": {"id", "description", "order", "client", "environment", "faults", "noise", "expect"},
     "client": {"behaviour", "path", "args", "timeout_s"},
     "environment": {"source"},
-    "faults": {"drop_first_upload_after"},
-    "noise": set(),
-    "expect": {"fail", "pass"},
+    "noise": {"kinds"},
+    "expect": {"fail", "pass", "invalid"},
 }
 
 
@@ -107,7 +112,7 @@ def parse(text: str, file: Path | str) -> Scenario:
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(file, "(syntax)", f"valid TOML ({e})") from None
     _check_keys(file, data, "")
-    for table in ("client", "environment", "faults", "noise", "expect"):
+    for table in ("client", "environment", "noise", "expect"):
         if not isinstance(data.get(table, {}), dict):
             raise ScenarioError(file, table, "a table")
         _check_keys(file, data.get(table, {}), table)
@@ -133,19 +138,24 @@ def parse(text: str, file: Path | str) -> Scenario:
     source = data.get("environment", {}).get("source", "builtin")
     if source != "builtin":
         raise ScenarioError(file, "environment.source", "\"builtin\" (the deterministic source)")
-    faults = data.get("faults", {})
-    drop = _typed(file, faults, "drop_first_upload_after", "faults", int, "a byte count")
-    if drop is not None and drop < 0:
-        raise ScenarioError(file, "faults.drop_first_upload_after", "a byte count >= 0")
+    try:
+        faults = parse_faults(data.get("faults", []), scenario_id)
+    except FaultSpecError as e:
+        raise ScenarioError(file, e.key, e.expected) from None
+    noise = data.get("noise", {}).get("kinds", [])
+    if not isinstance(noise, list) or not set(noise) <= set(NOISE_KINDS):
+        raise ScenarioError(file, "noise.kinds", f"a list from {', '.join(NOISE_KINDS)}")
     expect = data.get("expect", {})
     expect_fail, expect_pass = _clauses(file, expect, "fail"), _clauses(file, expect, "pass")
     if set(expect_fail) & set(expect_pass):
         raise ScenarioError(file, "expect", "a clause in fail or pass, not both")
+    expect_invalid = _typed(file, expect, "invalid", "expect", bool, "true or false", False)
     return Scenario(
         id=scenario_id,
         description=_typed(file, data, "description", "", str, "a string", "") or "",
         client=_client(file, client), args=tuple(args), timeout_s=float(timeout),
-        faults={k: v for k, v in faults.items()}, expect_fail=expect_fail,
+        faults=faults, noise=tuple(noise), expect_fail=expect_fail,
+        expect_invalid=expect_invalid,
         expect_pass=expect_pass, order=_typed(file, data, "order", "", int, "an integer", 100),
         file=Path(file))
 
@@ -166,6 +176,11 @@ def load_dir(directory: Path = BUILTIN_DIR) -> list[Scenario]:
             raise ScenarioError(s.file, "id", f"a unique id ({s.id!r} is also in {seen[s.id]})")
         seen[s.id] = s.file
     return sorted(scenarios, key=lambda s: (s.order, s.id))
+
+
+def load_all() -> list[Scenario]:
+    """Every built-in scenario: the seeded suite, then the fault suite."""
+    return load_dir(BUILTIN_DIR) + load_dir(FAULTS_DIR)
 
 
 def select(names: list[str], available: list[Scenario]) -> list[Scenario]:

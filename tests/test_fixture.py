@@ -144,10 +144,13 @@ def test_redundant_upload_sends_what_the_receiver_has(twice):
     assert second.verifier["match"]
 
 
-def test_busy_wait_spins_200ms(twice):
+def test_busy_wait_spins_200ms(twice, built_clients, source_file, tmp_path):
     first, second = twice("busy-wait")
-    for inv in (first, second):
-        assert inv.cpu_s >= 0.19, inv.cpu_s  # 200 ms of spinning is on-CPU time
+    honest = run_twice("baseline", source_file, tmp_path / "baseline")
+    # It spins for 200 ms of wall time: all of it on the CPU on an idle machine (0.2 s seen
+    # here), less under load; the same work without the spin costs a few ms.
+    for inv, plain in zip((first, second), honest, strict=True):
+        assert inv.cpu_s >= max(0.05, 10 * plain.cpu_s), (inv.cpu_s, plain.cpu_s)
     assert first.verifier["match"] and second.payload_bytes == 0
 
 

@@ -27,7 +27,8 @@ def test_the_eight_seeded_scenarios_ship_as_files():
         assert s.client == client_path(s.id) and s.id in BEHAVIOURS
     by_id = {s.id: s for s in scenarios}
     assert by_id["corrupt-upload"].expect_pass == ("mismatch-rejected",)
-    assert by_id["retry"].faults == {"drop_first_upload_after": 65536}
+    assert by_id["retry"].faults == ({"id": "retry-f1", "kind": "drop", "invocation": 1,
+                                      "upload": 1, "after_bytes": 65536},)
 
 
 def test_argv_fills_placeholders(tmp_path):
@@ -53,10 +54,20 @@ def test_argv_fills_placeholders(tmp_path):
      "clause ids"),
     ('[client]\nbehaviour = "baseline"\n[expect]\nfail = "integrity"\n', "expect.fail",
      "a list of clause ids"),
-    ('[client]\nbehaviour = "baseline"\n[faults]\ndrop_first_upload_after = -1\n',
-     "faults.drop_first_upload_after", "a byte count >= 0"),
-    ('[client]\nbehaviour = "baseline"\n[faults]\nexplode = true\n', "faults.explode",
-     "one of drop_first_upload_after"),
+    ('[client]\nbehaviour = "baseline"\n[faults]\ndrop_first_upload_after = 1\n', "faults",
+     "an array of tables"),
+    ('[client]\nbehaviour = "baseline"\n[[faults]]\nkind = "explode"\n', "faults[0].kind",
+     "one of drop"),
+    ('[client]\nbehaviour = "baseline"\n[[faults]]\nkind = "drop"\nafter_bytes = -1\n',
+     "faults[0].after_bytes", "a byte count"),
+    ('[client]\nbehaviour = "baseline"\n[[faults]]\nkind = "crash"\nphase = "later"\n',
+     "faults[0].phase", "before-rename"),
+    ('[client]\nbehaviour = "baseline"\n[[faults]]\nkind = "reset"\nat_byte = 9\n',
+     "faults[0].direction", '"up" or "down"'),
+    ('[client]\nbehaviour = "baseline"\n[[faults]]\nkind = "latency"\ndirection = "up"\n'
+     'ms = 5\nat_byte = 3\n', "faults[0].at_byte", "one of direction"),
+    ('[client]\nbehaviour = "baseline"\n[noise]\nkinds = ["earthquake"]\n', "noise.kinds",
+     "a list from traffic"),
     ('client = "baseline"\n', "client", "a table"),
     ('[client\n', "(syntax)", "valid TOML"),
     ('id = "Bad Id"\n[client]\nbehaviour = "baseline"\n', "id", "lowercase"),

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             return _dashboard(LiveSource(cli.chosen_scenarios([], True), Options()))
         if args.command == "run" and not args.headless:
             from tui.sources import LiveSource
-            scenarios = cli.chosen_scenarios(args.scenarios, args.all)
+            scenarios = cli.chosen_scenarios(args.scenarios, args.all, args.suite)
             return _dashboard(LiveSource(scenarios, Options(args.collector, args.packets)))
         if args.command == "replay" and not args.headless:
             from tui.sources import ReplaySource

@@ -8,9 +8,9 @@ from sessions.judge import FAIL, INCONCLUSIVE, NA, PASS
 VERDICT_TEXT = {PASS: "✓ pass", FAIL: "✗ FAIL", INCONCLUSIVE: "? inconclusive", NA: "– n/a"}
 VERDICT_CLASS = {PASS: "green", FAIL: "red", INCONCLUSIVE: "yellow", NA: "dim"}
 STATUS_TEXT = {"queued": "· queued", "running": "▶ running", "detected": "✓ detected",
-               "missed": "✗ MISSED", "inconclusive": "? inconclusive"}
+               "missed": "✗ MISSED", "inconclusive": "? inconclusive", "invalid": "⊘ invalid"}
 STATUS_STYLE = {"queued": "dim", "running": "bold cyan", "detected": "green", "missed": "bold red",
-                "inconclusive": "yellow"}
+                "inconclusive": "yellow", "invalid": "magenta"}
 
 
 class FollowLog(Log):

@@ -1,0 +1,67 @@
+"""Arming a scenario's faults per invocation, and healing them.
+
+Receiver faults go into the receiver's fault file (read when an upload starts); wire faults get
+a fault proxy between the client and the receiver for that invocation (the client is given the
+proxy's port). After an injected crash the receiver is restarted on the same store and port, so
+a client can recover. Everything is undone at disarm() and close(), also on errors.
+"""
+
+import json
+import os
+from pathlib import Path
+
+from fixture.harness import Server, start_receiver
+from sessions.faults import RECEIVER_KINDS, WIRE_KINDS, for_invocation
+
+
+class Injector:
+    def __init__(self, faults, workdir: Path, receiver: Server):
+        self.faults = faults
+        self.workdir = workdir
+        self.receiver = receiver
+        self.fault_file = workdir / "faults.json"
+        self.proxy: Server | None = None
+
+    @classmethod
+    def start(cls, faults, workdir: Path) -> "Injector":
+        """Start the scenario's receiver, wired to its fault file."""
+        fault_file = workdir / "faults.json"
+        fault_file.write_text("[]")
+        receiver = start_receiver(workdir / "store", workdir / "receiver.jsonl",
+                                  fault_file=fault_file)
+        return cls(faults, workdir, receiver)
+
+    def _write(self, faults: list[dict]) -> None:
+        tmp = self.fault_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(faults))
+        os.replace(tmp, self.fault_file)  # the receiver never reads half a file
+
+    def arm(self, n: int) -> int:
+        """Arm invocation n's faults; returns the port the client must be given."""
+        self._write(for_invocation(self.faults, n, RECEIVER_KINDS))
+        wire = for_invocation(self.faults, n, WIRE_KINDS)
+        if not wire:
+            return self.receiver.port
+        from fixture.harness import start_proxy  # only scenarios with wire faults need it
+        self.proxy = start_proxy(self.receiver.port, self.workdir / f"proxy-{n}.jsonl", wire)
+        return self.proxy.port
+
+    def disarm(self) -> None:
+        self._write([])
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = None
+
+    def revive_receiver(self) -> int | None:
+        """If the receiver died (an injected crash), restart it on the same store and port;
+        returns the dead receiver's exit status, or None when it is alive."""
+        status = self.receiver.process.poll()
+        if status is None:
+            return None
+        self.receiver = start_receiver(self.workdir / "store", self.workdir / "receiver.jsonl",
+                                       fault_file=self.fault_file, port=self.receiver.port)
+        return status
+
+    def close(self) -> None:
+        self.disarm()
+        self.receiver.stop()
