@@ -1,0 +1,134 @@
+"""Faults: each one's effect is proven from the receiver's record, the wire or the store — not
+from the injector's say-so; an unfired fault makes the attempt invalid; a crash at any commit
+phase never leaves a torn backup."""
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from fixture.harness import backup_path, client_path, start_receiver
+from fixture.verifier import verify
+from sessions.events import ScenarioJudged, ServerRecord, Verdict
+from sessions.faults import PHASES
+from sessions.judge import VerdictEngine
+from sessions.runner import Options, run_session
+from sessions.scenario import FAULTS_DIR, load_dir
+from sessions.stream import EventStream
+from tests.leftovers import processes_using
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the BCC collector needs root")
+
+
+@pytest.fixture(scope="module")
+def fault_suite(built_clients, tmp_path_factory):
+    events = []
+    run_session(EventStream([VerdictEngine(), events.append]), load_dir(FAULTS_DIR),
+                tmp_path_factory.mktemp("faults"), Options())
+    return events
+
+
+def records(events, scenario, server="receiver", name=None):
+    return [e for e in events if isinstance(e, ServerRecord) and e.scenario == scenario
+            and e.server == server and (name is None or e.event == name)]
+
+
+def connection(events, scenario, conn_opened_before):
+    """The receiver's records of one connection, by its conn number."""
+    return [r for r in records(events, scenario) if r.fields.get("conn") == conn_opened_before]
+
+
+@root_only
+def test_every_fault_scenario_is_judged_as_declared(fault_suite):
+    judged = {e.scenario: e for e in fault_suite if isinstance(e, ScenarioJudged)}
+    assert set(judged) == {s.id for s in load_dir(FAULTS_DIR)}
+    assert all(j.instrument_check == "detected" for j in judged.values()), judged
+    recovery = {e.scenario: e.status for e in fault_suite
+                if isinstance(e, Verdict) and e.clause == "bounded-recovery"}
+    for sid in ("interrupt-first-byte", "interrupt-half", "interrupt-last-byte",
+                "crash-before-rename", "disk-full"):
+        assert recovery[sid] == "pass", sid
+
+
+@root_only
+@pytest.mark.parametrize("sid, cut", [("interrupt-first-byte", 1), ("interrupt-half", 262_144),
+                                      ("interrupt-last-byte", 524_287)])
+def test_a_drop_cuts_exactly_where_declared(fault_suite, sid, cut):
+    fired = records(fault_suite, sid, name="fault_fired")
+    assert len(fired) == 1
+    conn = fired[0].fields["conn"]
+    closed = [r for r in records(fault_suite, sid, name="connection_closed")
+              if r.fields["conn"] == conn]
+    assert closed[0].fields["payload_bytes"] == cut  # what the receiver really consumed
+    commits = records(fault_suite, sid, name="committed")
+    assert len(commits) == 1 and commits[0].t_ns > fired[0].t_ns
+
+
+@root_only
+def test_a_crash_kills_the_receiver_and_the_client_recovers(fault_suite):
+    restarted = records(fault_suite, "crash-before-rename", server="harness",
+                        name="receiver_restarted")
+    assert [r.fields["exit_status"] for r in restarted] == [-9]  # SIGKILL, seen by the runner
+    assert len(records(fault_suite, "crash-before-rename", name="committed")) == 1
+    assert records(fault_suite, "crash-before-rename", name="stale_temp_removed")
+
+
+@root_only
+def test_a_stall_holds_the_upload(fault_suite):
+    opened = {r.fields["conn"]: r.t_ns for r in records(fault_suite, "receiver-stall",
+                                                         name="upload_started")}
+    closed = {r.fields["conn"]: r.t_ns for r in records(fault_suite, "receiver-stall",
+                                                         name="committed")}
+    (conn,) = closed
+    assert (closed[conn] - opened[conn]) / 1e9 >= 1.0  # the receiver stopped reading for 1 s
+
+
+@root_only
+def test_disk_full_rejects_without_commit(fault_suite):
+    rejected = records(fault_suite, "disk-full", name="rejected")
+    assert [r.fields["reason"] for r in rejected] == ["disk-full"]
+    assert len(records(fault_suite, "disk-full", name="committed")) == 1  # the retry
+
+
+@root_only
+def test_a_fault_that_cannot_fire_makes_the_attempt_invalid(fault_suite):
+    assert records(fault_suite, "fault-cannot-fire", name="fault_fired") == []
+    judged = next(e for e in fault_suite if isinstance(e, ScenarioJudged)
+                  and e.scenario == "fault-cannot-fire")
+    assert judged.instrument_check == "detected" and "invalid as declared" in judged.detail
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_a_crash_at_any_commit_phase_leaves_old_or_new_never_torn(phase, built_clients,
+                                                                   source_file, tmp_path):
+    store, faults = tmp_path / "store", tmp_path / "faults.json"
+    store.mkdir()
+    old = source_file.read_bytes()[::-1]
+    backup_path(store).write_bytes(old)  # an older, complete backup
+    faults.write_text(json.dumps([{"id": "c", "kind": "crash", "phase": phase}]))
+    rx = start_receiver(store, tmp_path / "rx.jsonl", fault_file=faults)
+    port = rx.port
+    client = subprocess.Popen([str(client_path("baseline")), "127.0.0.1", str(port),
+                               str(source_file)], stdout=subprocess.DEVNULL)
+    assert rx.process.wait(timeout=30) == -9  # the injected SIGKILL
+    after_crash = backup_path(store).read_bytes()
+    # Old before the rename, new after it: whole either way.
+    assert after_crash == (source_file.read_bytes() if phase == "after-rename" else old)
+    rx = start_receiver(store, tmp_path / "rx.jsonl", fault_file=faults, port=port)
+    try:
+        assert client.wait(timeout=30) == 0  # it recovered on the restarted receiver
+        assert verify(store, source_file)["match"]
+        assert not list(store.glob(".upload-*"))  # the crash's temp file was cleaned up
+    finally:
+        rx.stop()
+        client.kill()
+
+
+@root_only
+def test_no_fault_process_survives(fault_suite, tmp_path_factory):
+    time.sleep(0.3)
+    assert processes_using({tmp_path_factory.getbasetemp()}) == [] or all(
+        "pytest" in " ".join(p.cmdline()) for p in processes_using(
+            {tmp_path_factory.getbasetemp()}))
