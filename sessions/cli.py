@@ -25,7 +25,7 @@ from sessions.evidence import EvidenceBook
 from sessions.judge import VerdictEngine
 from sessions.replay import replay
 from sessions.runner import Options, RunError, run_session
-from sessions.scenario import SUITES, ScenarioError, load_all, load_dir, select
+from sessions.scenario import NOISE_KINDS, SUITES, ScenarioError, load_all, load_dir, select
 from sessions.stream import EventStream
 
 EPILOG = """examples:
@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--headless", action="store_true", help="no dashboard; progress lines only")
     r.add_argument("--collector", choices=KINDS, default="auto")
     r.add_argument("--packets", choices=("on", "off", "required"), default="on")
+    r.add_argument("--noise", nargs="?", const=",".join(NOISE_KINDS), default="",
+                   metavar="KINDS", help="ambient noise during every scenario: "
+                   f"{','.join(NOISE_KINDS)} (default with --noise: all)")
     r.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
     r.add_argument("--archive", type=Path, metavar="PATH", help="write the session archive here")
     rp = sub.add_parser("report", help="render a saved session's report")
@@ -119,6 +122,15 @@ def cmd_list() -> int:
     return 0
 
 
+def noise_kinds(text: str) -> tuple[str, ...]:
+    kinds = tuple(k for k in text.split(",") if k)
+    unknown = set(kinds) - set(NOISE_KINDS)
+    if unknown:
+        raise UsageError(f"--noise: unknown kind(s) {', '.join(sorted(unknown))}; "
+                         f"choose from {', '.join(NOISE_KINDS)}")
+    return kinds
+
+
 def chosen_scenarios(names: list[str], everything: bool, suite: str | None = None):
     if sum(map(bool, (names, everything, suite))) > 1:
         raise UsageError("give scenario names, --all or --suite, not several")
@@ -165,7 +177,8 @@ def cmd_run(args) -> int:
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     interrupted = False
     try:
-        run_session(stream, scenarios, staging, Options(args.collector, args.packets))
+        run_session(stream, scenarios, staging,
+                    Options(args.collector, args.packets, noise=noise_kinds(args.noise)))
     except KeyboardInterrupt:
         interrupted = True
     finally:

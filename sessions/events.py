@@ -57,6 +57,7 @@ class ScenarioStarted(Event):
     source_size: int
     scenario_file: str
     expected_invalid: bool = False  # declared: an armed fault cannot fire (attempt invalid)
+    noise: tuple[str, ...] = ()     # ambient noise running during the scenario
 
 
 @dataclass(frozen=True)

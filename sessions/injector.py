@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from fixture.harness import Server, start_receiver
+from fixture.harness import Server, start_proxy, start_receiver
 from sessions.faults import RECEIVER_KINDS, WIRE_KINDS, for_invocation
 
 
@@ -42,7 +42,7 @@ class Injector:
         wire = for_invocation(self.faults, n, WIRE_KINDS)
         if not wire:
             return self.receiver.port
-        from fixture.harness import start_proxy  # only scenarios with wire faults need it
+        wire = [{k: v for k, v in f.items() if k != "invocation"} for f in wire]
         self.proxy = start_proxy(self.receiver.port, self.workdir / f"proxy-{n}.jsonl", wire)
         return self.proxy.port
 

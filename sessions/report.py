@@ -22,7 +22,8 @@ SYMBOLS = {"pass": "✓ pass", "fail": "✗ FAIL", "inconclusive": "? inconclusi
            "not-applicable": "– n/a"}
 CHECK_SYMBOLS = {"detected": "✓ detected", "missed": "✗ MISSED", "inconclusive": "? inconclusive",
                  "invalid": "⊘ invalid", "incomplete": "… incomplete"}
-_TIMELINE_RECORDS = {"upload_started", "committed", "rejected", "fault_fired", "check_answer"}
+_TIMELINE_RECORDS = {"upload_started", "committed", "rejected", "fault_fired", "check_answer",
+                     "receiver_restarted", "fault_armed"}
 
 
 def book_of(events: list[Event]) -> EvidenceBook:
@@ -73,7 +74,9 @@ def _table(doc: dict) -> str:
 
 
 def _scenario_section(s: dict, book: EvidenceBook) -> list[str]:
+    faults = ", ".join(f"{f['kind']} (invocation {f['invocation']})" for f in s["faults"])
     out = [f"## {s['id']}", "",
+           f"faults armed: {faults or 'none'}; noise: {', '.join(s['noise']) or 'off'}", "",
            f"client `{s['client']['path']}` sha256 `{s['client']['sha256']}`; "
            f"expected to fail: {', '.join(s['expected_failures']) or 'nothing'}; "
            f"instrument check: **{s['instrument_check']}** ({s['instrument_detail']})", ""]
@@ -145,6 +148,11 @@ def _timeline_text(e: Event) -> str | None:
         case ServerRecord(server=server, event=name) if server == "decoy" or name in \
                 _TIMELINE_RECORDS:
             detail = e.fields.get("reason") or e.fields.get("answer") or ""
+            if name == "fault_fired":  # the fault band: what fired, where
+                detail = " ".join(f"{k}={v}" for k, v in e.fields.items()
+                                  if k in ("id", "fault", "kind", "direction", "payload_bytes",
+                                           "at_byte", "phase", "ms", "rate"))
+                return f"[{server}] ⚡ FAULT FIRED {detail}"
             return f"[{server}] {name} {detail}".rstrip()
         case ClientClaim():
             return f"[claim] {json.dumps(e.claim, sort_keys=True)}"

@@ -47,6 +47,7 @@ from sessions.events import (
     VerifierResult,
 )
 from sessions.injector import Injector
+from sessions.noise import Noise
 from sessions.scenario import Scenario
 from sessions.stream import EventStream
 
@@ -70,6 +71,7 @@ class Options:
     collector: str = "auto"
     packets: str = "on"          # on, off, required
     functions: tuple[str, ...] = ("hash_file", "send_payload", "busy_wait")
+    noise: tuple[str, ...] = ()  # ambient noise for every scenario (sessions/noise.py kinds)
 
 
 class _Tail:
@@ -98,6 +100,7 @@ class _Live:
     scenario: Scenario
     workdir: Path
     injector: Injector | None = None
+    noise: Noise | None = None
     decoy: object = None
     capture: PacketCapture | None = None
     client: object = None
@@ -199,6 +202,10 @@ class Session:
         if self.packets_mode == "on":
             live.capture = PacketCapture(pcap_path=self.out_dir / f"{s.id}.pcap").start()
             live.capture.set_ports({live.injector.receiver.port, live.decoy.port})
+        kinds = tuple(dict.fromkeys(self.options.noise + s.noise))
+        if kinds:
+            live.noise = Noise(live.workdir / "noise", live.injector.receiver.port, s.client,
+                               kinds).start()
 
     def _publish_started(self, live: _Live) -> None:
         s = live.scenario
@@ -208,7 +215,7 @@ class Session:
         self.stream.publish(ScenarioStarted(
             time.monotonic_ns(), s.id, str(s.client), s.client_sha256(), s.expect_fail,
             s.expect_pass, s.faults, live.injector.receiver.port, live.decoy.port, SIZE,
-            str(s.file), s.expect_invalid))
+            str(s.file), s.expect_invalid, live.noise.kinds if live.noise else ()))
 
     def _invoke(self, live: _Live, n: int) -> None:
         s, inv_id = live.scenario, self._next_invocation
@@ -358,6 +365,8 @@ class Session:
         if live.client is not None and live.client.poll() is None:
             _kill_group(live.client.pid)
             live.client.wait()
+        if live.noise is not None:
+            live.noise.stop()
         if live.capture is not None:
             live.capture.stop()
         if live.injector is not None:

@@ -327,10 +327,20 @@ class EvlabApp(App):
                  f"lost events {model.lost_events}",
                  f"probe cost {bpf / 1e6:.1f} ms BPF" if bpf is not None else "probe cost n/a",
                  f"{eps:.0f} ev/s" if eps is not None else "",
+                 self._scenario_conditions(model),
                  self.source.position_text(),
                  "PAUSED" if self.paused else "",
                  f"filter '{self.filter_text}'" if self.filter_text else ""]
         self.query_one("#status", Static).update(" · ".join(p for p in parts if p))
+
+    def _scenario_conditions(self, model: DashboardModel) -> str:
+        view = model.snapshot_scenario(self.selected)
+        if view is None or view.status == "queued":
+            return ""
+        noise = f"noise {','.join(view.noise)}" if view.noise else "noise off"
+        faults = (f"faults {view.faults_fired}/{view.faults_armed} fired" if view.faults_armed
+                  else "no faults")
+        return f"{noise} · {faults}"
 
     # --- actions ------------------------------------------------------------------------
     def action_move(self, delta: int) -> None:

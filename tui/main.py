@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run" and not args.headless:
             from tui.sources import LiveSource
             scenarios = cli.chosen_scenarios(args.scenarios, args.all, args.suite)
-            return _dashboard(LiveSource(scenarios, Options(args.collector, args.packets)))
+            options = Options(args.collector, args.packets, noise=cli.noise_kinds(args.noise))
+            return _dashboard(LiveSource(scenarios, options))
         if args.command == "replay" and not args.headless:
             from tui.sources import ReplaySource
             if args.speed is not None and args.speed <= 0:

@@ -57,6 +57,9 @@ class ScenarioView:
     expected_failures: tuple[str, ...] = ()
     client: str = ""
     receiver_port: int = 0
+    noise: tuple[str, ...] = ()
+    faults_armed: int = 0
+    faults_fired: int = 0
     invocations: dict[int, InvocationView] = field(default_factory=dict)
     rates: deque = field(default_factory=lambda: deque(maxlen=RATE_POINTS))
     verdicts: dict[str, Verdict] = field(default_factory=dict)
@@ -121,7 +124,8 @@ class DashboardModel:
             case ScenarioStarted():
                 view = ScenarioView(event.scenario, status="running",
                                     expected_failures=event.expected_failures,
-                                    client=event.client_path, receiver_port=event.receiver_port)
+                                    client=event.client_path, receiver_port=event.receiver_port,
+                                    noise=tuple(event.noise), faults_armed=len(event.faults))
                 self.scenarios[event.scenario] = view
                 return
         view = self.scenarios.get(getattr(event, "scenario", None))
@@ -152,6 +156,8 @@ class DashboardModel:
                                      f"→{_end(event.dst, event.dport)} {event.flags} "
                                      f"{event.payload_len}"))
             case ServerRecord():
+                if event.event == "fault_fired":
+                    view.faults_fired += 1
                 if event.server == "receiver" and event.event == "connection_closed":
                     view.inv(event.invocation).receiver_payload += event.fields.get(
                         "payload_bytes", 0)
@@ -194,6 +200,7 @@ class DashboardModel:
                 return None
             copy = ScenarioView(view.id, view.status, view.phase, view.invocation,
                                 view.expected_failures, view.client, view.receiver_port,
+                                view.noise, view.faults_armed, view.faults_fired,
                                 {n: InvocationView(dict(i.counters), dict(i.functions),
                                                    i.unobserved, i.receiver_payload, i.packets,
                                                    i.final)
