@@ -52,6 +52,8 @@ NEEDED_FOR: dict[str, tuple[str, ...]] = {
     "tcpdump": (),
     "bpftrace": (),
     "tshark": (),
+    "netem": (),
+    "fault-injection": (),
 }
 
 TRACEFS = "/sys/kernel/tracing"
@@ -234,6 +236,33 @@ def check_kprobes() -> Capability:
                     "none needed for evlab (otherwise a kernel with CONFIG_KPROBES=y)")
 
 
+def check_netem() -> Capability:
+    """Kernel-level network faults (tc netem). evlab injects wire faults with its own loopback
+    proxy either way; this only says whether kernel-side delay/loss would also be possible."""
+    if os.path.isdir("/sys/module/sch_netem"):
+        return _ok("netem", "sch_netem is loaded (evlab's wire faults use its own proxy)")
+    modules = f"/lib/modules/{platform.release()}"
+    found = glob.glob(f"{modules}/**/sch_netem.ko*", recursive=True) if os.path.isdir(
+        modules) else []
+    if found:
+        return _ok("netem", f"{found[0]} can be loaded (evlab's wire faults use its own proxy)")
+    return _missing("netem", "no sch_netem in this kernel (not loaded, no module): kernel-side "
+                    "delay/loss is unavailable; evlab's wire faults use its loopback proxy "
+                    "instead", "none needed for evlab (a kernel with CONFIG_NET_SCH_NETEM)")
+
+
+def check_fault_injection() -> Capability:
+    """Kernel error injection (fail_function / bpf_override_return)."""
+    for path in ("/sys/kernel/debug/fail_function", "/sys/kernel/tracing/error_injection"):
+        if os.path.exists(path):
+            return _ok("fault-injection", f"{path} present (evlab injects faults in user "
+                       "space: receiver hooks and its proxy)")
+    return _missing("fault-injection", "no kernel error injection (no fail_function, no "
+                    "bpf_override_return): syscall failures cannot be injected from the kernel; "
+                    "evlab's faults are injected by its receiver and proxy instead",
+                    "none needed for evlab (a kernel with CONFIG_FUNCTION_ERROR_INJECTION)")
+
+
 def check_btf() -> Capability:
     path = "/sys/kernel/btf/vmlinux"
     try:
@@ -328,6 +357,8 @@ CHECKS: tuple[tuple[str, Callable[[], Capability]], ...] = (
     ("uprobes", check_uprobes),
     ("kprobes", check_kprobes),
     ("af-packet", check_af_packet),
+    ("netem", check_netem),
+    ("fault-injection", check_fault_injection),
     *((tool, lambda tool=tool: _check_tool(tool)) for tool in _APT),
 )
 

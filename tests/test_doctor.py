@@ -15,8 +15,8 @@ from probes.capability import Capability
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["root", "bpf-syscall", "tracefs", "kernel-headers", "bcc-import", "btf",
-         "tracepoints", "uprobes", "kprobes", "af-packet", "strace", "tcpdump", "bpftrace",
-         "tshark"]
+         "tracepoints", "uprobes", "kprobes", "af-packet", "netem", "fault-injection", "strace",
+         "tcpdump", "bpftrace", "tshark"]
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
@@ -223,3 +223,12 @@ sys.exit(doctor.main(["--json"]))
 def test_cli_json_as_nobody_after_dropping_root():
     proc = _run([sys.executable, "-c", DROP_THEN_RUN, str(NOBODY)], cwd="/")
     _assert_nonroot_report(proc)
+
+
+def test_kernel_fault_capabilities_are_said_plainly():
+    """This kernel has no sch_netem and no error injection: said, not pretended."""
+    caps = by_name(doctor.check_all())
+    for name in ("netem", "fault-injection"):
+        assert doctor.needed_for(name) == ()  # evlab injects its faults in user space
+        if not caps[name].available:
+            assert "evlab" in caps[name].detail and caps[name].fix

@@ -174,3 +174,17 @@ def test_noise_leaves_the_verdict_matrix_unchanged(built_clients, tmp_path):
                  if "sessions.noise" in " ".join(p.info["cmdline"] or [])
                  or "/noise/twin/" in " ".join(p.info["cmdline"] or [])]
     assert leftovers == []
+
+
+def test_an_injected_rejection_refuses_a_correct_payload(built_clients, source_file, tmp_path):
+    faults = tmp_path / "faults.json"
+    faults.write_text(json.dumps([{"id": "r", "kind": "reject"}]))
+    with start_receiver(tmp_path / "store", tmp_path / "rx.jsonl", fault_file=faults) as rx:
+        code = subprocess.run([str(client_path("baseline")), "127.0.0.1", str(rx.port),
+                               str(source_file)], stdout=subprocess.DEVNULL, timeout=30).returncode
+        events = rx.events()
+    reasons = [e["reason"] for e in events if e["event"] == "rejected"]
+    assert reasons == ["fault-reject"]  # the first, correct upload refused once ...
+    assert [e["event"] for e in events].count("committed") == 1  # ... the retry committed
+    assert code == 0 and verify(tmp_path / "store", source_file)["match"]
+    assert (tmp_path / "faults.json.fired").read_text().split() == ["r"]
