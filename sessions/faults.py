@@ -5,6 +5,9 @@
     invocation = 1         # wire (through evlab's loopback proxy): reset, corrupt, latency,
     after_bytes = 65536    #   bandwidth, blackhole — each with direction = "up" | "down"
 
+Triggers: a byte offset (after_bytes, at_byte), a commit phase (crash), or a time into the
+upload (after_ms, for drop, stall and disk-full).
+
 Several faults may be declared; each fires at most once (latency and bandwidth act on every
 chunk and count as fired when they first act). An armed fault that never fires makes the
 attempt invalid, never a pass.
@@ -15,12 +18,15 @@ WIRE_KINDS = ("reset", "corrupt", "latency", "bandwidth", "blackhole")
 # A fault that interrupts a transfer, so the client must recover (bounded-recovery applies).
 INTERRUPTIONS = ("drop", "disk-full", "reject", "crash", "reset", "corrupt")
 PHASES = ("after-write", "before-rename", "after-rename")
+# Receiver faults that strike during a payload: at a byte offset, or at a time into the upload.
+TRIGGERED = ("drop", "stall", "disk-full")
+TRIGGERS = {"after_bytes": "a byte count", "after_ms": "milliseconds into the upload"}
 
 # kind -> {key: (type, description)} beyond the common kind/invocation/upload/direction
 _PARAMS = {
-    "drop": {"after_bytes": (int, "a byte count")},
-    "stall": {"after_bytes": (int, "a byte count"), "seconds": ((int, float), "seconds")},
-    "disk-full": {"after_bytes": (int, "a byte count")},
+    "drop": {},
+    "stall": {"seconds": ((int, float), "seconds")},
+    "disk-full": {},
     "reject": {},
     "crash": {"phase": (str, f"one of {', '.join(PHASES)}")},
     "reset": {"at_byte": (int, "a byte offset")},
@@ -51,6 +57,8 @@ def parse_faults(raw, scenario_id: str) -> tuple[dict, ...]:
         if kind not in _PARAMS:
             raise FaultSpecError(f"{where}.kind", f"one of {', '.join(_PARAMS)}")
         allowed = {"kind", "invocation", *_PARAMS[kind]}
+        if kind in TRIGGERED:
+            allowed |= set(TRIGGERS)
         allowed |= {"upload"} if kind in RECEIVER_KINDS else {"direction"}
         for key in spec:
             if key not in allowed:
@@ -72,6 +80,15 @@ def parse_faults(raw, scenario_id: str) -> tuple[dict, ...]:
             if key == "phase" and value not in PHASES:
                 raise FaultSpecError(f"{where}.{key}", expected)
             fault[key] = value
+        if kind in TRIGGERED:
+            given = [k for k in TRIGGERS if k in spec]
+            if len(given) != 1:
+                raise FaultSpecError(f"{where}.after_bytes",
+                                     "exactly one trigger: after_bytes or after_ms")
+            value = spec[given[0]]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise FaultSpecError(f"{where}.{given[0]}", TRIGGERS[given[0]])
+            fault[given[0]] = value
         faults.append(fault)
     return tuple(faults)
 

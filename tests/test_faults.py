@@ -48,7 +48,7 @@ def test_every_fault_scenario_is_judged_as_declared(fault_suite):
     recovery = {e.scenario: e.status for e in fault_suite
                 if isinstance(e, Verdict) and e.clause == "bounded-recovery"}
     for sid in ("interrupt-first-byte", "interrupt-half", "interrupt-last-byte",
-                "crash-before-rename", "disk-full", "wire-corruption", "wire-reset"):
+                "crash-before-rename", "disk-full", "wire-corruption", "wire-reset", "timed-drop"):
         assert recovery[sid] == "pass", sid
     # every fault is healed: no proxy or (restarted) receiver of a runner is left
     assert [p for p in psutil.process_iter(["cmdline"])
@@ -188,3 +188,14 @@ def test_an_injected_rejection_refuses_a_correct_payload(built_clients, source_f
     assert [e["event"] for e in events].count("committed") == 1  # ... the retry committed
     assert code == 0 and verify(tmp_path / "store", source_file)["match"]
     assert (tmp_path / "faults.json.fired").read_text().split() == ["r"]
+
+
+@root_only
+def test_a_time_triggered_fault_fires_on_time(fault_suite):
+    started = records(fault_suite, "timed-drop", name="upload_started")[0]
+    fired = records(fault_suite, "timed-drop", name="fault_fired")
+    assert len(fired) == 1
+    assert 0.2 <= (fired[0].t_ns - started.t_ns) / 1e9 < 2.0  # 200 ms into the upload
+    assert 0 < fired[0].fields["payload_bytes"] < 524_288  # mid-payload, on a 1 MB/s uplink
+    proxy_fired = records(fault_suite, "timed-drop", server="proxy", name="fault_fired")
+    assert {r.fields["kind"] for r in proxy_fired} == {"bandwidth"}
