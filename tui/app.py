@@ -323,11 +323,14 @@ class EvlabApp(App):
         eps = overhead.get("events_per_s")
         capabilities = (f"{len(model.missing)} capabilities missing" if model.missing
                         else "all capabilities present")
+        conditions = self._scenario_conditions(model)
+        header = f"{self.source.mode} · {conditions}" if conditions else self.source.mode
+        if self.sub_title != header:
+            self.sub_title = header  # noise on/off and faults for the selected scenario
         parts = [f"collector {model.collector}", f"packets {model.packets_mode}", capabilities,
                  f"lost events {model.lost_events}",
                  f"probe cost {bpf / 1e6:.1f} ms BPF" if bpf is not None else "probe cost n/a",
                  f"{eps:.0f} ev/s" if eps is not None else "",
-                 self._scenario_conditions(model),
                  self.source.position_text(),
                  "PAUSED" if self.paused else "",
                  f"filter '{self.filter_text}'" if self.filter_text else ""]
