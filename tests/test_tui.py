@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -14,13 +13,11 @@ import pytest
 from textual import events
 from textual.widgets import DataTable
 
+from bench.flood import FloodSource
 from sessions.archive import load_archive
-from sessions.events import PacketSeen, ScenarioStarted, SessionStarted
 from sessions.runner import Options
 from sessions.scenario import load_dir
-from sessions.stream import EventStream
 from tui.app import EvidenceScreen, EvlabApp, HelpScreen
-from tui.model import DashboardModel
 from tui.sources import LiveSource, ReplaySource
 
 DATA = Path(__file__).parent / "data" / "session.tar.gz"  # baseline, corrupt-upload, retry
@@ -191,49 +188,6 @@ def test_snapshot_evidence_screen(snap_compare):
 
 
 # --- responsiveness under a flood --------------------------------------------------------
-
-class FloodSource:
-    """A synthetic source: 50,000 events per second into the model, for as long as it runs."""
-
-    mode = "synthetic"
-
-    def __init__(self, rate: int = 50_000):
-        self.rate = rate
-        self.scenario_ids = ["flood-a", "flood-b", "flood-c"]
-        self.model = DashboardModel(self.scenario_ids)
-        self.stream = EventStream([self.model])
-        self.published = 0
-        self._stop = threading.Event()
-
-    def _flood(self) -> None:
-        self.stream.publish(SessionStarted(0, wall_ns=0, evlab_version="t", kernel="k",
-                                           collector="none", packets="on",
-                                           contract_version="1",
-                                           scenarios=tuple(self.scenario_ids)))
-        for sid in self.scenario_ids:
-            self.stream.publish(ScenarioStarted(1, sid, "/x", "0" * 64, (), (), {}, 1, 2, 1, ""))
-        started = time.monotonic()
-        while not self._stop.is_set():
-            batch_due = int((time.monotonic() - started) * self.rate) - self.published
-            for i in range(max(0, batch_due)):
-                sid = self.scenario_ids[i % 3]
-                self.stream.publish(PacketSeen(time.monotonic_ns(), sid, 1, "127.0.0.1",
-                                               40000, "127.0.0.1", 1, "PSH,ACK", i % 1500))
-            self.published += max(0, batch_due)
-            time.sleep(0.001)
-
-    def start(self, app) -> None:
-        app.run_worker(self._flood, thread=True, name="flood")
-
-    def run(self, ids, app): pass
-    def toggle_play(self): return False
-    def step(self, d): return False
-    def scale_speed(self, f): return False
-    def position_text(self): return f"{self.published:,} events"
-    def export(self, path): return path
-    def stop(self): self._stop.set()
-    def wait_stopped(self, timeout=5): return True
-
 
 async def test_keys_respond_within_200ms_under_50k_events_per_second():
     source = FloodSource()

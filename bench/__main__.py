@@ -1,0 +1,164 @@
+"""`make bench` (or `.venv/bin/python -m bench`, as root after `make setup`): evlab measured.
+
+What is measured, each figure the median of repeated runs, each ratio of medians from this run:
+
+1. Observer overhead (bench/overhead.py): wall time and the client's CPU time (os.wait4
+   rusage) of two clients, untraced; under evlab's BCC collector (compiled before timing,
+   launched, pumped at 10 Hz and finished as the runner does); under `strace -f -c -o
+   /dev/null` (strace's own CPU reported apart through bench/rusage_wrap.c); and under a
+   bpftrace script counting read(2) exits and bytes for the client's comm (timed only after
+   bpftrace printed that it attached). Two diagnostics: `evlab-idle`, the collector loaded and
+   the client not tracked; `bpf-floor`, bpftrace programs on raw_syscalls enter and exit that
+   return at once (what any tracer on those tracepoints costs). Clients: the fixture's
+   hash-storm second invocation (128 MiB hashed) and bench/readloop.c (1,000,000 reads of
+   16 bytes).
+2. Exactness under load (bench/exactness.py): evlab's read count and bytes for every timed
+   readloop run against the known truth (the loader's reads measured with zero reads).
+3. Suite time and 4. memory (bench/suite.py): `evlab run --all --headless` traced and with
+   `--collector none`; peak summed RSS of the evlab process tree sampled every 50 ms. The BCC
+   collector's one-off costs (compile, close with and without uprobes) are timed apart
+   (bench/collector_cost.py) to explain the traced suite's fixed cost.
+5. Dashboard cost (bench/tmux_run.py, bench/flood.py): the TUI's own CPU per wall second in
+   tmux during the live suite and after it; key latency under 50,000 synthetic events/s.
+
+Writes bench/results.json (raw samples and medians) and bench/results.md (the table, also
+printed). Progress goes to stderr. About 6-9 minutes on a 2-core machine, most of it strace
+doing readloop's 1,000,000 reads (40-105 s a run here, depending on CPU placement).
+Options: --only overhead,suite,dashboard runs some sections (for development).
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench import collector_cost, exactness, flood, overhead, report, suite, tmux_run, workloads
+from bench.measure import median, say
+
+HERE = Path(__file__).resolve().parent
+SECTIONS = ("overhead", "suite", "dashboard")
+HASH_STORM_REPEATS = {"untraced": 10, "evlab": 10, "strace": 5, "bpftrace": 10,
+                      "evlab-idle": 5, "bpf-floor": 5}
+READLOOP_REPEATS = {"untraced": 3, "evlab": 3, "strace": 1, "bpftrace": 3,
+                    "evlab-idle": 2, "bpf-floor": 2}
+ROUNDS = 3
+SUITE_REPEATS = 4
+COST_REPEATS = 2
+TMUX_REPEATS = 3
+NOTES = [
+    "Rounds: every condition's block runs once per round, in an order rotated each round; "
+    "observers are set up before and torn down after their block, so none is loaded while "
+    "another condition is timed.",
+    "Wall time: from just before the client's fork to its reaped exit. Client CPU: user + "
+    "system from os.wait4 (BPF programs on a tracepoint run in the client's context and are "
+    "charged to it).",
+    "evlab: open_collector('bcc', functions=(hash_file, send_payload, busy_wait)) compiled "
+    "once per block outside the timing; collector.launch(), a thread polling snapshot() and "
+    "poll_events() every 100 ms as the runner does, os.wait4, collector.finish().",
+    "strace: `strace -f -c -o /dev/null bench-rusage-wrap FILE CLIENT...`; the wrapper writes "
+    "the client's own rusage, strace's own CPU is the rest of strace's wait4 rusage (the "
+    "wrapper's ~1 ms included). Its wall time includes strace's start-up (a few ms).",
+    "bpftrace: one bpftrace per block, `tracepoint:raw_syscalls:sys_exit /comm == CLIENT && "
+    "args->id == 0/` counting calls and summing positive returns per pid; started, then runs "
+    "are timed only once it printed 'attached' (start-up excluded), stopped with SIGINT after "
+    "the block. Filtered by comm (the pid is not known before the fork).",
+    "Memory: psutil every 50 ms, RSS of the evlab process plus all descendants summed (a page "
+    "shared by several processes counts in each, so this is an upper bound on real use).",
+    "Dashboard CPU: psutil cpu_times of the evlab TUI process only (children excluded), from "
+    "its start until the screen shows every scenario detected; the lab runs in that process, "
+    "so the headless evlab process's own CPU over the same suite is given beside it.",
+]
+
+
+def machine() -> dict:
+    model = next((line.split(":", 1)[1].strip()
+                  for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor())
+    info = {"cpu": model, "cpus": os.cpu_count(), "kernel": platform.release(),
+            "python": platform.python_version()}
+    info["summary"] = (f"{info['cpus']} x {model}, Linux {info['kernel']}, "
+                       f"Python {info['python']}")
+    return info
+
+
+def provenance() -> dict:
+    """The commit measured and whether the working tree differed from it (read-only git)."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=HERE.parent, capture_output=True,
+                                  text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    return {"commit": git("rev-parse", "--short", "HEAD") or "unknown",
+            "modified_files": len(git("status", "--porcelain", "--untracked-files=no")
+                                  .splitlines())}
+
+
+def run_overhead(results: dict) -> None:
+    results["overhead"], results["exactness"] = {}, {}
+    for setup, repeats, check in ((workloads.hash_storm, HASH_STORM_REPEATS,
+                                   exactness.check_hash_storm),
+                                  (workloads.readloop, READLOOP_REPEATS,
+                                   exactness.check_readloop)):
+        with setup() as workload:
+            result = overhead.measure(workload, ROUNDS, repeats)
+        syscalls = median(r["syscalls"] for r in result["conditions"]["evlab"]["runs"])
+        result["analysis"] = overhead.analysis(result, int(syscalls))
+        results["overhead"][workload.name] = result
+        results["exactness"][workload.name] = check(result)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--only", default=",".join(SECTIONS),
+                        help=f"comma-separated sections: {', '.join(SECTIONS)}")
+    args = parser.parse_args(argv)
+    only = [s for s in args.only.split(",") if s]
+    if unknown := set(only) - set(SECTIONS):
+        parser.error(f"unknown section(s): {', '.join(sorted(unknown))}")
+    if os.geteuid() != 0:
+        print("bench: needs root (BCC, bpftrace, the traced suite); run `sudo make bench`",
+              file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    results: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+                     "command": "make bench" if args.only == ",".join(SECTIONS)
+                     else f"python -m bench --only {args.only}",
+                     "machine": machine(), "source": provenance(), "notes": NOTES}
+    steps = {"overhead": [("overhead", run_overhead)],
+             "suite": [("suite", lambda r: r.update(suite=suite.measure(SUITE_REPEATS))),
+                       ("collector_cost", lambda r: r.update(
+                           collector_cost=collector_cost.measure(COST_REPEATS)))],
+             "dashboard": [("dashboard_tmux", lambda r: r.setdefault("dashboard", {}).update(
+                               tmux=tmux_run.measure(TMUX_REPEATS))),
+                           ("dashboard_flood", lambda r: r.setdefault("dashboard", {}).update(
+                               flood=flood.measure()))]}
+    for section in only:
+        for name, step in steps[section]:
+            load = results.setdefault("load_average_1min", {})[name] = [os.getloadavg()[0]]
+            try:
+                step(results)
+            except Exception as e:  # one broken section must not lose the others' figures
+                say(f"{name} failed: {type(e).__name__}: {e}")
+                results.setdefault("errors", {})[name] = f"{type(e).__name__}: {e}"
+            load.append(os.getloadavg()[0])
+            write(results, started)  # after every step: an interrupted bench keeps its figures
+    table = report.markdown(results)
+    (HERE / "results.md").write_text(table)
+    print(table)
+    say(f"done in {results['duration_s']:.0f} s: bench/results.json, bench/results.md")
+    return 1 if results.get("errors") else 0
+
+
+def write(results: dict, started: float) -> None:
+    results["duration_s"] = time.monotonic() - started
+    results["targets"] = report.targets(results)
+    (HERE / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""results.json -> the Markdown table: targets first, then each section's figures."""
+
+from bench.measure import median
+from bench.overhead import CONDITIONS
+
+
+def targets(results: dict) -> list[dict]:
+    """Every target with its measured value; `met` is True, False, or None (not measured)."""
+    out = []
+
+    def add(name, value, goal, met, unit=""):
+        out.append({"target": name, "value": value, "goal": goal, "unit": unit,
+                    "met": None if value is None else met})
+
+    for workload, limit in (("hash-storm", 1.10), ("readloop", 1.5)):
+        ratios = results.get("overhead", {}).get(workload, {}).get("ratios", {})
+        for what in ("wall", "cpu"):
+            value = ratios.get(f"evlab/untraced {what}")
+            add(f"{workload}: evlab/untraced {what} time", value, f"<= {limit:.2f}x",
+                value is not None and value <= limit, "x")
+    exact = results.get("exactness", {}).get("readloop")
+    add("readloop: reads, bytes exact, 0 lost events", exact and exact["passed"], "exact",
+        bool(exact and exact["passed"]))
+    suite = results.get("suite", {})
+    traced = suite.get("traced", {}).get("median_wall_s")
+    add("suite traced (BCC + packets) wall time", traced, "< 10 s",
+        traced is not None and traced < 10, "s")
+    ratio = suite.get("ratio_traced_none_wall")
+    add("suite traced / --collector none", ratio, "<= 3x", ratio is not None and ratio <= 3, "x")
+    rss = suite.get("traced", {}).get("median_peak_tree_rss_mb")
+    add("peak RSS of the evlab process tree", rss, "< 300 MB", rss is not None and rss < 300,
+        "MB")
+    screen = results.get("dashboard", {}).get("flood", {}).get("max_screen_s")
+    add("key-to-screen at 50k events/s, max (no target given: the tests' 200 ms bound)",
+        screen, "< 200 ms",
+        screen is not None and screen < 0.2, "s")
+    return out
+
+
+def markdown(results: dict) -> str:
+    lines = [f"# evlab bench — {results['started']}", "",
+             f"`{results['command']}` on {results['machine']['summary']}; "
+             f"{results['duration_s']:.0f} s in all. Commit {results['source']['commit']}"
+             f" (tracked files modified in the working tree: "
+             f"{results['source']['modified_files']}). Every figure is a median of the runs "
+             "counted; every ratio is of medians measured in this same run.", ""]
+    if results.get("load_average_1min"):
+        lines += ["Load average (1 min) at the start → end of each section, other work on the "
+                  "machine included: " + ", ".join(
+                      f"{name} {a:.1f} → {b:.1f}" for name, (a, b, *_)
+                      in results["load_average_1min"].items()) + ".", ""]
+    for name, error in results.get("errors", {}).items():
+        lines += [f"**{name} failed**: `{error}`", ""]
+    lines += ["## Targets", "", "| target | measured | goal | status |", "|---|---|---|---|"]
+    for t in results["targets"]:
+        status = {True: "met", False: "**MISSED**", None: "not measured"}[t["met"]]
+        lines.append(f"| {t['target']} | {_value(t['value'], t['unit'])} | {t['goal']} "
+                     f"| {status} |")
+    for name, result in results.get("overhead", {}).items():
+        lines += _overhead(name, result)
+    lines += _exactness(results.get("exactness", {}))
+    lines += _suite(results.get("suite"), results.get("collector_cost"))
+    lines += _dashboard(results.get("dashboard"), results.get("suite"))
+    lines += ["", "## Notes", ""] + [f"- {n}" for n in results.get("notes", [])]
+    return "\n".join(lines) + "\n"
+
+
+def _overhead(name: str, result: dict) -> list[str]:
+    c, r = result["conditions"], result["ratios"]
+    lines = ["", f"## Observer overhead: {name}", "", f"`{' '.join(result['argv'])}`", "",
+             "| condition | wall | client CPU | wall / untraced | CPU / untraced "
+             "| tracer's own CPU | runs |", "|---|---|---|---|---|---|---|"]
+    for cond in CONDITIONS:
+        m = c[cond]
+        lines.append(
+            f"| {cond} | {_value(m['median_wall_s'], 's')} | {_value(m['median_cpu_s'], 's')} "
+            f"| {_value(r.get(f'{cond}/untraced wall'), 'x') if cond != 'untraced' else '1'} "
+            f"| {_value(r.get(f'{cond}/untraced cpu'), 'x') if cond != 'untraced' else '1'} "
+            f"| {_value(m['median_tracer_cpu_s'], 's')} | {len(m['runs'])} |")
+    lines += ["", "evlab-idle: evlab's collector loaded, this client not tracked (what every "
+              "other process pays while evlab runs). bpf-floor: two do-nothing programs on "
+              "raw_syscalls enter and exit (the floor for any tracer of those tracepoints).",
+              "", f"strace/evlab: wall {_value(r['strace/evlab wall'], 'x')}, CPU "
+              f"{_value(r['strace/evlab cpu'], 'x')} · bpftrace/evlab: wall "
+              f"{_value(r['bpftrace/evlab wall'], 'x')}, CPU "
+              f"{_value(r['bpftrace/evlab cpu'], 'x')}"]
+    if result.get("analysis"):
+        lines += ["", result["analysis"]]
+    setup = {cond: median(b["setup_s"] for b in result.get("blocks", [])
+                          if b["condition"] == cond) for cond in ("evlab", "bpftrace")}
+    if all(v is not None for v in setup.values()):
+        lines += ["", f"Set-up, outside every timed run (median per block): evlab's BPF compile "
+                  f"and load {_value(setup['evlab'], 's')}, bpftrace until it printed "
+                  f"'attached' {_value(setup['bpftrace'], 's')}."]
+    return lines
+
+
+def _exactness(exact: dict) -> list[str]:
+    lines = ["", "## Exactness under load (evlab, every timed run)", "",
+             "| client | counter | truth | observed | status |", "|---|---|---|---|---|"]
+    rl = exact.get("readloop")
+    if rl:
+        status = "pass" if rl["passed"] else "**FAIL**"
+        obs = rl["observed"]
+        for key, label, truth in (
+                ("reads", f"read(2) calls (minus the loader's {rl['loader']['reads']})",
+                 rl["truth"]["reads"]),
+                ("bytes", f"bytes read, all fds (minus the loader's {rl['loader']['bytes']:,})",
+                 rl["truth"]["bytes"]),
+                ("source_bytes", "bytes read from the file's descriptor", rl["truth"]["bytes"]),
+                ("lost_events", "lost events", 0)):
+            lines.append(f"| readloop | {label} | {truth:,} | {_observed(obs, key)} "
+                         f"| {status} ({len(obs) - rl['runs_wrong']}/{len(obs)} runs) |")
+    hs = exact.get("hash-storm")
+    if hs:
+        status = "pass" if hs["passed"] else "**FAIL**"
+        for key in ("hash_file", "source_read_bytes", "lost_events"):
+            truth = hs["truth"].get(key, 0)
+            lines.append(f"| hash-storm | {key} | {truth:,} | {_observed(hs['observed'], key)} "
+                         f"| {status} |")
+    return lines
+
+
+def _suite(suite: dict | None, cost: dict | None) -> list[str]:
+    if not suite:
+        return []
+    count = suite["traced"]["runs"][-1].get("scenarios")
+    lines = ["", f"## Suite time and memory (`evlab run --all --headless`, {count} scenarios)",
+             "",
+             "| collector | wall | first scenario done | last scenario done | after it (exit) "
+             "| peak tree RSS (median / max) | evlab's own RSS at the peak "
+             "| evlab process's own CPU | exits | runs |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for label, title in (("traced", "auto (BCC), packets on"), ("none", "--collector none")):
+        s = suite[label]
+        exits = ", ".join(str(e) for e in sorted({r["exit"] for r in s["runs"]}))
+        lines.append(f"| {title} | {_value(s['median_wall_s'], 's')} "
+                     f"| {_value(s['median_first_scenario_done_s'], 's')} "
+                     f"| {_value(s['median_last_scenario_done_s'], 's')} "
+                     f"| {_value(s['median_after_last_scenario_s'], 's')} "
+                     f"| {s['median_peak_tree_rss_mb']:.0f} / {s['max_peak_tree_rss_mb']:.0f} MB "
+                     f"| {_value(s['median_evlab_rss_at_peak_mb'], 'MB')} "
+                     f"| {_value(s['median_evlab_own_cpu_s'], 's')} | {exits} "
+                     f"| {len(s['runs'])} |")
+    lines += ["", f"traced / none: {_value(suite['ratio_traced_none_wall'], 'x')}. Last line "
+              f"of a traced run: `{suite['traced']['runs'][-1]['summary']}` (exit 3 with "
+              "`--collector none` is expected: kernel clauses are inconclusive)."]
+    if cost:
+        w, wo = cost["with_uprobes"], cost["without"]
+        lines += ["", f"BCC collector fixed costs (median of {len(w['runs'])}): compile + load "
+                  f"{_value(w['median_open_s'], 's')}; close after uprobes on the eight "
+                  f"fixture clients ({w['uprobes']:.0f} uprobes) {_value(w['median_close_s'], 's')}"
+                  f", close with none {_value(wo['median_close_s'], 's')}: "
+                  f"{_value(cost['per_uprobe_detach_s'], 's')} per uprobe detached."]
+    return lines
+
+
+def _dashboard(dash: dict | None, suite: dict | None) -> list[str]:
+    if not dash:
+        return []
+    lines = ["", "## Dashboard cost", "", "| measure | value |", "|---|---|"]
+    tui = dash.get("tmux")
+    if tui:
+        lines += [f"| TUI process CPU during the live suite (TUI + in-process lab) | "
+                  f"{tui['median_live_cpu_per_wall_s']:.3f} CPU s per wall s "
+                  f"({_value(tui['median_live_cpu_s'], 's')} over "
+                  f"{_value(tui['median_live_wall_s'], 's')}) |",
+                  f"| TUI process CPU showing the finished run (5 Hz redraw) | "
+                  f"{tui['median_idle_cpu_per_wall_s']:.3f} CPU s per wall s |"]
+        if suite:
+            s = suite["traced"]
+            cpu, wall = s["median_evlab_own_cpu_until_last_scenario_s"], \
+                s["median_last_scenario_done_s"]
+            lines.append(f"| headless evlab process over the same span (the lab alone) | "
+                         f"{cpu / wall:.3f} CPU s per wall s ({_value(cpu, 's')} over "
+                         f"{_value(wall, 's')}) |")
+            lines.append(f"| dashboard's share (TUI − headless CPU) | "
+                         f"{_value(tui['median_live_cpu_s'] - cpu, 's')} CPU per suite run |")
+    flood = dash.get("flood")
+    if flood:
+        calm = flood["without_stream"]
+        lines += [f"| synthetic stream reached | {flood['events_per_s']:,.0f} events/s "
+                  f"(app + source thread: {flood['process_cpu_per_wall_s']:.2f} CPU s per wall s;"
+                  f" {calm['process_cpu_per_wall_s']:.2f} with the source idling at 1 kHz) |"]
+        for label, key in (("key handled", "handled"),
+                           ("key-to-screen (first frame composed after)", "screen")):
+            lines.append(f"| {label}, median / max of {flood['keys']}: at 50k events/s; "
+                         f"without the stream | {_value(flood[f'median_{key}_s'], 's')} / "
+                         f"{_value(flood[f'max_{key}_s'], 's')}; "
+                         f"{_value(calm[f'median_{key}_s'], 's')} / "
+                         f"{_value(calm[f'max_{key}_s'], 's')} |")
+        lines.append(f"| the dashboard's redraw (refresh_view), median / max: at 50k events/s; "
+                     f"without the stream | {_value(flood['median_redraw_s'], 's')} / "
+                     f"{_value(flood['max_redraw_s'], 's')}; "
+                     f"{_value(calm['median_redraw_s'], 's')} / "
+                     f"{_value(calm['max_redraw_s'], 's')} |")
+    return lines
+
+
+def _observed(rows: list[dict], key: str) -> str:
+    values = sorted({r[key] for r in rows}, key=lambda v: (v is None, v))
+    return ", ".join("—" if v is None else f"{v:,}" for v in values)
+
+
+def _value(value, unit: str = "") -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if unit == "s":
+        if value < 0.01:
+            return f"{value * 1000:.1f} ms"
+        return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "MB":
+        return f"{value:.0f} MB"
+    return str(value)
