@@ -48,7 +48,8 @@ def test_every_fault_scenario_is_judged_as_declared(fault_suite):
     recovery = {e.scenario: e.status for e in fault_suite
                 if isinstance(e, Verdict) and e.clause == "bounded-recovery"}
     for sid in ("interrupt-first-byte", "interrupt-half", "interrupt-last-byte",
-                "crash-before-rename", "disk-full", "wire-corruption", "wire-reset", "timed-drop"):
+                "crash-before-rename", "disk-full", "wire-corruption", "wire-reset", "timed-drop",
+                "receiver-reject"):
         assert recovery[sid] == "pass", sid
     # every fault is healed: no proxy or (restarted) receiver of a runner is left
     assert [p for p in psutil.process_iter(["cmdline"])
