@@ -168,7 +168,7 @@ class Progress:
 
 def cmd_run(args) -> int:
     if not args.headless:
-        raise UsageError("the dashboard is not available yet; add --headless")
+        raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
     scenarios = chosen_scenarios(args.scenarios, args.all, args.suite)
     staging = make_owned_dir("evlab-archive-")
     book, writer = EvidenceBook(), ArchiveWriter(staging)
@@ -217,7 +217,7 @@ def cmd_report(args) -> int:
 
 def cmd_replay(args) -> int:
     if not args.headless:
-        raise UsageError("the dashboard is not available yet; add --headless")
+        raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
     if args.speed is not None and args.speed <= 0:
         raise UsageError("--speed must be a positive number")
     loaded = load_archive(args.archive)
