@@ -4,7 +4,7 @@
 # what is missing (evlab then degrades; `evlab doctor` says how to fix it).
 set -euo pipefail
 
-PKGS=(gcc make libssl-dev strace tmux tcpdump tshark bpftrace
+PKGS=(gcc make libssl-dev strace tmux iproute2 tcpdump tshark bpftrace
       bpfcc-tools python3-bpfcc libbpfcc linux-headers-amd64)
 
 say() { echo "setup: $*" >&2; }
