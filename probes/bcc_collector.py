@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import os
 import re
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -82,23 +83,26 @@ class BccCollector:
         if invocation <= 0:
             raise ValueError("invocation ids start at 1")
         self._binary_of[invocation] = self._attach_functions(Path(client))
-        self._write_config(armed_inv=invocation, source=source)
+        # execve() sees the path exactly as the launcher passes it (PATH-searched if bare).
+        exec_path = str(client) if "/" in str(client) else shutil.which(str(client)) or ""
+        self._write_config(armed_inv=invocation, source=source, client=exec_path)
         try:
             yield
         finally:
-            self._write_config(armed_inv=0, source=source)
+            self._write_config(armed_inv=0, source=source, client=exec_path)
 
-    def _write_config(self, armed_inv: int, source: Path | None) -> None:
+    def _write_config(self, armed_inv: int, source: Path | None, client: str) -> None:
         table = self._bpf["config"]
         cfg = table[ctypes.c_int(0)]
         cfg.launcher_tgid = os.getpid()
         cfg.armed_inv = armed_inv
-        path = os.fsencode(source) if source else b""
-        if len(path) >= PATH_MAX_LEN:
-            raise ValueError(f"source path longer than {PATH_MAX_LEN - 1} bytes: {source}")
-        cfg.source_len = len(path)
-        offset = type(cfg).source_path.offset
-        ctypes.memmove(ctypes.addressof(cfg) + offset, path + b"\0", len(path) + 1)
+        for field, value in (("source", os.fsencode(source) if source else b""),
+                             ("client", os.fsencode(client))):
+            if len(value) >= PATH_MAX_LEN:
+                raise ValueError(f"{field} path longer than {PATH_MAX_LEN - 1} bytes: {value!r}")
+            setattr(cfg, f"{field}_len", len(value))
+            offset = getattr(type(cfg), f"{field}_path").offset
+            ctypes.memmove(ctypes.addressof(cfg) + offset, value + b"\0", len(value) + 1)
         table[ctypes.c_int(0)] = cfg
 
     def _attach_functions(self, binary: Path) -> Path:

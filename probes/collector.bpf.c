@@ -19,7 +19,9 @@ struct config {
     u32 launcher_tgid;    // the runner's pid: its forks are candidates while armed
     u32 armed_inv;        // invocation id for the next launch; 0 = not armed
     u32 source_len;       // bytes in source_path, without the NUL
+    u32 client_len;       // bytes in client_path: only an exec of this path is the client
     char source_path[PATH_MAX_LEN];
+    char client_path[PATH_MAX_LEN];
 };
 BPF_ARRAY(config, struct config, 1);
 
@@ -331,6 +333,23 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
             return 0;
         v = *pending;
         pending_exec.delete(&pid);
+        // Another thread of the launcher may fork while it is armed (e.g. noise starting a
+        // same-name twin): only an exec of the configured client path is the client.
+        int zero = 0;
+        struct config *cfg = config.lookup(&zero);
+        struct config *buf = scratch.lookup(&zero);
+        if (!cfg || !buf)
+            return 0;
+        if (cfg->client_len) {
+            TP_DATA_LOC_READ_STR(buf->client_path, filename, sizeof(buf->client_path));
+            for (int i = 0; i < PATH_MAX_LEN; i++) {  // both NUL-terminated: equal up to NUL
+                char c = buf->client_path[i];
+                if (c != cfg->client_path[i])
+                    return 0;
+                if (c == 0)
+                    break;
+            }
+        }
         tracked.update(&pid, &v);
         u64 now = bpf_ktime_get_ns();
         oncpu_since.update(&pid, &now);   // exec runs on the CPU: start its clock now

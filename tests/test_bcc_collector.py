@@ -215,3 +215,20 @@ def test_unexpected_egress_connects_to_the_decoy(collector, built_clients, sourc
     for _, events, _ in (first, second):
         ports = [e.port for e in events if hasattr(e, "result")]
         assert decoy_port in ports and rx_port in ports
+
+
+def test_only_an_exec_of_the_client_path_is_tracked(collector, exerciser, data_file, tmp_path):
+    """Another thread of the launcher forking while it is armed (noise starting a same-name
+    twin, say) must not be taken for the client: only an exec of the client's path is."""
+    twin = tmp_path / "twin" / exerciser.name
+    twin.parent.mkdir()
+    shutil.copy(exerciser, twin)
+    inv = next(_ids)
+    with collector.launching(inv, exerciser, data_file):
+        stray = subprocess.Popen([str(twin), f"read:{data_file}:5000"])  # forked while armed
+        stray.wait()
+        proc = subprocess.Popen([str(exerciser), f"read:{data_file}:1000"])
+    proc.wait()
+    final = collector.finish(inv)
+    assert final.counters["source_read_bytes"] == 1000
+    assert final.counters["execs"] == 1
