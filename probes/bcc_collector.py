@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -70,6 +71,8 @@ class BccCollector:
         self._stats_fd = _enable_bpf_stats()
         self._attached: dict[Path, tuple[str, ...]] = {}  # binary -> symbols with a uprobe
         self._binary_of: dict[int, Path] = {}              # invocation -> its client binary
+        self._probe_lock = threading.Lock()                # attach vs background detach
+        self._detaching: list[threading.Thread] = []
         self._pending: list[ConnectEvent | ProcessEvent] = []
         self._syscall_names = _syscall_names()
         self._events_seen = 0
@@ -105,8 +108,29 @@ class BccCollector:
             ctypes.memmove(ctypes.addressof(cfg) + offset, value + b"\0", len(value) + 1)
         table[ctypes.c_int(0)] = cfg
 
+    def release(self, client: Path) -> None:
+        """Detach a client binary's uprobes, in the background: each takes ~0.1 s in the kernel
+        (perf event release), which then overlaps the next scenario instead of adding to the
+        session's end. Counts for the binary's invocations must already be final."""
+        binary = Path(client).resolve()
+        worker = threading.Thread(target=self._detach, args=(binary,), name="evlab-uprobe-detach")
+        self._detaching = [t for t in self._detaching if t.is_alive()] + [worker]
+        worker.start()
+
+    def _detach(self, binary: Path) -> None:
+        with self._probe_lock:
+            for symbol in self._attached.pop(binary, ()):
+                try:
+                    self._bpf.detach_uprobe(name=str(binary), sym=symbol)
+                except Exception:
+                    pass  # already gone; close() cleans up whatever is left
+
     def _attach_functions(self, binary: Path) -> Path:
         binary = binary.resolve()
+        with self._probe_lock:
+            return self._attach_locked(binary)
+
+    def _attach_locked(self, binary: Path) -> Path:
         if binary not in self._attached:
             attached = []
             for slot, symbol in enumerate(self.functions):
@@ -169,6 +193,8 @@ class BccCollector:
                 "events": self._events_seen, "events_per_s": self._events_seen / elapsed}
 
     def close(self) -> None:
+        for worker in self._detaching:
+            worker.join()
         if self._bpf is not None:
             self._bpf.cleanup()
             self._bpf = None

@@ -31,6 +31,7 @@ class Collector(Protocol):
     def snapshot(self, invocation: int) -> CounterSnapshot: ...
     def poll_events(self) -> list[ConnectEvent | ProcessEvent]: ...
     def finish(self, invocation: int) -> CounterSnapshot: ...
+    def release(self, client: Path) -> None: ...
     def overhead(self) -> dict: ...
     def close(self) -> None: ...
 
@@ -58,6 +59,9 @@ class BccLauncher:
     def finish(self, invocation):
         return self._bcc.finish(invocation)
 
+    def release(self, client):
+        self._bcc.release(client)
+
     def overhead(self):
         return self._bcc.overhead()
 
@@ -84,6 +88,9 @@ class NoCollector:
 
     def finish(self, invocation):
         return self.snapshot(invocation)
+
+    def release(self, client):
+        pass
 
     def overhead(self):
         return {"bpf_run_time_ns": None, "bpf_run_count": None, "events": None,

@@ -365,6 +365,8 @@ class Session:
         if live.client is not None and live.client.poll() is None:
             _kill_group(live.client.pid)
             live.client.wait()
+        if self.collector is not None:
+            self.collector.release(live.scenario.client)
         if live.noise is not None:
             live.noise.stop()
         if live.capture is not None:
