@@ -10,10 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from textual import events
 from textual.widgets import DataTable
 
-from bench.flood import FloodSource
+from bench.flood import FloodSource, press_like_a_terminal, scenario_key
 from sessions.archive import load_archive
 from sessions.runner import Options
 from sessions.scenario import load_dir
@@ -197,14 +196,9 @@ async def test_keys_respond_within_200ms_under_50k_events_per_second():
         await pilot.pause(1.0)  # let the flood reach its rate
         start_count, t0 = source.published, time.monotonic()
         for _ in range(10):
-            before = app.selected
-            key = "j" if app.selected != "flood-c" else "k"
-            # Send the key as the terminal driver does. (Pilot.press also waits for the process
-            # to go idle, up to 2 s, which never happens under a flood: not what we measure.)
-            event = events.Key(key, key)
-            event.set_sender(app)
+            before, key = app.selected, scenario_key(app)
             pressed = time.monotonic()
-            app._driver.send_message(event)
+            press_like_a_terminal(app, key)
             while app.selected == before:
                 await asyncio.sleep(0.002)
             latencies.append(time.monotonic() - pressed)
@@ -238,3 +232,23 @@ async def test_degraded_mode_says_what_is_missing(tmp_path, built_clients, monke
     finally:
         source.stop()
         assert source.wait_stopped()
+
+
+async def test_new_lines_are_appended_not_redrawn():
+    """While the same scenario is shown, new pane lines are appended: the panes are not
+    cleared and rewritten on every change (a user who scrolled up keeps their place)."""
+    app = replay_app(playing=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(10):  # into corrupt-upload's invocation 1: the view follows it there
+            await pilot.press("right_square_bracket")
+        await pilot.pause(0.5)
+        assert app.selected == "corrupt-upload"
+        log = app.query_one("#receiver")
+        cleared, before = [], log.line_count
+        original = log.clear
+        log.clear = lambda: cleared.append(1) or original()
+        for _ in range(2):  # its verification and invocation 2: more lines
+            await pilot.press("right_square_bracket")
+            await pilot.pause(0.3)
+        assert app.selected == "corrupt-upload"
+        assert log.line_count > before and cleared == []

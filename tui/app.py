@@ -224,9 +224,10 @@ class EvlabApp(App):
         if self.paused or key == self._drawn_key:
             self._draw_status(model)
             return
-        redraw_panes = key[0] != self._drawn_key[:1] or key[2:] != self._drawn_key[2:] \
-            if self._drawn_key else True
-        self._drawn_key = key
+        # Panes are appended to while the same model and view are shown; a new model (replay
+        # stepped back), another scenario or another filter draws them afresh.
+        previous, self._drawn_key = self._drawn_key, key
+        redraw_panes = not previous or previous[0] != key[0] or previous[2:] != key[2:]
         self._draw_scenarios(model)
         view = model.snapshot_scenario(self.selected)
         if view is not None:
@@ -337,12 +338,12 @@ class EvlabApp(App):
         self.query_one("#status", Static).update(" · ".join(p for p in parts if p))
 
     def _scenario_conditions(self, model: DashboardModel) -> str:
-        view = model.snapshot_scenario(self.selected)
-        if view is None or view.status == "queued":
+        conditions = model.conditions(self.selected)
+        if conditions is None:
             return ""
-        noise = f"noise {','.join(view.noise)}" if view.noise else "noise off"
-        faults = (f"faults {view.faults_fired}/{view.faults_armed} fired" if view.faults_armed
-                  else "no faults")
+        kinds, armed, fired = conditions
+        noise = f"noise {','.join(kinds)}" if kinds else "noise off"
+        faults = f"faults {fired}/{armed} fired" if armed else "no faults"
         return f"{noise} · {faults}"
 
     # --- actions ------------------------------------------------------------------------
@@ -401,13 +402,11 @@ class EvlabApp(App):
             return  # replay: space plays and pauses the recording
         self.paused = not self.paused
         self.notify("live updates paused" if self.paused else "live updates resumed")
-        self._drawn_key = ()
         self.refresh_view()
 
     def action_step(self, direction: int) -> None:
         if not self.source.step(direction):
             self.notify("stepping is for replays (evlab replay ARCHIVE)")
-        self._drawn_key = ()
 
     def action_speed(self, factor: float) -> None:
         if not self.source.scale_speed(factor):

@@ -212,6 +212,15 @@ class DashboardModel:
             copy.claims.extend(view.claims)
             return copy
 
+    def conditions(self, sid: str) -> tuple[tuple[str, ...], int, int] | None:
+        """(noise kinds, faults armed, faults fired) of a started scenario, without copying
+        its panes: the status line asks for this on every tick."""
+        with self._lock:
+            view = self.scenarios.get(sid)
+            if view is None or view.status == "queued":
+                return None
+            return view.noise, view.faults_armed, view.faults_fired
+
     def statuses(self) -> list[tuple[str, str]]:
         with self._lock:
             return [(sid, v.status) for sid, v in self.scenarios.items()]
