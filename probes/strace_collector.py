@@ -19,6 +19,7 @@ from pathlib import Path
 from probes.capability import Capability
 from probes.kernel import COUNTERS, ConnectEvent, CounterSnapshot, ProcessEvent
 from probes.owned_tmp import make_owned_dir
+from probes.tail import LineTail
 
 UNOBSERVED = ("switches_out", "oncpu_ns")
 _LINE = re.compile(r"^(\d+)\s+(\d+)\.(\d+) (.*)$")
@@ -40,13 +41,15 @@ class _Trace:
     invocation: int
     path: Path
     source: str | None
-    offset: int = 0
-    carry: bytes = b""
+    tail: LineTail = field(init=False)
     counters: dict[str, int] = field(default_factory=lambda: {
         c: 0 for c in COUNTERS if c not in UNOBSERVED})
     syscalls: dict[str, int] = field(default_factory=dict)
     unfinished: dict[int, str] = field(default_factory=dict)
     events: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.tail = LineTail(self.path)
 
 
 class StraceCollector:
@@ -110,16 +113,7 @@ class StraceCollector:
 
     # --- parsing -----------------------------------------------------------------------
     def _parse_new(self, trace: _Trace) -> None:
-        try:
-            with open(trace.path, "rb") as f:
-                f.seek(trace.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return
-        trace.offset += len(data)
-        lines = (trace.carry + data).split(b"\n")
-        trace.carry = lines.pop()  # a partly written last line waits for the next read
-        for raw in lines:
+        for raw in trace.tail.new_lines():
             self._parse_line(trace, raw.decode(errors="replace"))
 
     def _parse_line(self, trace: _Trace, line: str) -> None:

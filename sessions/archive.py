@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from sessions import report
+from sessions import document, report
 from sessions.events import (
     Event,
     EventFormatError,
@@ -116,22 +116,15 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 def manifest(book: EvidenceBook) -> dict:
-    session = book.session
+    header = document.session_header(book)
     return {
         "format": FORMAT,
         "version": VERSION,
-        "evlab_version": session.evlab_version if session else None,
-        "kernel": session.kernel if session else platform.release(),
-        "collector": session.collector if session else None,
-        "packets": session.packets if session else None,
-        "contract_version": session.contract_version if session else None,
-        "capabilities": {"missing": [{"name": m.name, "detail": m.detail, "fix": m.fix}
-                                     for m in book.missing]},
+        **header,
+        "kernel": header["kernel"] or platform.release(),  # a session that never started
         "clients": {s.id: {"path": s.started.client_path, "sha256": s.started.client_sha256}
                     for s in book.scenarios.values()},
         "scenario_files": {s.id: f"scenarios/{s.id}.toml" for s in book.scenarios.values()},
-        "partial": book.ended.partial if book.ended else True,
-        "end_reason": book.ended.reason if book.ended else "the session did not end cleanly",
         "written_wall_ns": time.time_ns(),
     }
 

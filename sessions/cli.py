@@ -52,6 +52,16 @@ class _Interrupted(KeyboardInterrupt):
     pass
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="evlab", epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -80,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     rl = sub.add_parser("replay", help="replay a saved session")
     rl.add_argument("archive", type=Path)
     rl.add_argument("--headless", action="store_true", help="re-judge and print, no dashboard")
-    rl.add_argument("--speed", type=float, default=None,
+    rl.add_argument("--speed", type=_positive_float, default=None,
                     help="1.0 = as recorded; default: as fast as possible")
     d = sub.add_parser("doctor", help="check what this machine can observe")
     d.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -218,8 +228,6 @@ def cmd_report(args) -> int:
 def cmd_replay(args) -> int:
     if not args.headless:
         raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
-    if args.speed is not None and args.speed <= 0:
-        raise UsageError("--speed must be a positive number")
     loaded = load_archive(args.archive)
     book = EvidenceBook()
     stream = EventStream([VerdictEngine(), book, Progress(len(loaded.manifest.get("clients", {})))])

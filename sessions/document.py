@@ -89,12 +89,10 @@ def _scenario(ev: ScenarioEvidence) -> dict:
     }
 
 
-def build(book: EvidenceBook) -> dict:
-    scenarios = [_scenario(ev) for ev in book.scenarios.values()]
-    checks = [s["instrument_check"] for s in scenarios]
+def session_header(book: EvidenceBook) -> dict:
+    """What ran, where, with which observers, and how it ended: shared with the manifest."""
     session = book.session
     return {
-        "schema_version": SCHEMA_VERSION,
         "evlab_version": session.evlab_version if session else None,
         "kernel": session.kernel if session else None,
         "collector": session.collector if session else None,
@@ -104,6 +102,15 @@ def build(book: EvidenceBook) -> dict:
                                      for m in book.missing]},
         "partial": book.ended.partial if book.ended else True,
         "end_reason": book.ended.reason if book.ended else "no end recorded",
+    }
+
+
+def build(book: EvidenceBook) -> dict:
+    scenarios = [_scenario(ev) for ev in book.scenarios.values()]
+    checks = [s["instrument_check"] for s in scenarios]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        **session_header(book),
         "summary": {
             "scenarios": len(scenarios),
             "detected": checks.count("detected"),

@@ -27,6 +27,7 @@ from probes.collectors import Collector, open_collector
 from probes.kernel import ConnectEvent
 from probes.owned_tmp import make_owned_dir, sweep_stale
 from probes.packets import CaptureUnavailable, PacketCapture
+from probes.tail import LineTail
 from sessions.contract import load_contract
 from sessions.events import (
     CapabilityMissing,
@@ -74,23 +75,11 @@ class Options:
     noise: tuple[str, ...] = ()  # ambient noise for every scenario (sessions/noise.py kinds)
 
 
-class _Tail:
-    """New complete JSON lines of a server's record file since the last call."""
-
-    def __init__(self, path: Path):
-        self.path, self.offset, self.carry = path, 0, b""
+class _Tail(LineTail):
+    """New complete JSON records of a server's record file since the last call."""
 
     def new(self) -> list[dict]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        self.offset += len(data)
-        lines = (self.carry + data).split(b"\n")
-        self.carry = lines.pop()
-        return [json.loads(line) for line in lines if line.strip()]
+        return [json.loads(line) for line in self.new_lines() if line.strip()]
 
 
 @dataclass

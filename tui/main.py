@@ -51,8 +51,6 @@ def main(argv: list[str] | None = None) -> int:
             return _dashboard(LiveSource(scenarios, options))
         if args.command == "replay" and not args.headless:
             from tui.sources import ReplaySource
-            if args.speed is not None and args.speed <= 0:
-                raise cli.UsageError("--speed must be a positive number")
             loaded = load_archive(args.archive)
             return _dashboard(ReplaySource(loaded, args.archive, speed=args.speed or 1.0))
     except (cli.UsageError, ScenarioError, ArchiveError) as e:
