@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from probes.capability import Capability
-from probes.kernel import COUNTERS, ConnectEvent, CounterSnapshot, ProcessEvent
+from probes.kernel import COUNTERS, FILE_OPS, ConnectEvent, CounterSnapshot, FileEvent, ProcessEvent
 
 BPF_SOURCE = Path(__file__).with_name("collector.bpf.c")
 MAX_FUNCS = 8
@@ -73,11 +73,12 @@ class BccCollector:
         self._binary_of: dict[int, Path] = {}              # invocation -> its client binary
         self._probe_lock = threading.Lock()                # attach vs background detach
         self._detaching: list[threading.Thread] = []
-        self._pending: list[ConnectEvent | ProcessEvent] = []
+        self._pending: list[ConnectEvent | ProcessEvent | FileEvent] = []
         self._syscall_names = _syscall_names()
         self._events_seen = 0
         self._started_ns = time.monotonic_ns()
         self._bpf["events"].open_ring_buffer(self._on_event)
+        self._bpf["file_events"].open_ring_buffer(self._on_file_event)
 
     # --- retargeting -------------------------------------------------------------------
     @contextlib.contextmanager
@@ -161,7 +162,13 @@ class BccCollector:
                 counters[COUNTERS[key.id]] = value
         return CounterSnapshot(time.monotonic_ns(), invocation, counters, functions, syscalls)
 
-    def poll_events(self) -> list[ConnectEvent | ProcessEvent]:
+    def live_tasks(self, invocation: int) -> list[int]:
+        """Tasks (threads and processes) of the invocation's tree that have not exited: the
+        kernel forgets a task in sched_process_exit, so whatever is left is still running —
+        also a child that left the client's session with setsid()."""
+        return sorted(k.value for k, v in self._bpf["tracked"].items() if v.value == invocation)
+
+    def poll_events(self) -> list[ConnectEvent | ProcessEvent | FileEvent]:
         self._bpf.ring_buffer_poll(timeout=0)
         out, self._pending = self._pending, []
         return out
@@ -220,6 +227,15 @@ class BccCollector:
                 e.ts, e.inv, _EVENT_KINDS.get(e.kind, str(e.kind)), e.tgid, e.tid, comm,
                 child_pid=e.other if e.kind == 3 else None,
                 filename=e.filename.decode(errors="replace") if e.kind == 2 else None))
+
+
+    def _on_file_event(self, ctx, data, size) -> None:
+        e = self._bpf["file_events"].event(data)
+        self._events_seen += 1
+        self._pending.append(FileEvent(
+            e.ts, e.inv, e.tgid, e.tid, e.comm.decode(errors="replace"),
+            FILE_OPS.get(e.op, str(e.op)), os.fsdecode(e.path), e.flags, e.dfd,
+            os.fsdecode(e.path2) if e.op == 4 else None))
 
 
 def _connect_event(e, comm: str) -> ConnectEvent:

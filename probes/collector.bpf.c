@@ -13,6 +13,7 @@
 #include <linux/socket.h>
 #include <linux/in.h>
 #include <linux/in6.h>
+#include <linux/fcntl.h>
 #include <asm/unistd_64.h>
 
 struct config {
@@ -44,6 +45,10 @@ struct inflight {
     u16 family;
     u16 port;
     u8 addr[16];
+    u64 path;         // file syscalls: the user pointer to the path (new path for rename)
+    u64 path2;        // rename: the old path
+    s32 dfd;          // the directory fd a relative path is resolved against
+    u32 flags;        // open flags; unlinkat's AT_REMOVEDIR
 };
 BPF_HASH(inflight, u32, struct inflight, 8192);
 BPF_HASH(oncpu_since, u32, u64, 8192);
@@ -65,6 +70,25 @@ struct event {
     char filename[64];
 };
 BPF_RINGBUF_OUTPUT(events, 64);
+
+// File operations of the tracked tree, for risk findings: successful opens (with their flags),
+// unlinks, renames, mkdirs, truncates. Their own ring: the paths make them 10x larger than the
+// other events, and an interpreter's start-up opens dozens of files in a burst.
+enum file_op { FOP_OPEN = 1, FOP_UNLINK = 2, FOP_RMDIR = 3, FOP_RENAME = 4, FOP_MKDIR = 5,
+               FOP_TRUNCATE = 6 };
+struct file_event {
+    u64 ts;
+    u32 inv;
+    u32 op;
+    u32 tgid;
+    u32 tid;
+    s32 dfd;
+    u32 flags;
+    char comm[16];
+    char path[256];
+    char path2[256];
+};
+BPF_RINGBUF_OUTPUT(file_events, 128);
 
 static __always_inline void add(u32 inv, u32 id, u64 n)
 {
@@ -135,6 +159,32 @@ static __always_inline int is_source_path(const char *user_path)
     return 1;
 }
 
+static __always_inline void emit_file(u32 inv, struct inflight *f, u32 op)
+{
+    add(inv, CTR_FILE_OPS, 1);
+    struct file_event *e = file_events.ringbuf_reserve(sizeof(struct file_event));
+    if (!e) {
+        add(inv, CTR_LOST_EVENTS, 1);
+        return;
+    }
+    e->ts = bpf_ktime_get_ns();
+    e->inv = inv;
+    e->op = op;
+    u64 id = bpf_get_current_pid_tgid();
+    e->tgid = id >> 32;
+    e->tid = (u32)id;
+    e->dfd = f->dfd;
+    e->flags = f->flags;
+    bpf_get_current_comm(e->comm, sizeof(e->comm));
+    e->path[0] = 0;
+    e->path2[0] = 0;
+    if (f->path)
+        bpf_probe_read_user_str(e->path, sizeof(e->path), (const void *)f->path);
+    if (f->path2)
+        bpf_probe_read_user_str(e->path2, sizeof(e->path2), (const void *)f->path2);
+    file_events.ringbuf_submit(e, 0);
+}
+
 static __always_inline void read_sockaddr(struct inflight *f, const void *uaddr)
 {
     u16 family = 0;
@@ -182,9 +232,48 @@ TRACEPOINT_PROBE(raw_syscalls, sys_enter)
         break;
     case __NR_open:
         f.source_open = is_source_path((const char *)args->args[0]);
+        f.path = args->args[0];
+        f.dfd = AT_FDCWD;
+        f.flags = (u32)args->args[1];
         break;
-    case __NR_openat: case __NR_openat2:
+    case __NR_creat:
+        f.path = args->args[0];
+        f.dfd = AT_FDCWD;
+        f.flags = O_CREAT | O_WRONLY | O_TRUNC;
+        break;
+    case __NR_openat:
         f.source_open = is_source_path((const char *)args->args[1]);
+        f.path = args->args[1];
+        f.dfd = (s32)args->args[0];
+        f.flags = (u32)args->args[2];
+        break;
+    case __NR_openat2: {
+        u64 how_flags = 0;   // struct open_how starts with its u64 flags
+        bpf_probe_read_user(&how_flags, sizeof(how_flags), (const void *)args->args[2]);
+        f.source_open = is_source_path((const char *)args->args[1]);
+        f.path = args->args[1];
+        f.dfd = (s32)args->args[0];
+        f.flags = (u32)how_flags;
+        break;
+    }
+    case __NR_unlink: case __NR_rmdir: case __NR_mkdir: case __NR_truncate:
+        f.path = args->args[0];
+        f.dfd = AT_FDCWD;
+        break;
+    case __NR_unlinkat: case __NR_mkdirat:
+        f.path = args->args[1];
+        f.dfd = (s32)args->args[0];
+        f.flags = nr == __NR_unlinkat ? (u32)args->args[2] : 0;
+        break;
+    case __NR_rename:
+        f.path2 = args->args[0];
+        f.path = args->args[1];
+        f.dfd = AT_FDCWD;
+        break;
+    case __NR_renameat: case __NR_renameat2:   // (olddfd, old, newdfd, new): new's dfd kept
+        f.path2 = args->args[1];
+        f.path = args->args[3];
+        f.dfd = (s32)args->args[2];
         break;
     case __NR_connect:
         add(*inv, CTR_CONNECTS, 1);
@@ -257,12 +346,33 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit)
                 add(*inv, CTR_SOCK_SENT_BYTES, ret);
         }
         break;
-    case __NR_open: case __NR_openat: case __NR_openat2:
+    case __NR_open: case __NR_openat: case __NR_openat2: case __NR_creat:
         if (ret >= 0) {
             set_fd_kind(tgid, ret, f->source_open ? FD_SOURCE : FD_OTHER);
             if (f->source_open)
                 add(*inv, CTR_SOURCE_OPENS, 1);
+            emit_file(*inv, f, FOP_OPEN);
         }
+        break;
+    case __NR_unlink: case __NR_unlinkat:
+        if (ret == 0)
+            emit_file(*inv, f, (f->flags & AT_REMOVEDIR) ? FOP_RMDIR : FOP_UNLINK);
+        break;
+    case __NR_rmdir:
+        if (ret == 0)
+            emit_file(*inv, f, FOP_RMDIR);
+        break;
+    case __NR_rename: case __NR_renameat: case __NR_renameat2:
+        if (ret == 0)
+            emit_file(*inv, f, FOP_RENAME);
+        break;
+    case __NR_mkdir: case __NR_mkdirat:
+        if (ret == 0)
+            emit_file(*inv, f, FOP_MKDIR);
+        break;
+    case __NR_truncate:
+        if (ret == 0)
+            emit_file(*inv, f, FOP_TRUNCATE);
         break;
     case __NR_socket: case __NR_accept: case __NR_accept4:
         if (ret >= 0)

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from probes.bcc_collector import BccCollector, CollectorUnavailable
 from probes.capability import Capability
-from probes.kernel import COUNTERS, ConnectEvent, CounterSnapshot, ProcessEvent
+from probes.kernel import COUNTERS, ConnectEvent, CounterSnapshot, FileEvent, ProcessEvent
 from probes.strace_collector import StraceCollector
 
 KINDS = ("auto", "bcc", "strace", "none")
@@ -29,7 +29,8 @@ class Collector(Protocol):
     def launch(self, invocation: int, argv: list[str], source: Path | None,
                **popen_kwargs) -> subprocess.Popen: ...
     def snapshot(self, invocation: int) -> CounterSnapshot: ...
-    def poll_events(self) -> list[ConnectEvent | ProcessEvent]: ...
+    def poll_events(self) -> list[ConnectEvent | ProcessEvent | FileEvent]: ...
+    def live_tasks(self, invocation: int) -> list[int] | None: ...
     def finish(self, invocation: int) -> CounterSnapshot: ...
     def release(self, client: Path) -> None: ...
     def overhead(self) -> dict: ...
@@ -55,6 +56,9 @@ class BccLauncher:
 
     def poll_events(self):
         return self._bcc.poll_events()
+
+    def live_tasks(self, invocation):
+        return self._bcc.live_tasks(invocation)
 
     def finish(self, invocation):
         return self._bcc.finish(invocation)
@@ -85,6 +89,9 @@ class NoCollector:
 
     def poll_events(self):
         return []
+
+    def live_tasks(self, invocation):
+        return None   # no kernel view of the process tree
 
     def finish(self, invocation):
         return self.snapshot(invocation)

@@ -22,6 +22,7 @@ COUNTERS = (
     "forks",               # processes/threads created by the tracked tree
     "execs",               # execs by tracked processes (the launch itself included)
     "lost_events",         # events dropped because the ring buffer was full
+    "file_ops",            # successful opens, unlinks, renames, mkdirs, truncates (FileEvent)
 )
 
 
@@ -60,3 +61,27 @@ class ProcessEvent:
     comm: str
     child_pid: int | None = None   # fork only
     filename: str | None = None    # exec only
+
+
+FILE_OPS = {1: "open", 2: "unlink", 3: "rmdir", 4: "rename", 5: "mkdir", 6: "truncate"}
+
+
+@dataclass(frozen=True)
+class FileEvent:
+    t_ns: int
+    invocation: int
+    pid: int
+    tid: int
+    comm: str
+    op: str              # open, unlink, rmdir, rename, mkdir, truncate
+    path: str            # as the process passed it (relative paths are relative to dfd)
+    flags: int = 0       # open flags (O_WRONLY, O_CREAT, ...)
+    dfd: int = -100      # AT_FDCWD, or the directory fd of an *at() call
+    old_path: str | None = None    # rename only
+
+    @property
+    def writes(self) -> bool:
+        """Does the operation change the file system (an open for writing counts)?"""
+        if self.op != "open":
+            return True
+        return bool(self.flags & 0o3) or bool(self.flags & (0o100 | 0o1000 | 0o2000))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-PREFIXES = ("evlab-session-", "evlab-archive-", "evlab-strace-")
+PREFIXES = ("evlab-session-", "evlab-archive-", "evlab-strace-", "evlab-client-")
 OWNER_FILE = ".evlab-owner"
 
 

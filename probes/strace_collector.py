@@ -21,7 +21,7 @@ from probes.kernel import COUNTERS, ConnectEvent, CounterSnapshot, ProcessEvent
 from probes.owned_tmp import make_owned_dir
 from probes.tail import LineTail
 
-UNOBSERVED = ("switches_out", "oncpu_ns")
+UNOBSERVED = ("switches_out", "oncpu_ns", "file_ops")
 _LINE = re.compile(r"^(\d+)\s+(\d+)\.(\d+) (.*)$")
 _CALL = re.compile(r"^(\w+)\((.*)\)\s+=\s+(-?\d+|\?)(.*)$")
 _FD = re.compile(r"(\d+)<([^>]*)>")
@@ -87,6 +87,9 @@ class StraceCollector:
         self._parse_new(trace)
         return CounterSnapshot(time.monotonic_ns(), invocation, dict(trace.counters), {},
                                dict(trace.syscalls), unobserved=UNOBSERVED)
+
+    def live_tasks(self, invocation: int) -> list[int] | None:
+        return None   # strace sees a tree's exits only once it has stopped tracing it
 
     def poll_events(self) -> list[ConnectEvent | ProcessEvent]:
         out = []

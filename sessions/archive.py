@@ -78,6 +78,9 @@ class ArchiveWriter:
                                       if isinstance(e, VerifierResult)).encode(),
             "report.md": report.markdown(events).encode(),
         }
+        grade = document.grade_section(self.book)
+        if grade is not None:
+            generated["grade.json"] = _json_bytes(grade)
         archive_path = Path(archive_path)
         archive_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = archive_path.with_name(archive_path.name + ".partial-write")
@@ -125,6 +128,9 @@ def manifest(book: EvidenceBook) -> dict:
         "clients": {s.id: {"path": s.started.client_path, "sha256": s.started.client_sha256}
                     for s in book.scenarios.values()},
         "scenario_files": {s.id: f"scenarios/{s.id}.toml" for s in book.scenarios.values()},
+        "graded_client": ({"command": list(book.grade.command), "executable":
+                           book.grade.executable, "sha256": book.grade.sha256}
+                          if book.grade else None),
         "written_wall_ns": time.time_ns(),
     }
 

@@ -20,12 +20,22 @@ from probes.collectors import KINDS, CollectorUnavailable
 from probes.owned_tmp import make_owned_dir
 from sessions import document, report
 from sessions.archive import ArchiveError, ArchiveWriter, load_archive
-from sessions.events import Event, ScenarioJudged, ScenarioStarted, StaleCleaned
+from sessions.client_spec import ClientSpec, ClientSpecError, from_command, from_file, parse_env
+from sessions.events import Event, GradeStarted, ScenarioJudged, ScenarioStarted, StaleCleaned
 from sessions.evidence import EvidenceBook
+from sessions.grading import grade_status
 from sessions.judge import VerdictEngine
 from sessions.replay import replay
 from sessions.runner import Options, RunError, run_session
-from sessions.scenario import NOISE_KINDS, SUITES, ScenarioError, load_all, load_dir, select
+from sessions.scenario import (
+    GRADE_DIR,
+    NOISE_KINDS,
+    SUITES,
+    ScenarioError,
+    load_all,
+    load_dir,
+    select,
+)
 from sessions.stream import EventStream
 
 EPILOG = """examples:
@@ -36,11 +46,15 @@ EPILOG = """examples:
   evlab run my-client.toml --headless           a scenario file of your own
   evlab report s.tar.gz --format junit          JUnit XML from a saved session
   evlab replay s.tar.gz --headless              re-judge a saved session from its events
+  evlab grade --client 'python3 my_client.py {host} {port} {source}' --headless
+                                                grade a client of your own, 3 attempts each
+  evlab grade my-grade.toml --attempts 5 --headless --report grade.md
   evlab doctor [--json]                         what this machine can observe, and the fixes
 
 exit status of run: 0 every scenario judged as declared (the instrument works; not "every
 backup was correct"), 1 a scenario was missed, 3 evidence missing or the run cut short,
-2 usage error, 130 interrupted.
+2 usage error, 130 interrupted. exit status of grade: 0 every valid attempt succeeded, 1 an
+attempt failed, 3 a scenario had no valid attempt.
 """
 
 
@@ -92,6 +106,27 @@ def build_parser() -> argparse.ArgumentParser:
     rl.add_argument("--headless", action="store_true", help="re-judge and print, no dashboard")
     rl.add_argument("--speed", type=_positive_float, default=None,
                     help="1.0 = as recorded; default: as fast as possible")
+    g = sub.add_parser("grade", help="grade any client: attempts, lifecycle gates, risks",
+                       description="Run a client of your own through the grade scenarios "
+                       "(normal + unchanged re-run, interrupted, mismatch), N attempts each.")
+    g.add_argument("spec", nargs="?", type=Path, metavar="GRADE.toml",
+                   help="a grade file ([client] command, env, timeout_s; [grade] attempts)")
+    g.add_argument("--client", metavar="COMMAND",
+                   help="the client's command line with {host} {port} {source} [{decoy_port}]")
+    g.add_argument("--attempts", type=int, metavar="N", help="attempts per scenario (default 3)")
+    g.add_argument("--scenario", action="append", metavar="ID",
+                   help="grade scenario(s) to run (default: all; see `evlab list`)")
+    g.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="add to the client's environment")
+    g.add_argument("--timeout", type=_positive_float, metavar="S",
+                   help="kill an invocation after S seconds (default 20)")
+    g.add_argument("--headless", action="store_true", help="no dashboard; progress lines only")
+    g.add_argument("--collector", choices=KINDS, default="auto")
+    g.add_argument("--packets", choices=("on", "off", "required"), default="on")
+    g.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
+    g.add_argument("--archive", type=Path, metavar="PATH", help="write the session archive here")
+    g.add_argument("--report", type=Path, metavar="PATH", help="write the Markdown report here")
+    g.set_defaults(noise="")
     d = sub.add_parser("doctor", help="check what this machine can observe")
     d.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return p
@@ -107,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_list()
         if args.command == "run":
             return cmd_run(args)
+        if args.command == "grade":
+            return cmd_grade(args)
         if args.command == "report":
             return cmd_report(args)
         if args.command == "replay":
@@ -114,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     except (UsageError, ScenarioError, ArchiveError, RunError, CollectorUnavailable,
-            ServerStartError) as e:
+            ServerStartError, ClientSpecError) as e:
         print(f"evlab: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -180,15 +217,30 @@ def cmd_run(args) -> int:
     if not args.headless:
         raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
     scenarios = chosen_scenarios(args.scenarios, args.all, args.suite)
+    doc = record_session(scenarios, args)
+    if doc is None:
+        return 130
+    s = doc["summary"]
+    invalid = f", {s['invalid']} invalid" if s["invalid"] else ""
+    print(f"evlab: {s['detected']} detected, {s['missed']} missed, {s['inconclusive']} "
+          f"inconclusive{invalid} of {s['scenarios']} (collector {doc['collector']}, packets "
+          f"{doc['packets']})", file=sys.stderr)
+    return document.exit_status(doc)
+
+
+def record_session(scenarios, args, grade: GradeStarted | None = None) -> dict | None:
+    """Run scenarios headless, writing --json, --archive (and --report) whatever happens;
+    the JSON document, or None when interrupted."""
     staging = make_owned_dir("evlab-archive-")
-    book, writer = EvidenceBook(), ArchiveWriter(staging)
-    stream = EventStream([VerdictEngine(), book, writer, Progress(len(scenarios))])
+    book, writer, events = EvidenceBook(), ArchiveWriter(staging), []
+    stream = EventStream([VerdictEngine(), book, writer, events.append,
+                          Progress(len(scenarios))])
     previous = {sig: signal.signal(sig, _raise_interrupt)
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     interrupted = False
     try:
         run_session(stream, scenarios, staging,
-                    Options(args.collector, args.packets, noise=noise_kinds(args.noise)))
+                    Options(args.collector, args.packets, noise=noise_kinds(args.noise)), grade)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -199,6 +251,9 @@ def cmd_run(args) -> int:
             if args.json:
                 args.json.parent.mkdir(parents=True, exist_ok=True)
                 args.json.write_text(json.dumps(doc, indent=2) + "\n")
+            if getattr(args, "report", None):
+                args.report.parent.mkdir(parents=True, exist_ok=True)
+                args.report.write_text(report.markdown(events))
             if args.archive:
                 path = writer.finish(args.archive)
                 print(f"evlab: archive written to {path}", file=sys.stderr)
@@ -206,13 +261,57 @@ def cmd_run(args) -> int:
             shutil.rmtree(staging, ignore_errors=True)
     if interrupted:
         print("evlab: interrupted; partial results written", file=sys.stderr)
+        return None
+    return doc
+
+
+def grade_spec(args) -> ClientSpec:
+    if (args.spec is None) == (args.client is None):
+        raise UsageError("grade: give --client 'COMMAND {host} {port} {source}' or a grade "
+                         ".toml file (exactly one)")
+    env = parse_env(args.env)
+    if args.spec is not None:
+        overrides = {"attempts": args.attempts, "timeout_s": args.timeout,
+                     "scenarios": tuple(args.scenario) if args.scenario else None}
+        return from_file(args.spec, extra_env=env,
+                         **{k: v for k, v in overrides.items() if v is not None})
+    return from_command(args.client, env=env, timeout_s=args.timeout,
+                        attempts=args.attempts if args.attempts is not None else 3,
+                        scenarios=tuple(args.scenario or ()))
+
+
+def cmd_grade(args) -> int:
+    if not args.headless:
+        raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
+    spec = grade_spec(args)
+    attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
+    grade = grade_started(spec, attempts)
+    doc = record_session(attempts, args, grade)
+    if doc is None:
         return 130
-    s = doc["summary"]
-    invalid = f", {s['invalid']} invalid" if s["invalid"] else ""
-    print(f"evlab: {s['detected']} detected, {s['missed']} missed, {s['inconclusive']} "
-          f"inconclusive{invalid} of {s['scenarios']} (collector {doc['collector']}, packets "
-          f"{doc['packets']})", file=sys.stderr)
-    return document.exit_status(doc)
+    print(grade_summary_line(doc["grade"]), file=sys.stderr)
+    return grade_status(doc["grade"]["overall"])
+
+
+def grade_started(spec: ClientSpec, attempts) -> GradeStarted:
+    return GradeStarted(time.monotonic_ns(), spec.command, str(spec.executable), spec.sha256,
+                        spec.files, spec.env, spec.attempts,
+                        tuple(dict.fromkeys(a.base for a in attempts)))
+
+
+def grade_summary_line(grade: dict) -> str:
+    o = grade["overall"]
+
+    def pct(x):
+        return "n/a" if x is None else f"{x:.2f}"
+
+    score = ("n/a" if o["mean_score"] is None else f"{o['mean_score']:.3f}"
+             + (f" ± {o['sem']:.3f}" if o["sem"] is not None else ""))
+    risks = sum(len(r["risk_findings"]) for s in grade["scenarios"].values() for r in s["runs"])
+    return (f"evlab: grade of {grade['client']['executable']}: Pass@1 {pct(o['pass_at_1'])}, "
+            f"pass^k {pct(o['pass_hat_k'])}, Best-of-N {pct(o['best_of_n'])}, score {score} "
+            f"over {o['attempts'] - o['invalid']} valid attempts ({o['invalid']} invalid); "
+            f"{risks} risk finding(s)")
 
 
 def cmd_report(args) -> int:

@@ -4,6 +4,7 @@ A figure that was not observed is null, never 0. Schema: docs/json-schema.md.
 """
 
 from sessions.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
+from sessions.grading import overall_metrics, scenario_metrics
 
 SCHEMA_VERSION = 1
 
@@ -80,6 +81,7 @@ def _scenario(ev: ScenarioEvidence) -> dict:
         "faults": list(s.faults),
         "noise": list(s.noise),
         "expected_failures": list(s.expected_failures),
+        "attempt": ev.started.attempt or None,
         "instrument_check": ev.judged.instrument_check if ev.judged else "incomplete",
         "instrument_detail": ev.judged.detail if ev.judged else "the scenario did not finish",
         "invocations": [_invocation(ev.invocations[n]) for n in sorted(ev.invocations)],
@@ -105,6 +107,46 @@ def session_header(book: EvidenceBook) -> dict:
     }
 
 
+def _attempt_run(ev: ScenarioEvidence) -> dict:
+    a = ev.attempt
+    return {
+        "id": ev.id, "attempt": ev.started.attempt,
+        "valid": a.valid if a else None, "success": a.success if a else None,
+        "score": a.score if a else None, "reason": a.reason if a else "not judged",
+        "clauses": {v.clause: v.status for v in ev.verdicts},
+        "gates": {g.gate: {"status": g.status, "reason": g.reason,
+                           "failure_class": g.failure_class, "evidence": list(g.evidence)}
+                  for g in ev.gates},
+        "risk_findings": [{"invocation": r.invocation, "severity": r.severity, "kind": r.kind,
+                           "detail": r.detail, "evidence": list(r.evidence)} for r in ev.risks],
+    }
+
+
+def grade_section(book: EvidenceBook) -> dict | None:
+    """`evlab grade`: the client's identity, per scenario its attempts and metrics, overall."""
+    g = book.grade
+    if g is None:
+        return None
+    runs: dict[str, list[ScenarioEvidence]] = {base: [] for base in g.scenarios}
+    for ev in book.scenarios.values():
+        if ev.started.attempt:
+            runs.setdefault(ev.started.base, []).append(ev)
+    judged = {base: [ev.attempt for ev in evs if ev.attempt] for base, evs in runs.items()}
+    return {
+        "client": {"command": list(g.command), "executable": g.executable, "sha256": g.sha256,
+                   "files": g.files, "env": g.env},
+        "attempts_per_scenario": g.attempts,
+        "scenarios": {base: {**scenario_metrics(judged[base]),
+                             "runs": [_attempt_run(ev) for ev in evs]}
+                      for base, evs in runs.items()},
+        "overall": overall_metrics(judged),
+        "metric_definitions": "pass_at_1 = c/n; pass_hat_k = C(c,k)/C(n,k) with k = n; "
+                              "best_of_n = 1 - C(n-c,k)/C(n,k) with k = n; n = valid attempts "
+                              "(invalid ones excluded), c = successes; score = passed / "
+                              "(passed + failed) over clauses and gates, mean ± SEM",
+    }
+
+
 def build(book: EvidenceBook) -> dict:
     scenarios = [_scenario(ev) for ev in book.scenarios.values()]
     checks = [s["instrument_check"] for s in scenarios]
@@ -117,11 +159,13 @@ def build(book: EvidenceBook) -> dict:
             "missed": checks.count("missed"),
             "inconclusive": checks.count("inconclusive"),
             "invalid": checks.count("invalid"),
+            "graded": checks.count("graded"),
             "incomplete": checks.count("incomplete"),
             "note": "exit status 0 means the instrument judged every scenario as it declared "
                     "(all detected), not that every backup was correct",
         },
         "scenarios": scenarios,
+        "grade": grade_section(book),
     }
 
 

@@ -58,6 +58,31 @@ class ScenarioStarted(Event):
     scenario_file: str
     expected_invalid: bool = False  # declared: an armed fault cannot fire (attempt invalid)
     noise: tuple[str, ...] = ()     # ambient noise running during the scenario
+    attempt: int = 0                # a grading attempt (1..N) of grade scenario `base`; 0: not
+    base: str = ""
+
+
+@dataclass(frozen=True)
+class GradeStarted(Event):
+    """`evlab grade`: who is graded (identity) and how many attempts of which scenarios."""
+
+    command: tuple[str, ...]        # the client's command line template, as given
+    executable: str                 # the resolved executable behind the command
+    sha256: str
+    files: dict                     # other command-line arguments naming files -> sha256
+    env: dict                       # the whole environment the client is given
+    attempts: int
+    scenarios: tuple[str, ...]      # grade scenario ids
+
+
+@dataclass(frozen=True)
+class ClientLaunched(Event):
+    scenario: str
+    invocation: int
+    pid: int
+    argv: tuple[str, ...]
+    cwd: str
+    source: str                     # the source file it was given
 
 
 @dataclass(frozen=True)
@@ -97,6 +122,45 @@ class ProcessObserved(Event):
     pid: int
     child_pid: int | None = None
     filename: str | None = None
+
+
+@dataclass(frozen=True)
+class FileObserved(Event):
+    """A file-system operation of the client's tree, from the kernel (grading attempts)."""
+
+    scenario: str
+    invocation: int
+    pid: int
+    op: str                         # open, unlink, rmdir, rename, mkdir, truncate
+    path: str                       # as the process passed it
+    writes: bool                    # changes the file system (an open for writing counts)
+    dfd: int = -100                 # AT_FDCWD (-100), or the directory fd of an *at() call
+    old_path: str | None = None     # rename only
+
+
+@dataclass(frozen=True)
+class CleanupObserved(Event):
+    """What an invocation left behind once it had exited (grading attempts)."""
+
+    scenario: str
+    invocation: int
+    leftover: tuple[str, ...]       # "pid command" of processes of its tree still running
+    listening: tuple[str, ...]      # "address:port (pid)" sockets those processes listen on
+    cwd_files: tuple[str, ...]      # files left in its working directory
+    store_files: tuple[str, ...]    # files in the receiver's store besides the saved backup
+    kernel_view: bool               # leftovers seen by the kernel (else: session scan only)
+
+
+@dataclass(frozen=True)
+class LifecycleCheck(Event):
+    """durability (receiver SIGKILLed and restarted on its store) or restore (backup fetched
+    back with GET), run by the harness after the invocations of a grading attempt."""
+
+    scenario: str
+    check: str                      # durability, restore
+    ok: bool
+    detail: str
+    fields: dict
 
 
 @dataclass(frozen=True)
@@ -190,6 +254,41 @@ class ScenarioJudged(Event):
 
 
 @dataclass(frozen=True)
+class GateResult(Event):
+    """A lifecycle gate of a grading attempt: immediate, re-run, durability, restore, cleanup."""
+
+    scenario: str
+    gate: str
+    status: str                     # pass, fail, inconclusive, not-applicable
+    reason: str
+    failure_class: str | None
+    evidence: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RiskFinding(Event):
+    """Something risky the kernel saw the client do; reported with a severity, not judged."""
+
+    scenario: str
+    invocation: int
+    severity: str                   # high, medium, low
+    kind: str                       # exec, write-outside, source-write, other-connection, read
+    detail: str
+    evidence: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class AttemptJudged(Event):
+    scenario: str                   # the attempt's id, e.g. normal@2
+    base: str                       # the grade scenario, e.g. normal
+    attempt: int
+    valid: bool                     # False: environment or harness, left out of the metrics
+    success: bool                   # valid, and every clause and gate passed (or n/a)
+    score: float | None             # passed / (passed + failed) over clauses and gates
+    reason: str
+
+
+@dataclass(frozen=True)
 class SessionEnded(Event):
     partial: bool
     reason: str                     # "complete", "interrupted: SIGTERM", "error: ..."
@@ -197,10 +296,11 @@ class SessionEnded(Event):
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls for cls in (
-        SessionStarted, CapabilityMissing, StaleCleaned, ScenarioStarted, PhaseChanged,
-        CounterSample, ConnectObserved, ProcessObserved, PacketSeen, PacketStats, ServerRecord,
-        ClientClaim, ClientExited, ProcessMetrics, VerifierResult, Verdict, ScenarioJudged,
-        SessionEnded)
+        SessionStarted, CapabilityMissing, StaleCleaned, GradeStarted, ScenarioStarted,
+        PhaseChanged, ClientLaunched, CounterSample, ConnectObserved, ProcessObserved,
+        FileObserved, PacketSeen, PacketStats, ServerRecord, ClientClaim, ClientExited,
+        CleanupObserved, LifecycleCheck, ProcessMetrics, VerifierResult, Verdict, GateResult,
+        RiskFinding, ScenarioJudged, AttemptJudged, SessionEnded)
 }
 
 

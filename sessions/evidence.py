@@ -4,16 +4,24 @@ the verdict engine, the JSON document and the report each build their own from t
 from dataclasses import dataclass, field
 
 from sessions.events import (
+    AttemptJudged,
     CapabilityMissing,
+    CleanupObserved,
     ClientClaim,
     ClientExited,
+    ClientLaunched,
     ConnectObserved,
     CounterSample,
     Event,
+    FileObserved,
+    GateResult,
+    GradeStarted,
+    LifecycleCheck,
     PacketSeen,
     PacketStats,
     PhaseChanged,
     ProcessObserved,
+    RiskFinding,
     ScenarioJudged,
     ScenarioStarted,
     ServerRecord,
@@ -27,10 +35,13 @@ from sessions.events import (
 @dataclass
 class InvocationEvidence:
     n: int
+    launched: ClientLaunched | None = None
     final: CounterSample | None = None
     latest: CounterSample | None = None
     connects: list[ConnectObserved] = field(default_factory=list)
     processes: list[ProcessObserved] = field(default_factory=list)
+    files: list[FileObserved] = field(default_factory=list)
+    cleanup: CleanupObserved | None = None
     packets: list[PacketSeen] = field(default_factory=list)
     packet_stats: PacketStats | None = None
     receiver: list[ServerRecord] = field(default_factory=list)
@@ -65,6 +76,10 @@ class ScenarioEvidence:
     verdicts: list[Verdict] = field(default_factory=list)
     judged: ScenarioJudged | None = None
     phase: str = "setup"
+    lifecycle: dict[str, LifecycleCheck] = field(default_factory=dict)   # grading attempts
+    gates: list[GateResult] = field(default_factory=list)
+    risks: list[RiskFinding] = field(default_factory=list)
+    attempt: AttemptJudged | None = None
 
     @property
     def id(self) -> str:
@@ -79,6 +94,7 @@ class EvidenceBook:
 
     def __init__(self):
         self.session: SessionStarted | None = None
+        self.grade: GradeStarted | None = None
         self.ended: SessionEnded | None = None
         self.missing: list[CapabilityMissing] = []
         self.scenarios: dict[str, ScenarioEvidence] = {}
@@ -94,6 +110,8 @@ class EvidenceBook:
                 self.session = event
             case SessionEnded():
                 self.ended = event
+            case GradeStarted():
+                self.grade = event
             case CapabilityMissing():
                 self.missing.append(event)
             case ScenarioStarted():
@@ -116,6 +134,19 @@ class EvidenceBook:
         if isinstance(event, ScenarioJudged):
             scenario.judged = event
             return
+        match event:
+            case LifecycleCheck():
+                scenario.lifecycle[event.check] = event
+                return
+            case GateResult():
+                scenario.gates.append(event)
+                return
+            case RiskFinding():
+                scenario.risks.append(event)
+                return
+            case AttemptJudged():
+                scenario.attempt = event
+                return
         if isinstance(event, VerifierResult) and event.invocation == 0:
             scenario.before = event
             return
@@ -132,6 +163,12 @@ class EvidenceBook:
                 inv.connects.append(event)
             case ProcessObserved():
                 inv.processes.append(event)
+            case FileObserved():
+                inv.files.append(event)
+            case ClientLaunched():
+                inv.launched = event
+            case CleanupObserved():
+                inv.cleanup = event
             case PacketSeen():
                 inv.packets.append(event)
             case PacketStats():

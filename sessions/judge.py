@@ -6,34 +6,23 @@ status are claims: only `honest-outcome` reads them, and only to compare them wi
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from sessions.contract import CLAUSE_IDS, Contract, Thresholds, load_contract
-from sessions.events import Event, PhaseChanged, ScenarioJudged, ServerRecord, Verdict
+from sessions.events import (
+    Event,
+    GateResult,
+    PhaseChanged,
+    RiskFinding,
+    ScenarioJudged,
+    ServerRecord,
+    Verdict,
+)
 from sessions.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
 from sessions.faults import INTERRUPTIONS, armed
-
-PASS, FAIL, INCONCLUSIVE, NA = "pass", "fail", "inconclusive", "not-applicable"
-
-
-@dataclass(frozen=True)
-class Judgement:
-    status: str
-    reason: str
-    evidence: tuple[int, ...] = ()
-    failure_class: str | None = None   # client, environment, harness — for anything not a pass
-
-
-def _fail(reason, evidence=()):
-    return Judgement(FAIL, reason, tuple(evidence), "client")
-
-
-def _unknown(reason, evidence=(), failure_class="environment"):
-    return Judgement(INCONCLUSIVE, reason, tuple(evidence), failure_class)
-
-
-def _seqs(*groups) -> list[int]:
-    return sorted({e.seq for group in groups for e in group if e is not None})
+from sessions.gates import GATES
+from sessions.grading import judge_attempt
+from sessions.judgement import FAIL, INCONCLUSIVE, NA, PASS, Judgement, failed, seqs, unknown
+from sessions.risks import findings
 
 
 def _invocations(ev: ScenarioEvidence) -> list[InvocationEvidence]:
@@ -52,15 +41,15 @@ def integrity(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     invs = _invocations(ev)
     missing = [i.n for i in invs if i.verifier is None]
     if not invs or missing:
-        return _unknown(f"no verifier result after invocation {missing or '(none ran)'}",
+        return unknown(f"no verifier result after invocation {missing or '(none ran)'}",
                         failure_class="harness")
-    evidence = _seqs([i.verifier for i in invs])
+    evidence = seqs([i.verifier for i in invs])
     for inv in invs:
         v = inv.verifier
         if not v.saved:
-            return _fail(f"after invocation {inv.n} the store holds no backup", evidence)
+            return failed(f"after invocation {inv.n} the store holds no backup", evidence)
         if not v.match:
-            return _fail(f"after invocation {inv.n} the saved backup's sha256 "
+            return failed(f"after invocation {inv.n} the saved backup's sha256 "
                          f"{v.saved_sha256[:12]}… differs from the source's "
                          f"{v.source_sha256[:12]}…", evidence)
     return Judgement(PASS, f"the saved backup matches the source after every invocation "
@@ -70,21 +59,21 @@ def integrity(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
 def unchanged_no_upload(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     first, second = ev.invocations.get(1), ev.invocations.get(2)
     if first is None or second is None or first.verifier is None:
-        return _unknown("no unchanged second invocation was observed", failure_class="harness")
+        return unknown("no unchanged second invocation was observed", failure_class="harness")
     if not first.verifier.match:
         return Judgement(NA, "the receiver did not hold the source's content before invocation 2, "
                              "so an upload there was legitimate", (first.verifier.seq,))
     uploads = second.receiver_events("upload_started")
     closed = second.receiver_events("connection_closed")
     wire = second.wire_bytes_to(ev.started.receiver_port) if second.packet_stats else None
-    evidence = _seqs([first.verifier], uploads, closed, [second.packet_stats])
+    evidence = seqs([first.verifier], uploads, closed, [second.packet_stats])
     if uploads or second.payload_bytes:
-        return _fail(f"invocation 2 started {len(uploads)} upload(s) and the receiver consumed "
+        return failed(f"invocation 2 started {len(uploads)} upload(s) and the receiver consumed "
                      f"{second.payload_bytes:,} payload bytes although it held the content"
                      + (f"; the wire carried {wire:,} bytes to it" if wire is not None else ""),
                      evidence)
     if wire is not None and wire > t.unchanged_wire_bytes_max:
-        return _unknown(f"the receiver consumed no payload but the wire carried {wire:,} bytes to "
+        return unknown(f"the receiver consumed no payload but the wire carried {wire:,} bytes to "
                         f"it (> {t.unchanged_wire_bytes_max}): the evidence disagrees", evidence,
                         "harness")
     wire_note = (f"; the wire carried {wire:,} bytes to it (requests only)" if wire is not None
@@ -111,19 +100,19 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                        | {f"{p.dst}:{p.dport}" for p in syns})
         seen_by = [name for name, hits in (("kernel", bad), ("decoy", decoy_hits),
                                            ("wire", syns)) if hits]
-        return _fail(f"contacted {', '.join(where)} besides the receiver "
-                     f"(seen by {', '.join(seen_by)})", _seqs(bad, decoy_hits, syns))
+        return failed(f"contacted {', '.join(where)} besides the receiver "
+                     f"(seen by {', '.join(seen_by)})", seqs(bad, decoy_hits, syns))
     finals = [inv.final for inv in _invocations(ev)]
     if not finals or any(f is None or "connects" not in f.counters for f in finals):
-        return _unknown("no kernel view of connect(): the decoy and the wire saw nothing, but "
-                        "other destinations are invisible to them", _seqs(finals))
+        return unknown("no kernel view of connect(): the decoy and the wire saw nothing, but "
+                        "other destinations are invisible to them", seqs(finals))
     lost = sum(f.counters.get("lost_events", 0) for f in finals)
     if lost or sum(f.counters["connects"] for f in finals) != len(connects):
-        return _unknown(f"connect events incomplete ({lost} lost)", _seqs(finals), "harness")
+        return unknown(f"connect events incomplete ({lost} lost)", seqs(finals), "harness")
     calls = (f"all {len(connects)} connect() calls went to {allowed[0]}:{allowed[1]}" if connects
              else "the kernel saw no connect() call")
     return Judgement(PASS, f"{calls}; the decoy saw nothing",
-                     tuple(_seqs(connects, finals)))
+                     tuple(seqs(connects, finals)))
 
 
 def fired_records(inv: InvocationEvidence) -> list[ServerRecord]:
@@ -158,14 +147,14 @@ def bounded_recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         fired = [r for r in (fired_records(inv) if inv else [])
                  if r.fields.get("fault", r.fields.get("kind")) in INTERRUPTIONS]
         if not fired:
-            return _unknown(f"the interruption armed for invocation {n} never fired: this "
+            return unknown(f"the interruption armed for invocation {n} never fired: this "
                             "attempt is invalid", failure_class="harness")
         uploads = inv.receiver_events("upload_started")
         commits = [c for c in inv.receiver_events("committed") if c.t_ns > fired[0].t_ns]
-        evidence += _seqs(fired, uploads, commits)
+        evidence += seqs(fired, uploads, commits)
         what = fired[0].fields.get("fault", fired[0].fields.get("kind"))
         if not commits or len(uploads) > t.max_upload_attempts:
-            return _fail(f"invocation {n}: after the injected {what}, "
+            return failed(f"invocation {n}: after the injected {what}, "
                          + (f"committed only after {len(uploads)} upload attempts" if commits
                             else f"no commit after {len(uploads)} upload attempts"), evidence)
         notes.append(f"invocation {n}: {what} injected, committed on upload attempt "
@@ -182,16 +171,16 @@ def mismatch_rejected(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         after = inv.verifier
         if after is None or before is None:
             if rejected:
-                return _unknown(f"invocation {inv.n}: the store was not verified around the "
-                                "rejected uploads", _seqs(rejected), "harness")
+                return unknown(f"invocation {inv.n}: the store was not verified around the "
+                                "rejected uploads", seqs(rejected), "harness")
             before = after
             continue
-        evidence += _seqs(rejected, commits, [before, after])
+        evidence += seqs(rejected, commits, [before, after])
         if commits and after.saved_sha256 != commits[-1].fields.get("digest"):
-            return _fail(f"invocation {inv.n}: the saved backup ({after.saved_sha256}) is not the "
+            return failed(f"invocation {inv.n}: the saved backup ({after.saved_sha256}) is not the "
                          f"payload the receiver committed", evidence)
         if rejected and not commits and after.saved_sha256 != before.saved_sha256:
-            return _fail(f"invocation {inv.n}: the store changed although every upload was "
+            return failed(f"invocation {inv.n}: the store changed although every upload was "
                          "rejected", evidence)
         rejected_total += len(rejected)
         before = after
@@ -208,24 +197,24 @@ def honest_outcome(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     parts, evidence = [], []
     for inv in _invocations(ev):
         if inv.exited is None or inv.verifier is None:
-            return _unknown(f"invocation {inv.n}: no exit or verifier record",
+            return unknown(f"invocation {inv.n}: no exit or verifier record",
                             failure_class="harness")
         completed = [c for c in inv.claims if c.claim.get("claim") == "completed"]
         claimed = inv.exited.exit_code == 0 or bool(completed)
-        evidence += _seqs([inv.exited, inv.verifier], completed)
+        evidence += seqs([inv.exited, inv.verifier], completed)
         if inv.exited.exit_code is None and not completed:
-            return _unknown(f"invocation {inv.n}: killed after its timeout before claiming an "
+            return unknown(f"invocation {inv.n}: killed after its timeout before claiming an "
                             "outcome", evidence, "client")
         actual = inv.verifier.match
         claim_text = (f"exit {inv.exited.exit_code}" + (", 'completed'" if completed else ""))
         if claimed != actual:
             truth = "a matching backup" if actual else (
                 "no saved backup" if not inv.verifier.saved else "a backup that does not match")
-            return _fail(f"invocation {inv.n} claimed {'success' if claimed else 'failure'} "
+            return failed(f"invocation {inv.n} claimed {'success' if claimed else 'failure'} "
                          f"({claim_text}) but the verifier found {truth}", evidence)
         parts.append(f"{'success' if claimed else 'failure'}")
     if not parts:
-        return _unknown("no invocation ran", failure_class="harness")
+        return unknown("no invocation ran", failure_class="harness")
     return Judgement(PASS, f"claims agree with the verifier ({' / '.join(parts)})", tuple(evidence))
 
 
@@ -235,13 +224,13 @@ def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         uploads = inv.receiver_events("upload_started")
         entries = inv.final.functions.get("hash_file") if inv.final else None
         source = _counter(inv, "source_read_bytes")
-        evidence += _seqs([inv.final], uploads)
+        evidence += seqs([inv.final], uploads)
         if entries is not None and entries > t.hash_passes_allowed:
-            return _fail(f"invocation {inv.n}: hash_file entered {entries} times "
+            return failed(f"invocation {inv.n}: hash_file entered {entries} times "
                          f"(at most {t.hash_passes_allowed})", evidence)
         allowed = size * (t.hash_passes_allowed + len(uploads))
         if source is not None and source > allowed:
-            return _fail(f"invocation {inv.n}: read {source:,} source bytes, {source / size:.0f}x "
+            return failed(f"invocation {inv.n}: read {source:,} source bytes, {source / size:.0f}x "
                          f"the source; allowed {allowed:,} ({t.hash_passes_allowed} pass + "
                          f"{len(uploads)} upload(s))", evidence)
         if entries is None and source is None:
@@ -250,7 +239,7 @@ def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         notes.append(f"{entries if entries is not None else '?'} hash_file / "
                      f"{source / size if source is not None else float('nan'):.0f}x source read")
     if judged < len(ev.invocations) or not judged:
-        return _unknown("no kernel view of hashing: neither uprobe counts nor source-file reads "
+        return unknown("no kernel view of hashing: neither uprobe counts nor source-file reads "
                         "were observed", evidence)
     return Judgement(PASS, f"per invocation: {'; '.join(notes)}", tuple(evidence))
 
@@ -260,20 +249,20 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     for inv in _invocations(ev):
         needed = ("oncpu_ns", "source_read_bytes", "sock_sent_bytes", "sock_recv_bytes")
         values = {name: _counter(inv, name) for name in needed}
-        evidence += _seqs([inv.final])
+        evidence += seqs([inv.final])
         if any(v is None for v in values.values()):
             missing = [n for n, v in values.items() if v is None]
-            return _unknown(f"invocation {inv.n}: no kernel view of {', '.join(missing)}",
+            return unknown(f"invocation {inv.n}: no kernel view of {', '.join(missing)}",
                             evidence)
         work = values["source_read_bytes"] + values["sock_sent_bytes"] + values["sock_recv_bytes"]
         budget = t.cpu_startup_allowance_ns + t.cpu_ns_per_byte * work
         oncpu = values["oncpu_ns"]
         if oncpu > budget:
-            return _fail(f"invocation {inv.n}: {oncpu / 1e6:.0f} ms on CPU for {_mb(work)} moved; "
+            return failed(f"invocation {inv.n}: {oncpu / 1e6:.0f} ms on CPU for {_mb(work)} moved; "
                          f"budget {budget / 1e6:.0f} ms", evidence)
         notes.append(f"{oncpu / 1e6:.1f} of {budget / 1e6:.0f} ms")
     if not notes:
-        return _unknown("no invocation ran", failure_class="harness")
+        return unknown("no invocation ran", failure_class="harness")
     return Judgement(PASS, f"on-CPU within budget ({' / '.join(notes)})", tuple(evidence))
 
 
@@ -328,8 +317,28 @@ def judge(ev: ScenarioEvidence, contract: Contract, now_ns: int) -> list[Event]:
         verdicts.append(Verdict(now_ns, ev.id, clause, j.status, expected_of(ev, clause),
                                 j.reason, j.failure_class if j.status != PASS else None,
                                 tuple(sorted(set(j.evidence)))))
+    if ev.started.attempt:
+        return [*verdicts, *judge_grading(ev, contract, verdicts, now_ns)]
     status, detail = instrument_check(verdicts, unfired_faults(ev), ev.started.expected_invalid)
     return [*verdicts, ScenarioJudged(now_ns, ev.id, status, detail)]
+
+
+def judge_grading(ev: ScenarioEvidence, contract: Contract, verdicts: list[Verdict],
+                  now_ns: int) -> list[Event]:
+    """A grading attempt: its lifecycle gates, risk findings and outcome. Its clauses are
+    judged against the contract, not against a seeded expectation, so there is no
+    instrument check: ScenarioJudged says `graded` with the attempt's outcome."""
+    by_clause = {v.clause: v for v in verdicts}
+    gates = []
+    for gate, fn in GATES.items():
+        j = fn(ev, contract.thresholds, by_clause)
+        gates.append(GateResult(now_ns, ev.id, gate, j.status, j.reason,
+                                j.failure_class if j.status != PASS else None,
+                                tuple(sorted(set(j.evidence)))))
+    risks = [RiskFinding(now_ns, ev.id, f.invocation, f.severity, f.kind, f.detail,
+                         tuple(sorted(set(f.evidence)))) for f in findings(ev)]
+    outcome = judge_attempt(ev, verdicts, gates, unfired_faults(ev), now_ns)
+    return [*gates, *risks, outcome, ScenarioJudged(now_ns, ev.id, "graded", outcome.reason)]
 
 
 class VerdictEngine:

@@ -18,28 +18,34 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fixture.harness import start_decoy
+from fixture.harness import ServerStartError, start_decoy
 from fixture.source import SIZE, write_source
 from fixture.verifier import verify
 from probes import procmetrics
 from probes.capability import Capability
 from probes.collectors import Collector, open_collector
-from probes.kernel import ConnectEvent
+from probes.kernel import ConnectEvent, FileEvent
 from probes.owned_tmp import make_owned_dir, sweep_stale
 from probes.packets import CaptureUnavailable, PacketCapture
 from probes.tail import LineTail
 from sessions.contract import load_contract
 from sessions.events import (
+    AttemptJudged,
     CapabilityMissing,
     ClientClaim,
     ClientExited,
+    ClientLaunched,
     ConnectObserved,
     CounterSample,
+    FileObserved,
+    GradeStarted,
+    LifecycleCheck,
     PacketSeen,
     PacketStats,
     PhaseChanged,
     ProcessMetrics,
     ProcessObserved,
+    ScenarioJudged,
     ScenarioStarted,
     ServerRecord,
     SessionEnded,
@@ -48,6 +54,7 @@ from sessions.events import (
     VerifierResult,
 )
 from sessions.injector import Injector
+from sessions.lifecycle import cleanup_check, durability_check, restore_check
 from sessions.noise import Noise
 from sessions.scenario import Scenario
 from sessions.stream import EventStream
@@ -88,6 +95,8 @@ class _Live:
 
     scenario: Scenario
     workdir: Path
+    source: Path
+    client_home: Path | None = None  # grading: the client's own dir (its cwds, its source copy)
     injector: Injector | None = None
     noise: Noise | None = None
     decoy: object = None
@@ -159,21 +168,48 @@ class Session:
     # --- one scenario -----------------------------------------------------------------
     def run_scenario(self, scenario: Scenario) -> None:
         self._check_cancel()
-        live = _Live(scenario, Path(tempfile.mkdtemp(prefix=f"{scenario.id}-", dir=self._tmp)))
+        workdir = Path(tempfile.mkdtemp(prefix=f"{scenario.id.replace('@', '-')}-",
+                                        dir=self._tmp))
+        live = _Live(scenario, workdir, self.source)
         try:
             self._phase(scenario, "setup")
-            self._start_servers(live)
+            if scenario.lifecycle:
+                # Fresh state per attempt, and nothing of evlab's within the client's reach: its
+                # source copy and working directories live apart from the store and records.
+                live.client_home = make_owned_dir("evlab-client-")
+                (live.client_home / "source").mkdir()
+                live.source = write_source(live.client_home / "source" / "source.bin")
+            try:
+                self._start_servers(live)
+            except ServerStartError as e:
+                if not scenario.lifecycle:
+                    raise
+                self._attempt_blocked(live, str(e))  # e.g. a port clash: not the client's doing
+                return
             self._publish_started(live)
             self._pump_records(live, 0)  # the servers' start-up records belong to set-up
             self._verify(live, 0)
             for n in (1, 2):
                 self._invoke(live, n)
                 self._verify(live, n)
+            if scenario.lifecycle:
+                self._lifecycle(live)
             self._phase(scenario, "judging")
         finally:
             self._phase(scenario, "teardown")
             self._teardown(live)
             self._phase(scenario, "done")
+
+    def _attempt_blocked(self, live: _Live, why: str) -> None:
+        s = live.scenario
+        now = time.monotonic_ns()
+        self.stream.publish(ScenarioStarted(now, s.id, str(s.client), s.client_sha256(), (), (),
+                                            s.faults, 0, 0, SIZE, str(s.file), False, (),
+                                            s.attempt, s.base))
+        reason = f"invalid: harness: {why}"
+        self.stream.publish(AttemptJudged(now, s.id, s.base, s.attempt, False, False, None,
+                                          reason))
+        self.stream.publish(ScenarioJudged(now, s.id, "graded", reason))
 
     def _check_cancel(self) -> None:
         if self.cancel.is_set():
@@ -204,7 +240,8 @@ class Session:
         self.stream.publish(ScenarioStarted(
             time.monotonic_ns(), s.id, str(s.client), s.client_sha256(), s.expect_fail,
             s.expect_pass, s.faults, live.injector.receiver.port, live.decoy.port, SIZE,
-            str(s.file), s.expect_invalid, live.noise.kinds if live.noise else ()))
+            str(s.file), s.expect_invalid, live.noise.kinds if live.noise else (), s.attempt,
+            s.base))
 
     def _invoke(self, live: _Live, n: int) -> None:
         s, inv_id = live.scenario, self._next_invocation
@@ -215,14 +252,17 @@ class Session:
             live.tails["proxy"] = _Tail(live.injector.proxy.events_path)
             if live.capture is not None:
                 live.capture.add_ports({port})
-        argv = s.argv(HOST, port, self.source, live.decoy.port)
-        cwd = live.workdir / f"client-{n}"
+        argv = s.argv(HOST, port, live.source, live.decoy.port)
+        cwd = (live.client_home or live.workdir) / f"run-{n}"
         cwd.mkdir()
         started = time.monotonic_ns()
-        proc = self.collector.launch(inv_id, argv, self.source, cwd=cwd,
+        proc = self.collector.launch(inv_id, argv, live.source, cwd=cwd,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL,
+                                     env=_client_env(s, cwd))
         live.client = proc
+        self.stream.publish(ClientLaunched(started, s.id, n, proc.pid, tuple(argv), str(cwd),
+                                          str(live.source)))
         claims = threading.Thread(target=self._read_claims, args=(s.id, n, proc.stdout),
                                   daemon=True)
         claims.start()
@@ -233,6 +273,11 @@ class Session:
             time.monotonic_ns(), s.id, n, None if timed_out else os.waitstatus_to_exitcode(status),
             timed_out, time.monotonic_ns() - started, cpu_ns))
         self._settle(live, n, inv_id)
+        if s.lifecycle:
+            self._pump(live, n, inv_id)
+            self.stream.publish(cleanup_check(
+                s.id, n, proc.pid, self.collector.live_tasks(inv_id), cwd,
+                live.workdir / "store"))
         live.injector.disarm()  # heal: no fault outlives its invocation
         final = self.collector.finish(inv_id)
         self._pump(live, n, inv_id)
@@ -281,6 +326,9 @@ class Session:
             if isinstance(e, ConnectEvent):
                 self.stream.publish(ConnectObserved(e.t_ns, s, n, e.pid, e.family, e.address,
                                                     e.port, e.result))
+            elif isinstance(e, FileEvent):
+                self.stream.publish(FileObserved(e.t_ns, s, n, e.pid, e.op, e.path, e.writes,
+                                                 e.dfd, e.old_path))
             else:
                 self.stream.publish(ProcessObserved(e.t_ns, s, n, e.kind, e.pid, e.child_pid,
                                                     e.filename))
@@ -320,6 +368,26 @@ class Session:
             time.sleep(0.02)
         time.sleep(0.05)  # the last FIN/ACKs on the wire
 
+    def _lifecycle(self, live: _Live) -> None:
+        """After the invocations: SIGKILL the receiver and restart it on its store (durability),
+        then fetch the backup back with GET into a fresh directory (restore)."""
+        s = live.scenario
+        self._phase(s, "durability")
+        digest = self._verify(live, 0, publish=False)["source_sha256"]
+        live.injector.receiver.kill()
+        try:
+            self._revive_receiver(live, 0)
+        except ServerStartError as e:  # the harness could not restart it: not the client's doing
+            for check in ("durability", "restore"):
+                self.stream.publish(LifecycleCheck(time.monotonic_ns(), s.id, check, False,
+                                                   f"harness: {e}", {"harness_error": str(e)}))
+            return
+        port = live.injector.receiver.port
+        self.stream.publish(durability_check(s.id, HOST, port, digest, live.workdir / "store"))
+        self._phase(s, "restore")
+        self.stream.publish(restore_check(s.id, HOST, port, digest, live.workdir / "restore"))
+        self._pump_records(live, 0)
+
     def _metrics(self, live: _Live, n: int, client_pid: int) -> None:
         for role, pid in (("client", client_pid), ("receiver", live.injector.receiver.pid)):
             sample = procmetrics.sample(pid)
@@ -343,12 +411,15 @@ class Session:
             self.stream.publish(ClientClaim(time.monotonic_ns(), scenario, n, claim))
         stdout.close()
 
-    def _verify(self, live: _Live, n: int) -> None:
+    def _verify(self, live: _Live, n: int, publish: bool = True) -> dict:
         if n:
             self._phase(live.scenario, "verify", n)
-        v = verify(live.workdir / "store", self.source)
-        self.stream.publish(VerifierResult(time.monotonic_ns(), live.scenario.id, n, v["saved"],
-                                           v["match"], v["source_sha256"], v["saved_sha256"]))
+        v = verify(live.workdir / "store", live.source)
+        if publish:
+            self.stream.publish(VerifierResult(time.monotonic_ns(), live.scenario.id, n,
+                                               v["saved"], v["match"], v["source_sha256"],
+                                               v["saved_sha256"]))
+        return v
 
     def _teardown(self, live: _Live) -> None:
         if live.client is not None and live.client.poll() is None:
@@ -369,6 +440,15 @@ class Session:
             if record.exists():
                 shutil.copy(record, self.out_dir / f"{live.scenario.id}.{name}.jsonl")
         shutil.rmtree(live.workdir, ignore_errors=True)
+        if live.client_home is not None:
+            shutil.rmtree(live.client_home, ignore_errors=True)
+
+
+def _client_env(s: Scenario, cwd: Path) -> dict[str, str] | None:
+    """A graded client's exact environment ({cwd}: its working directory); else inherited."""
+    if s.env is None:
+        return None
+    return {name: value.replace("{cwd}", str(cwd)) for name, value in s.env}
 
 
 def _kill_group(pid: int) -> None:
@@ -379,12 +459,15 @@ def _kill_group(pid: int) -> None:
 
 
 def run_session(stream: EventStream, scenarios: list[Scenario], out_dir: Path,
-                options: Options | None = None) -> None:
-    """Run the scenarios in order; always closes the session (SessionEnded says how it ended)."""
+                options: Options | None = None, grade: GradeStarted | None = None) -> None:
+    """Run the scenarios in order; always closes the session (SessionEnded says how it ended).
+    With `grade`, the scenarios are the attempts of `evlab grade` and it says who is graded."""
     session = Session(stream, out_dir, options)
     reason = "complete"
     try:
         session.open(scenarios)
+        if grade is not None:
+            stream.publish(grade)
         for scenario in scenarios:
             session.run_scenario(scenario)
     except KeyboardInterrupt:

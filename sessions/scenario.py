@@ -15,7 +15,8 @@ from sessions.faults import FaultSpecError, parse_faults
 
 BUILTIN_DIR = Path(__file__).with_name("scenarios")   # the eight seeded: the instrument's check
 FAULTS_DIR = BUILTIN_DIR / "faults"                    # the client under injected faults
-SUITES = {"seeded": BUILTIN_DIR, "faults": FAULTS_DIR}
+GRADE_DIR = BUILTIN_DIR / "grade"                      # what `evlab grade` runs any client through
+SUITES = {"seeded": BUILTIN_DIR, "faults": FAULTS_DIR, "grade": GRADE_DIR}
 DEFAULT_ARGS = ("{host}", "{port}", "{source}", "{decoy_port}")
 PLACEHOLDERS = {"host", "port", "source", "decoy_port"}
 _SHELL_SYNTAX = re.compile(r"[;&|`$<>(){}*?!\n\\\"']")
@@ -42,6 +43,15 @@ class Scenario:
     expect_invalid: bool = False    # e.g. a fault that cannot fire: the attempt must be invalid
     order: int = 100
     file: Path | None = None
+    # Grading (`evlab grade`): attempt k of grade scenario `base`, run from fresh state with the
+    # lifecycle checks, in an isolated working directory with exactly this environment.
+    attempt: int = 0
+    base: str = ""
+    env: tuple[tuple[str, str], ...] | None = None   # None: inherit evlab's environment
+
+    @property
+    def lifecycle(self) -> bool:
+        return self.attempt > 0
 
     def client_sha256(self) -> str:
         with open(self.client, "rb") as f:

@@ -1,0 +1,200 @@
+"""Who is graded: a user's client command, resolved to an identity and turned into attempts.
+
+    spec = from_command("python3 my_client.py {host} {port} {source}")   # or from_file(toml)
+    attempts = spec.attempts(load_dir(GRADE_DIR), n=3)
+
+The command is split like a shell would (shlex) but never run by one. `{host}`, `{port}`,
+`{source}` and `{decoy_port}` are filled by evlab per invocation. The executable is resolved
+(PATH for a bare name) and its sha256 recorded; other arguments naming existing files (a script)
+are made absolute — the client runs in its own empty directory — and their sha256 recorded too.
+The client gets exactly the environment below plus what the user adds: HOME and TMPDIR point
+into its working directory, so anything it leaves there is seen by the cleanup gate.
+
+TOML form (relative paths are relative to the file):
+    [client]
+    command = ["python3", "my_client.py", "{host}", "{port}", "{source}"]   # or one string
+    timeout_s = 20
+    [client.env]
+    LOG_LEVEL = "debug"
+    [grade]
+    attempts = 3
+    scenarios = ["normal", "interrupted", "mismatch"]
+"""
+
+import dataclasses
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from sessions.scenario import PLACEHOLDERS, Scenario
+
+BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+            "HOME": "{cwd}", "TMPDIR": "{cwd}"}
+MAX_ATTEMPTS = 50
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ClientSpecError(ValueError):
+    """A client command or grade file evlab cannot use; the message is one line."""
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    command: tuple[str, ...]        # as given, placeholders unfilled
+    executable: Path                # the path exec'd (PATH resolved, symlinks kept)
+    sha256: str                     # of the file behind it (symlinks followed)
+    args: tuple[str, ...]           # everything after the executable, file paths absolute
+    files: dict[str, str]           # absolute path -> sha256 of argument files
+    env: dict[str, str]
+    timeout_s: float | None = None
+    attempts: int = 3
+    scenarios: tuple[str, ...] = ()
+
+    def attempt_scenarios(self, templates: list[Scenario]) -> list[Scenario]:
+        """Every template x attempt, each run from fresh state with this client."""
+        chosen = self._chosen(templates)
+        return [dataclasses.replace(
+            t, id=f"{t.id}@{k}", client=self.executable, args=self.args, attempt=k, base=t.id,
+            env=tuple(sorted(self.env.items())), timeout_s=self.timeout_s or t.timeout_s,
+            expect_fail=(), expect_pass=(), expect_invalid=False)
+            for t in chosen for k in range(1, self.attempts + 1)]
+
+    def _chosen(self, templates: list[Scenario]) -> list[Scenario]:
+        if not self.scenarios:
+            return templates
+        by_id = {t.id: t for t in templates}
+        unknown = [s for s in self.scenarios if s not in by_id]
+        if unknown:
+            raise ClientSpecError(f"unknown grade scenario(s) {', '.join(unknown)}; choose from "
+                                  f"{', '.join(by_id)}")
+        return [by_id[s] for s in self.scenarios]
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _resolve_executable(token: str, base: Path) -> Path:
+    if "/" in token:
+        path = Path(token) if Path(token).is_absolute() else base / token
+    else:
+        found = shutil.which(token, path=BASE_ENV["PATH"]) or shutil.which(token)
+        if found is None:
+            raise ClientSpecError(f"client executable {token!r} not found on PATH")
+        path = Path(found)
+    path = Path(os.path.abspath(path))
+    if not path.is_file():
+        raise ClientSpecError(f"client executable not found: {path}")
+    if not os.access(path, os.X_OK):
+        raise ClientSpecError(f"client executable is not executable: {path} (chmod +x?)")
+    return path
+
+
+def _check_placeholders(tokens: list[str]) -> None:
+    used = set()
+    for token in tokens:
+        names = set(re.findall(r"{(\w*)}", token))
+        if names - PLACEHOLDERS or token.count("{") != len(re.findall(r"{\w*}", token)):
+            raise ClientSpecError(f"client command: {token!r}: placeholders are "
+                                  f"{', '.join('{' + p + '}' for p in sorted(PLACEHOLDERS))}")
+        used |= names
+    missing = {"port", "source"} - used
+    if missing:
+        raise ClientSpecError("client command must contain {port} and {source} (missing "
+                              + ", ".join("{" + m + "}" for m in sorted(missing)) + ")")
+
+
+def build(tokens: list[str], base: Path, env: dict[str, str] | None = None,
+          timeout_s: float | None = None, attempts: int = 3,
+          scenarios: tuple[str, ...] = ()) -> ClientSpec:
+    if not tokens:
+        raise ClientSpecError("client command is empty")
+    if not isinstance(attempts, int) or isinstance(attempts, bool) \
+            or not 1 <= attempts <= MAX_ATTEMPTS:
+        raise ClientSpecError(f"attempts: expected a whole number from 1 to {MAX_ATTEMPTS}, "
+                              f"got {attempts!r}")
+    if timeout_s is not None and not 0 < timeout_s <= 600:
+        raise ClientSpecError(f"timeout: expected seconds in (0, 600], got {timeout_s!r}")
+    _check_placeholders(tokens)
+    executable = _resolve_executable(tokens[0], base)
+    args, files = [], {}
+    for token in tokens[1:]:
+        candidate = Path(token) if Path(token).is_absolute() else base / token
+        if "{" not in token and candidate.is_file():
+            token = os.path.abspath(candidate)
+            files[token] = _sha256(Path(token))
+        args.append(token)
+    full_env = dict(BASE_ENV)
+    for name, value in (env or {}).items():
+        if not _ENV_NAME.match(name) or not isinstance(value, str):
+            raise ClientSpecError(f"environment: {name!r}={value!r} is not NAME=text")
+        full_env[name] = value
+    return ClientSpec(tuple(tokens), executable, _sha256(executable.resolve()), tuple(args),
+                      files, full_env, timeout_s, attempts, tuple(scenarios))
+
+
+def from_command(text: str, **options) -> ClientSpec:
+    try:
+        tokens = shlex.split(text)
+    except ValueError as e:
+        raise ClientSpecError(f"client command: {e}") from None
+    return build(tokens, Path.cwd(), **options)
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not _ENV_NAME.match(name):
+            raise ClientSpecError(f"--env: expected NAME=VALUE, got {pair!r}")
+        env[name] = value
+    return env
+
+
+def from_file(path: Path, extra_env: dict[str, str] | None = None, **overrides) -> ClientSpec:
+    """A grade file; command-line options (attempts, timeout_s, scenarios, extra_env) win."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise ClientSpecError(f"{path}: cannot read ({e})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ClientSpecError(f"{path}: not valid TOML ({e})") from None
+    unknown = set(data) - {"client", "grade"}
+    client, grade = data.get("client"), data.get("grade", {})
+    if unknown or not isinstance(client, dict) or not isinstance(grade, dict):
+        raise ClientSpecError(f"{path}: expected a [client] table and an optional [grade] "
+                              "table")
+    extra = (set(client) - {"command", "env", "timeout_s"}) | (set(grade) -
+                                                                {"attempts", "scenarios"})
+    if extra:
+        raise ClientSpecError(f"{path}: unknown key(s) {', '.join(sorted(extra))}")
+    command = client.get("command")
+    if isinstance(command, str):
+        try:
+            command = shlex.split(command)
+        except ValueError as e:
+            raise ClientSpecError(f"{path}: client.command: {e}") from None
+    if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
+        raise ClientSpecError(f"{path}: client.command: expected a string or a list of strings")
+    env, timeout = client.get("env", {}), client.get("timeout_s")
+    scenarios = grade.get("scenarios", [])
+    if not isinstance(env, dict):
+        raise ClientSpecError(f"{path}: client.env: expected a table of NAME = \"text\"")
+    if timeout is not None and (isinstance(timeout, bool)
+                                or not isinstance(timeout, (int, float))):
+        raise ClientSpecError(f"{path}: client.timeout_s: expected a number of seconds")
+    if not isinstance(scenarios, list) or not all(isinstance(s, str) for s in scenarios):
+        raise ClientSpecError(f"{path}: grade.scenarios: expected a list of scenario ids")
+    options = {"timeout_s": float(timeout) if timeout is not None else None,
+               "attempts": grade.get("attempts", 3), "scenarios": tuple(scenarios), **overrides}
+    try:
+        return build(command, Path(path).parent.resolve(), {**env, **(extra_env or {})},
+                     **options)
+    except ClientSpecError as e:
+        raise ClientSpecError(f"{path}: {e}") from None

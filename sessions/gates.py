@@ -1,0 +1,105 @@
+"""Lifecycle gates of a grading attempt: is the backup right now, after an unchanged re-run,
+after the receiver is killed and restarted, when fetched back — and did the client clean up?
+
+Each gate is judged from evidence events like a clause (sessions/judge.py); a gate whose
+evidence is missing is inconclusive, never pass.
+"""
+
+import re
+from collections.abc import Callable
+
+from sessions.contract import Thresholds
+from sessions.events import Verdict
+from sessions.evidence import ScenarioEvidence
+from sessions.judgement import FAIL, NA, PASS, Judgement, failed, seqs, unknown
+
+# Names a client's temporary or partial files take (left behind, they fail the cleanup gate);
+# any other file left in its working directory is named in the reason but allowed (a cache).
+TEMP_NAME = re.compile(r"(\.(tmp|temp|part|partial|swp|download|crdownload|inprogress)$"
+                       r"|^\.?tmp|^\.#|~$|\.~)", re.IGNORECASE)
+
+
+def immediate(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> Judgement:
+    first = ev.invocations.get(1)
+    v = first.verifier if first else None
+    if v is None:
+        return unknown("no verifier result after invocation 1", failure_class="harness")
+    if v.match:
+        return Judgement(PASS, "right after invocation 1 the saved backup matches the source",
+                         (v.seq,))
+    return failed("right after invocation 1 the store holds "
+                 + ("no backup" if not v.saved else "a backup that does not match the source"),
+                 (v.seq,))
+
+
+def rerun(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> Judgement:
+    """The unchanged-no-upload clause's verdict, and the backup still right after it."""
+    upload = clauses["unchanged-no-upload"]
+    if upload.status != PASS:
+        return Judgement(upload.status, upload.reason, upload.evidence, upload.failure_class)
+    second = ev.invocations[2]
+    if second.verifier is None or not second.verifier.match:
+        return failed("after the unchanged re-run the backup no longer matches the source",
+                     (*upload.evidence, *seqs([second.verifier])))
+    return Judgement(PASS, upload.reason + "; the backup still matches",
+                     (*upload.evidence, second.verifier.seq))
+
+
+def _had_backup(ev: ScenarioEvidence) -> bool:
+    last = ev.invocations.get(max(ev.invocations, default=0))
+    return bool(last and last.verifier and last.verifier.match)
+
+
+def _lifecycle_gate(name: str):
+    def gate(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> Judgement:
+        check = ev.lifecycle.get(name)
+        if check is None or "harness_error" in check.fields:
+            return unknown(check.detail if check else f"no {name} check was run",
+                           (check.seq,) if check else (), "harness")
+        if not _had_backup(ev):
+            return Judgement(NA, f"no matching backup after the invocations: nothing to "
+                                 f"{'survive' if name == 'durability' else 'restore'}",
+                             (check.seq,))
+        return Judgement(PASS if check.ok else FAIL, check.detail, (check.seq,),
+                         None if check.ok else "client")
+    gate.__name__ = name
+    return gate
+
+
+def cleanup(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> Judgement:
+    problems, notes, evidence = [], [], []
+    for n in sorted(ev.invocations):
+        c = ev.invocations[n].cleanup
+        if c is None:
+            return unknown(f"invocation {n}: nothing observed after it exited",
+                            failure_class="harness")
+        evidence.append(c.seq)
+        if not c.kernel_view:
+            return unknown(f"invocation {n}: no kernel view of its process tree (only its "
+                            "session was scanned; a child that left it would be invisible)",
+                            evidence)
+        temp = [f for f in c.cwd_files if TEMP_NAME.search(f.rsplit("/", 1)[-1])]
+        for what, items in (("process(es) still running", c.leftover),
+                            ("listening socket(s)", c.listening),
+                            ("temporary file(s) in its working directory", temp),
+                            ("file(s) in the receiver's store", c.store_files)):
+            if items:
+                problems.append(f"invocation {n} left {len(items)} {what}: "
+                                f"{', '.join(items[:3])}")
+        kept = [f for f in c.cwd_files if f not in temp]
+        if kept:
+            notes.append(f"invocation {n} kept {', '.join(kept[:3])} in its working directory")
+    if problems:
+        return failed("; ".join(problems), evidence)
+    return Judgement(PASS, "no process, listening socket, temporary file or store residue "
+                           "left after any invocation" + ("; " + "; ".join(notes) if notes
+                                                           else ""), tuple(evidence))
+
+
+GATES: dict[str, Callable[[ScenarioEvidence, Thresholds, dict[str, Verdict]], Judgement]] = {
+    "immediate": immediate,
+    "re-run": rerun,
+    "durability": _lifecycle_gate("durability"),
+    "restore": _lifecycle_gate("restore"),
+    "cleanup": cleanup,
+}

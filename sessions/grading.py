@@ -1,0 +1,121 @@
+"""Grading any client: one attempt's outcome, and the metrics over repeated attempts.
+
+An attempt is *invalid* when something other than the client decided it — an armed fault that
+had its chance and never fired, or a clause or gate left inconclusive for an environment or
+harness reason (evidence missing, a port clash). Invalid attempts are shown and left out of
+every denominator: they count neither as the client's success nor its failure.
+
+Metrics per grade scenario over its n valid attempts, c of them successes (every clause and
+gate pass or not-applicable):
+  Pass@1      c / n — the chance one attempt succeeds.
+  pass^k      C(c, k) / C(n, k) with k = n: 1 when all k attempts succeed, else 0 — reliability.
+  Best-of-N   1 - C(n - c, k) / C(n, k) with k = n: 1 when any attempt succeeds.
+  score       per attempt: passed / (passed + failed) over clauses and gates (n/a left out);
+              reported as the mean over valid attempts ± its standard error (sample sd / sqrt n).
+Overall figures average the scenarios (each scenario weighs the same, as tau-bench does) and
+pool every valid attempt's score for the mean ± SEM.
+"""
+
+import math
+import statistics
+from collections.abc import Iterable
+
+from sessions.events import AttemptJudged, GateResult, Verdict
+from sessions.evidence import ScenarioEvidence
+
+HARNESS_CLASSES = ("environment", "harness")
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """Probability that k attempts drawn from n (c successes) all succeed."""
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Probability that at least one of k attempts drawn from n (c successes) succeeds."""
+    return 1 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[GateResult],
+                  unfired: list[dict], now_ns: int) -> AttemptJudged:
+    s = ev.started
+    judged = [*verdicts, *gates]
+    blocked = [j for j in judged if j.status == "inconclusive"
+               and j.failure_class in HARNESS_CLASSES]
+    had_chance = [f for f in unfired if _uploaded(ev, f["invocation"])]
+    passed = [j for j in judged if j.status == "pass"]
+    failed = [j for j in judged if j.status == "fail"
+              or (j.status == "inconclusive" and j.failure_class == "client")]
+    score = len(passed) / (len(passed) + len(failed)) if passed or failed else None
+    if had_chance or blocked:
+        why = [f"{f['kind']} fault armed for invocation {f['invocation']} never fired"
+               for f in had_chance]
+        why += [f"{_name(j)} inconclusive ({j.failure_class}): {j.reason}" for j in blocked]
+        return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, False, False, score,
+                             "invalid: " + "; ".join(why))
+    if failed:
+        return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, True, False, score,
+                             "failed: " + ", ".join(_name(j) for j in failed))
+    return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, True, True, score,
+                         f"every clause and gate passed ({len(passed)} judged, "
+                         f"{len(judged) - len(passed)} not applicable)")
+
+
+def _name(j: Verdict | GateResult) -> str:
+    return j.clause if isinstance(j, Verdict) else f"gate {j.gate}"
+
+
+def _uploaded(ev: ScenarioEvidence, n: int) -> bool:
+    """Did the client start an upload in invocation n (so its fault had a chance to fire)?
+    A client that never uploads fails on its own merits; its attempt stays valid."""
+    inv = ev.invocations.get(n)
+    return bool(inv and inv.receiver_events("upload_started"))
+
+
+def scenario_metrics(attempts: Iterable[AttemptJudged]) -> dict:
+    attempts = list(attempts)
+    valid = [a for a in attempts if a.valid]
+    n, c = len(valid), sum(a.success for a in valid)
+    scores = [a.score for a in valid if a.score is not None]
+    return {
+        "attempts": len(attempts), "valid": n, "invalid": len(attempts) - n, "successes": c,
+        "pass_at_1": c / n if n else None,
+        "pass_hat_k": pass_hat_k(n, c, n) if n else None, "k": n,
+        "best_of_n": pass_at_k(n, c, n) if n else None,
+        "best_score": max(scores) if scores else None,
+        **_mean_sem(scores),
+    }
+
+
+def _mean_sem(scores: list[float]) -> dict:
+    return {"mean_score": statistics.fmean(scores) if scores else None,
+            "sem": statistics.stdev(scores) / math.sqrt(len(scores)) if len(scores) > 1
+            else None}
+
+
+def overall_metrics(by_scenario: dict[str, list[AttemptJudged]]) -> dict:
+    per = {name: scenario_metrics(a) for name, a in by_scenario.items()}
+    judged = [m for m in per.values() if m["valid"]]
+
+    def average(key):
+        return statistics.fmean(m[key] for m in judged) if judged else None
+
+    scores = [a.score for attempts in by_scenario.values() for a in attempts
+              if a.valid and a.score is not None]
+    return {
+        "scenarios": len(per), "scenarios_with_valid_attempts": len(judged),
+        "attempts": sum(m["attempts"] for m in per.values()),
+        "invalid": sum(m["invalid"] for m in per.values()),
+        "pass_at_1": average("pass_at_1"), "pass_hat_k": average("pass_hat_k"),
+        "best_of_n": average("best_of_n"), **_mean_sem(scores),
+    }
+
+
+def grade_status(overall: dict) -> int:
+    """Exit status of `evlab grade`: 0 every valid attempt of every scenario succeeded; 1 an
+    attempt failed; 3 nothing failed but some scenario had no valid attempt."""
+    if overall["pass_hat_k"] is not None and overall["pass_hat_k"] < 1:
+        return 1
+    if overall["scenarios_with_valid_attempts"] < overall["scenarios"]:
+        return 3
+    return 0
