@@ -50,14 +50,16 @@ def _receiver(inv: InvocationEvidence) -> dict:
     }
 
 
-def _packets(inv: InvocationEvidence) -> dict:
+def _packets(inv: InvocationEvidence, receiver_port: int) -> dict:
     if inv.packet_stats is None:
-        return {"count": None, "payload_bytes": None, "dropped": None}
+        return {"count": None, "payload_bytes": None, "to_receiver_bytes": None,
+                "dropped": None}
     return {"count": len(inv.packets), "payload_bytes": sum(p.payload_len for p in inv.packets),
+            "to_receiver_bytes": inv.wire_bytes_to(receiver_port),
             "dropped": inv.packet_stats.dropped_by_kernel}
 
 
-def _invocation(inv: InvocationEvidence) -> dict:
+def _invocation(inv: InvocationEvidence, receiver_port: int) -> dict:
     v = inv.verifier
     return {
         "n": inv.n,
@@ -66,7 +68,7 @@ def _invocation(inv: InvocationEvidence) -> dict:
         "claims": [c.claim for c in inv.claims],
         "kernel": _kernel(inv),
         "receiver": _receiver(inv),
-        "packets": _packets(inv),
+        "packets": _packets(inv, receiver_port),
         "verifier": ({"saved": v.saved, "match": v.match, "saved_sha256": v.saved_sha256}
                      if v else {"saved": None, "match": None, "saved_sha256": None}),
     }
@@ -84,7 +86,9 @@ def _scenario(ev: ScenarioEvidence) -> dict:
         "attempt": ev.started.attempt or None,
         "instrument_check": ev.judged.instrument_check if ev.judged else "incomplete",
         "instrument_detail": ev.judged.detail if ev.judged else "the scenario did not finish",
-        "invocations": [_invocation(ev.invocations[n]) for n in sorted(ev.invocations)],
+        "receiver_port": s.receiver_port,
+        "invocations": [_invocation(ev.invocations[n], s.receiver_port)
+                        for n in sorted(ev.invocations)],
         "clauses": [{"id": v.clause, "status": v.status, "expected": v.expected,
                      "reason": v.reason, "failure_class": v.failure_class,
                      "evidence": list(v.evidence)} for v in ev.verdicts],

@@ -17,11 +17,12 @@ from sessions.events import (
     VerifierResult,
 )
 from sessions.evidence import EvidenceBook
+from sessions.grade_report import grade_markdown
 
 SYMBOLS = {"pass": "✓ pass", "fail": "✗ FAIL", "inconclusive": "? inconclusive",
            "not-applicable": "– n/a"}
 CHECK_SYMBOLS = {"detected": "✓ detected", "missed": "✗ MISSED", "inconclusive": "? inconclusive",
-                 "invalid": "⊘ invalid", "incomplete": "… incomplete"}
+                 "invalid": "⊘ invalid", "incomplete": "… incomplete", "graded": "graded"}
 _TIMELINE_RECORDS = {"upload_started", "committed", "rejected", "fault_fired", "check_answer",
                      "receiver_restarted", "fault_armed"}
 
@@ -42,13 +43,16 @@ def markdown(events: list[Event]) -> str:
             f"contract v{doc['contract_version']}",
             f"- session: {'**partial** — ' if doc['partial'] else ''}{doc['end_reason']}"]
     summary = doc["summary"]
-    out.append(f"- instrument check: {summary['detected']} detected, {summary['missed']} missed, "
-               f"{summary['inconclusive']} inconclusive of {summary['scenarios']} scenarios "
-               f"({summary['note']})")
+    if doc["grade"] is None:
+        out.append(f"- instrument check: {summary['detected']} detected, {summary['missed']} "
+                   f"missed, {summary['inconclusive']} inconclusive of {summary['scenarios']} "
+                   f"scenarios ({summary['note']})")
     if doc["capabilities"]["missing"]:
         out += ["", "## Missing capabilities", ""]
         out += [f"- **{m['name']}**: {m['detail']} — fix: `{m['fix']}`"
                 for m in doc["capabilities"]["missing"]]
+    if doc["grade"] is not None:
+        out += ["", *grade_markdown(doc["grade"])]
     out += ["", "## Verdicts", "", _table(doc), ""]
     for s in doc["scenarios"]:
         out += _scenario_section(s, book)

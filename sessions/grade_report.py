@@ -1,0 +1,88 @@
+"""The Markdown of a grade: who was graded, the metrics, clauses and gates x attempts, and the
+risk findings. Built from the JSON document's `grade` section (sessions/document.py)."""
+
+from sessions.contract import CLAUSE_IDS
+from sessions.gates import GATES
+
+CELL = {"pass": "✓", "fail": "✗", "inconclusive": "?", "not-applicable": "–"}
+
+
+def _num(value, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _score(m: dict) -> str:
+    if m["mean_score"] is None:
+        return "n/a"
+    return _num(m["mean_score"], 3) + (f" ± {m['sem']:.3f}" if m["sem"] is not None else "")
+
+
+def _outcome(run: dict) -> str:
+    if run["valid"] is None:
+        return "… not judged"
+    if not run["valid"]:
+        return "⊘ invalid"
+    return "✓ success" if run["success"] else "✗ failed"
+
+
+def _identity(grade: dict) -> list[str]:
+    c = grade["client"]
+    out = [f"- command: `{' '.join(c['command'])}`",
+           f"- executable: `{c['executable']}` sha256 `{c['sha256']}`"]
+    out += [f"- file `{path}` sha256 `{digest}`" for path, digest in c["files"].items()]
+    out.append("- environment: " + ", ".join(f"`{k}={v}`" for k, v in sorted(c["env"].items())))
+    return out
+
+
+def _metrics_table(grade: dict) -> list[str]:
+    names = list(grade["scenarios"])
+    columns = [grade["scenarios"][n] for n in names] + [grade["overall"]]
+    rows = [("Pass@1", lambda m: _num(m["pass_at_1"])),
+            ("pass^k (k = valid attempts)", lambda m: _num(m["pass_hat_k"])),
+            ("Best-of-N", lambda m: _num(m["best_of_n"])),
+            ("mean score ± SEM", _score),
+            ("valid / invalid attempts",
+             lambda m: f"{m['attempts'] - m['invalid']} / {m['invalid']}")]
+    out = ["| metric | " + " | ".join(names) + " | overall |",
+           "|---|" + "---|" * (len(names) + 1)]
+    out += [f"| {label} | " + " | ".join(fn(m) for m in columns) + " |" for label, fn in rows]
+    return out
+
+
+def _attempts_table(name: str, runs: list[dict]) -> list[str]:
+    out = [f"### {name}: clauses and gates × attempts", "",
+           "| | " + " | ".join(f"@{r['attempt']}" for r in runs) + " |",
+           "|---|" + "---|" * len(runs)]
+    for clause in CLAUSE_IDS:
+        out.append(f"| `{clause}` | " + " | ".join(
+            CELL.get(r["clauses"].get(clause), "…") for r in runs) + " |")
+    for gate in GATES:
+        out.append(f"| gate `{gate}` | " + " | ".join(
+            CELL.get(r["gates"].get(gate, {}).get("status"), "…") for r in runs) + " |")
+    out.append("| **attempt** | " + " | ".join(_outcome(r) for r in runs) + " |")
+    out.append("")
+    out += [f"- @{r['attempt']}: {r['reason']}" for r in runs]
+    failing = [(r, g, v) for r in runs for g, v in r["gates"].items() if v["status"] != "pass"]
+    out += [f"- @{r['attempt']} gate `{g}` {v['status']}: {v['reason']}" for r, g, v in failing]
+    return out + [""]
+
+
+def _risks(grade: dict) -> list[str]:
+    found = [(r["id"], f) for s in grade["scenarios"].values() for r in s["runs"]
+             for f in r["risk_findings"]]
+    if not found:
+        return ["No risk findings: no exec of another program, no write outside the working "
+                "directory, no write to the source, no other connection, no read outside the "
+                "source and system libraries."]
+    return [f"- **{f['severity']}** {f['kind']} — {rid} invocation {f['invocation']}: "
+            f"{f['detail']} (events {', '.join(map(str, f['evidence'][:5]))})"
+            for rid, f in found]
+
+
+def grade_markdown(grade: dict) -> list[str]:
+    out = ["## Grade", "", *_identity(grade),
+           f"- attempts per scenario: {grade['attempts_per_scenario']} (each from fresh state)",
+           "", *_metrics_table(grade), "", f"_{grade['metric_definitions']}._", ""]
+    for name, metrics in grade["scenarios"].items():
+        out += _attempts_table(name, metrics["runs"])
+    return out + ["### Risk findings (reported, not judged)", "", *_risks(grade), ""]

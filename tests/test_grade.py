@@ -1,0 +1,257 @@
+"""`evlab grade`: any client through the grade scenarios, with attempts, gates and risk findings.
+
+The clients under test are the eight fixture builds (graded as unknown executables) and
+tests/clients/backup_client.py, a Python client written from docs/protocol.md alone, whose
+--variant flag adds one known flaw at a time.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from fixture.harness import ServerStartError, client_path
+from sessions import document, runner
+from sessions.cli import grade_started
+from sessions.client_spec import ClientSpecError, from_command, from_file
+from sessions.events import AttemptJudged
+from sessions.evidence import EvidenceBook
+from sessions.grading import grade_status, overall_metrics, scenario_metrics
+from sessions.judge import VerdictEngine
+from sessions.runner import Options, run_session
+from sessions.scenario import GRADE_DIR, load_dir
+from sessions.stream import EventStream
+
+ROOT = Path(__file__).resolve().parent.parent
+PY_CLIENT = ROOT / "tests" / "clients" / "backup_client.py"
+EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the BCC collector needs root")
+SEEDED = ("baseline", "false-success", "hash-storm", "unexpected-egress", "redundant-upload",
+          "busy-wait", "corrupt-upload", "retry")
+
+
+def grade(command: str, tmp_path: Path, **options) -> dict:
+    """Grade in-process, as `evlab grade --headless` does; the JSON document."""
+    spec = from_command(command, **options)
+    attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
+    book = EvidenceBook()
+    run_session(EventStream([VerdictEngine(), book]), attempts, tmp_path / "out",
+                Options(), grade_started(spec, attempts))
+    return document.build(book)
+
+
+def py_client(variant: str = "honest") -> str:
+    return f"/usr/bin/python3 {PY_CLIENT} --variant {variant} {{host}} {{port}} {{source}}"
+
+
+def runs(doc: dict, scenario: str = "normal") -> list[dict]:
+    return doc["grade"]["scenarios"][scenario]["runs"]
+
+
+# --- metrics: hand-computed ------------------------------------------------------------------
+def _attempt(base, k, valid=True, success=False, score=None):
+    return AttemptJudged(0, f"{base}@{k}", base, k, valid, success, score, "")
+
+
+def test_metrics_against_hand_computed_values_with_invalid_attempts_excluded():
+    a = [_attempt("a", 1, success=True, score=1.0), _attempt("a", 2, score=0.5),
+         _attempt("a", 3, success=True, score=1.0),
+         _attempt("a", 4, valid=False, score=0.0)]            # invalid: must not count
+    b = [_attempt("b", 1, success=True, score=1.0), _attempt("b", 2, success=True, score=1.0)]
+    c = [_attempt("c", 1, valid=False), _attempt("c", 2, valid=False)]
+    m = scenario_metrics(a)
+    # n = 3 valid, c = 2 successes
+    assert (m["attempts"], m["valid"], m["invalid"], m["successes"]) == (4, 3, 1, 2)
+    assert m["pass_at_1"] == pytest.approx(2 / 3)
+    assert m["pass_hat_k"] == 0 and m["k"] == 3          # not all 3 succeeded
+    assert m["best_of_n"] == 1                           # at least one did
+    assert m["mean_score"] == pytest.approx(2.5 / 3)     # (1 + 0.5 + 1) / 3
+    # sample sd of (1, .5, 1) = sqrt(((1/6)^2*2 + (1/3)^2) / 2) = 0.288675; / sqrt(3)
+    assert m["sem"] == pytest.approx(0.288675 / 3 ** 0.5, rel=1e-5)
+    mb = scenario_metrics(b)
+    assert (mb["pass_at_1"], mb["pass_hat_k"], mb["best_of_n"], mb["sem"]) == (1, 1, 1, 0)
+    mc = scenario_metrics(c)
+    assert mc["valid"] == 0 and mc["pass_at_1"] is None and mc["mean_score"] is None
+    overall = overall_metrics({"a": a, "b": b, "c": c})
+    assert overall["scenarios_with_valid_attempts"] == 2 and overall["invalid"] == 3
+    assert overall["pass_at_1"] == pytest.approx((2 / 3 + 1) / 2)
+    assert overall["pass_hat_k"] == pytest.approx(0.5)
+    assert overall["best_of_n"] == 1
+    assert overall["mean_score"] == pytest.approx(4.5 / 5)   # pooled valid scores
+    assert grade_status(overall) == 1
+    assert grade_status(overall_metrics({"b": b})) == 0
+    assert grade_status(overall_metrics({"b": b, "c": c})) == 3
+
+
+# --- identity and the command ----------------------------------------------------------------
+def test_identity_resolves_the_executable_and_the_script(tmp_path):
+    spec = from_command(py_client(), env={"EXTRA": "1"})
+    assert spec.executable == Path("/usr/bin/python3")
+    assert spec.sha256 == hashlib.sha256(
+        Path("/usr/bin/python3").resolve().read_bytes()).hexdigest()
+    assert spec.files == {str(PY_CLIENT): hashlib.sha256(PY_CLIENT.read_bytes()).hexdigest()}
+    assert spec.env["EXTRA"] == "1" and spec.env["HOME"] == "{cwd}"
+    grade_file = tmp_path / "g.toml"
+    grade_file.write_text(f'[client]\ncommand = "python3 {os.path.relpath(PY_CLIENT, tmp_path)} '
+                          '{host} {port} {source}"\n[grade]\nattempts = 2\n')
+    from_toml = from_file(grade_file)
+    assert from_toml.files == spec.files and from_toml.attempts == 2
+
+
+@pytest.mark.parametrize("command, message", [
+    ("python3 x.py {host} {source}", "must contain {port} and {source}"),
+    ("python3 x.py {host} {port} {source} {nope}", "placeholders are"),
+    ("/no/such/client {port} {source}", "not found"),
+    ("'unbalanced {port} {source}", "client command"),
+])
+def test_bad_client_commands_are_one_clear_line(command, message):
+    with pytest.raises(ClientSpecError, match=message):
+        from_command(command)
+
+
+def test_cli_grade_usage_errors(tmp_path):
+    for args in (["grade", "--headless"],
+                 ["grade", "--headless", "--client", "x {port} {source}", str(tmp_path / "g")],
+                 ["grade", "--headless", "--client", py_client(), "--attempts", "0"],
+                 ["grade", "--headless", "--client", py_client(), "--env", "no-equals"],
+                 ["grade", "--headless", "--client", py_client(), "--scenario", "nope"]):
+        r = subprocess.run([EVLAB, *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("evlab: "), r.stderr
+
+
+# --- the seeded builds, graded as unknown clients ---------------------------------------------
+@root_only
+def test_seeded_builds_graded_as_unknown_clients_match_the_builtin_scenarios(tmp_path,
+                                                                              built_clients):
+    book = EvidenceBook()
+    run_session(EventStream([VerdictEngine(), book]), load_dir(), tmp_path / "builtin",
+                Options())
+    builtin = {s["id"]: {c["id"]: c["status"] for c in s["clauses"]}
+               for s in document.build(book)["scenarios"]}
+    for behaviour in SEEDED:
+        # retry is the honest client under a dropped first upload: the interrupted scenario
+        scenario = "interrupted" if behaviour == "retry" else "normal"
+        doc = grade(f"{client_path(behaviour)} {{host}} {{port}} {{source}} {{decoy_port}}",
+                    tmp_path / behaviour, attempts=1, scenarios=(scenario,))
+        graded = runs(doc, scenario)[0]["clauses"]
+        assert graded == builtin[behaviour], behaviour
+        assert doc["grade"]["client"]["sha256"] == next(
+            s for s in doc["scenarios"])["client"]["sha256"]
+
+
+# --- a client written from the protocol document -----------------------------------------------
+@root_only
+def test_python_client_from_the_protocol_document_passes_every_clause_and_gate(tmp_path):
+    doc = grade(py_client(), tmp_path, attempts=2)
+    overall = doc["grade"]["overall"]
+    assert (overall["pass_at_1"], overall["pass_hat_k"], overall["best_of_n"]) == (1, 1, 1)
+    assert overall["mean_score"] == 1 and overall["invalid"] == 0 and overall["attempts"] == 6
+    for scenario, metrics in doc["grade"]["scenarios"].items():
+        for run in metrics["runs"]:
+            assert run["valid"] and run["success"], (scenario, run["reason"])
+            assert set(run["clauses"].values()) <= {"pass", "not-applicable"}
+            assert {g: v["status"] for g, v in run["gates"].items()} == dict.fromkeys(
+                ("immediate", "re-run", "durability", "restore", "cleanup"), "pass")
+            assert run["risk_findings"] == []
+    # the scenarios' own expectations: recovery was exercised, the mismatch was rejected
+    assert runs(doc, "interrupted")[0]["clauses"]["bounded-recovery"] == "pass"
+    assert runs(doc, "mismatch")[0]["clauses"]["mismatch-rejected"] == "pass"
+
+
+@root_only
+def test_a_temp_file_left_behind_fails_the_cleanup_gate(tmp_path):
+    run = runs(grade(py_client("temp-file"), tmp_path, attempts=1, scenarios=("normal",)))[0]
+    assert run["gates"]["cleanup"]["status"] == "fail"
+    assert "upload.partial" in run["gates"]["cleanup"]["reason"]
+    assert not run["success"] and run["valid"]
+
+
+@root_only
+def test_a_child_left_running_fails_the_cleanup_gate_and_is_killed(tmp_path):
+    run = runs(grade(py_client("child-left"), tmp_path, attempts=1, scenarios=("normal",)))[0]
+    cleanup = run["gates"]["cleanup"]
+    assert cleanup["status"] == "fail" and "process(es) still running" in cleanup["reason"]
+    assert "--variant child-left" in cleanup["reason"]
+    survivors = [p for p in psutil.process_iter(["cmdline"])
+                 if "child-left" in " ".join(p.info["cmdline"] or ())]
+    assert survivors == []
+
+
+@root_only
+def test_a_write_to_the_source_is_a_high_risk_finding(tmp_path):
+    run = runs(grade(py_client("write-source"), tmp_path, attempts=1, scenarios=("normal",)))[0]
+    kinds = {(f["invocation"], f["severity"], f["kind"]) for f in run["risk_findings"]}
+    assert kinds == {(1, "high", "source-write"), (2, "high", "source-write")}
+    assert run["success"]   # a finding is reported, not judged
+
+
+@root_only
+def test_a_forked_helper_making_the_connections_is_attributed_to_the_client(tmp_path):
+    doc = grade(py_client("fork-helper"), tmp_path, attempts=1, scenarios=("normal",))
+    run = runs(doc)[0]
+    assert run["success"], run["reason"]
+    scenario = doc["scenarios"][0]
+    first = scenario["invocations"][0]
+    # destinations: the kernel saw the connect, from the helper, not the launched process
+    assert first["kernel"]["connect_destinations"] == [f"127.0.0.1:{_receiver_port(doc)}"]
+    # bytes: everything the receiver consumed and the wire carried came from the client tree
+    assert first["receiver"]["payload_bytes"] == 524_288
+    assert first["kernel"]["sent_bytes"] == first["packets"]["to_receiver_bytes"]
+    assert first["kernel"]["source_read_bytes"] == 2 * 524_288   # hash pass + upload pass
+
+
+def _receiver_port(doc: dict) -> int:
+    return doc["scenarios"][0]["receiver_port"]
+
+
+# --- invalid attempts ----------------------------------------------------------------------------
+@root_only
+def test_a_harness_failure_makes_the_attempt_invalid_not_failed(tmp_path, monkeypatch,
+                                                                 built_clients):
+    real, calls = runner.start_decoy, []
+
+    def clash_once(path):
+        calls.append(path)
+        if len(calls) == 1:
+            raise ServerStartError("fixture.decoy exited at start: address already in use")
+        return real(path)
+
+    monkeypatch.setattr(runner, "start_decoy", clash_once)
+    doc = grade(f"{client_path('baseline')} {{host}} {{port}} {{source}}", tmp_path,
+                attempts=2, scenarios=("normal",))
+    m = doc["grade"]["scenarios"]["normal"]
+    first, second = m["runs"]
+    assert not first["valid"] and "address already in use" in first["reason"]
+    assert second["valid"] and second["success"]
+    assert (m["attempts"], m["valid"], m["invalid"], m["pass_at_1"]) == (2, 1, 1, 1)
+
+
+# --- the command line, end to end ----------------------------------------------------------------
+@root_only
+def test_cli_grade_writes_json_archive_and_markdown(tmp_path):
+    out = tmp_path / "o"
+    r = subprocess.run([EVLAB, "grade", "--client", py_client("temp-file"), "--attempts", "2",
+                        "--scenario", "normal", "--headless", "--json", out / "g.json",
+                        "--archive", out / "g.tar.gz", "--report", out / "g.md"],
+                       capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert r.returncode == 1, r.stderr           # both attempts fail the cleanup gate
+    assert "Pass@1 0.00" in r.stderr
+    doc = json.loads((out / "g.json").read_text())
+    assert doc["grade"]["overall"]["attempts"] == 2
+    md = (out / "g.md").read_text()
+    for text in ("## Grade", "Pass@1", "pass^k", "Best-of-N", "/usr/bin/python3",
+                 doc["grade"]["client"]["sha256"], "| gate `cleanup` |"):
+        assert text in md, text
+    listing = subprocess.run([EVLAB, "report", out / "g.tar.gz", "--format", "json"],
+                             capture_output=True, text=True, timeout=60)
+    assert json.loads(listing.stdout)["grade"] == doc["grade"]
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
