@@ -10,6 +10,7 @@ is compiled once however many runs are asked for; runs are queued and executed i
 import queue
 from pathlib import Path
 
+from sessions.events import GradeStarted
 from sessions.runner import Cancelled, Options, Session
 from sessions.scenario import Scenario
 from sessions.stream import EventStream
@@ -17,9 +18,10 @@ from sessions.stream import EventStream
 
 class Lab:
     def __init__(self, stream: EventStream, out_dir: Path, options: Options,
-                 known: list[Scenario]):
+                 known: list[Scenario], grade: GradeStarted | None = None):
         self.session = Session(stream, out_dir, options)
         self.known = known
+        self.grade = grade  # `evlab grade`: published once the session is open
         self.error: BaseException | None = None
         self._jobs: queue.Queue[list[Scenario] | None] = queue.Queue()
         self._closing = False
@@ -41,6 +43,8 @@ class Lab:
         reason = "complete"
         try:
             self.session.open(self.known)
+            if self.grade is not None:
+                self.session.stream.publish(self.grade)
             while (job := self._jobs.get()) is not None:
                 for scenario in job:
                     if self._closing:

@@ -16,7 +16,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Input, Sparkline, Static
@@ -52,11 +52,13 @@ HELP = """\
   /               filter the packet, receiver and claim panes (empty: clear)
   end             resume following: the panes' newest lines and the running scenario
   e               export the session archive (.tar.gz)
+  g               grade view (`evlab grade`): attempts as dots, Pass@1, pass^k, Best-of-N
   ctrl+p          command palette: the same actions
   ?               this help     q  quit (stops the client, receiver and probes)
 
 Verdicts: ✓ pass  ✗ FAIL  ? inconclusive (evidence missing)  – n/a
 Scenario: ✓ detected (verdicts as declared)  ✗ MISSED  ? inconclusive
+Grading attempt: ● success  ● FAILED  ⊘ invalid (an environment or harness reason)
 """
 
 
@@ -88,6 +90,69 @@ class EvidenceScreen(ModalScreen):
         log.scroll_home(animate=False)
 
 
+class GradeScreen(ModalScreen):
+    """`evlab grade`: who is graded, each scenario's attempts as dots, the metrics, the risks."""
+
+    BINDINGS = [Binding("escape,q,g", "dismiss", "Back")]
+    DOTS = {"success": ("●", "green"), "failed": ("●", "bold red"), "invalid": ("⊘", "magenta"),
+            "running": ("▶", "bold cyan"), "queued": ("·", "dim")}
+
+    def __init__(self, model: DashboardModel):
+        super().__init__()
+        self.model = model
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="grade-box"):
+            yield Static(self.render_grade(), id="grade")
+
+    def on_mount(self) -> None:
+        self.query_one("#grade-box").border_title = "grade (g or esc: back)"
+        self.set_interval(0.5, self._refresh)
+
+    def _refresh(self) -> None:
+        self.query_one("#grade", Static).update(self.render_grade())
+
+    def render_grade(self) -> Text:
+        summary = self.model.grade_summary()
+        if summary is None:
+            return Text("This session is not a grade: run `evlab grade --client ...`.")
+        g = summary["grade"]
+        out = Text()
+        out.append("client  ", "bold").append(" ".join(g.command) + "\n")
+        out.append(f"        {g.executable}  sha256 {g.sha256[:16]}…\n", "dim")
+        out.append(f"        {g.attempts} attempt(s) per scenario, each from fresh state\n\n")
+        for base, attempts in summary["attempts"].items():
+            out.append(f"{base:<13}")
+            for _, status in attempts:
+                dot, style = self.DOTS.get(status, ("?", "yellow"))
+                out.append(dot + " ", style)
+            out.append(" " * max(1, 2 * (g.attempts - len(attempts)) + 2))
+            out.append(_metrics_text(summary["metrics"][base]) + "\n")
+        out.append(f"\n{'overall':<13}" + " " * (2 * g.attempts + 2)
+                   + _metrics_text(summary["overall"]) + "\n\n", "bold")
+        out.append("● success  ● failed  ⊘ invalid (left out of the metrics)  ▶ running  · queued"
+                   "\n\n", "dim")
+        risks = summary["risks"]
+        out.append(f"risk findings ({len(risks)}, reported, not judged)\n", "bold")
+        for sid, r in risks[:30]:
+            style = {"high": "bold red", "medium": "yellow"}.get(r.severity, "")
+            out.append(f"  {r.severity:<6} ", style).append(f"{sid} inv {r.invocation} "
+                                                             f"{r.kind}: {r.detail}\n")
+        if not risks:
+            out.append("  none so far\n", "dim")
+        return out
+
+
+def _metrics_text(m: dict) -> str:
+    def num(x):
+        return "n/a" if x is None else f"{x:.2f}"
+
+    score = "n/a" if m["mean_score"] is None else (
+        f"{m['mean_score']:.2f}" + (f"±{m['sem']:.2f}" if m["sem"] is not None else ""))
+    return (f"Pass@1 {num(m['pass_at_1'])}  pass^k {num(m['pass_hat_k'])}  "
+            f"Best-of-N {num(m['best_of_n'])}  score {score}  invalid {m['invalid']}")
+
+
 class EvlabApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "evlab"
@@ -103,6 +168,7 @@ class EvlabApp(App):
         Binding("slash", "filter", "Filter"),
         Binding("end", "follow", "Follow"),
         Binding("e", "export", "Export"),
+        Binding("g", "grade", "Grade"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
@@ -274,12 +340,13 @@ class EvlabApp(App):
                 table.add_row(clause, "", "", "", key=clause)
             self._verdict_clauses = [c for c, _ in rows]
         for clause, verdict in rows:
-            expected = ("fail" if clause in view.expected_failures else "not fail")
+            expected = ("fail" if clause in view.expected_failures
+                        else "pass" if view.attempt else "not fail")
             if verdict is None:
                 cells = (Text("… pending", style="dim"), expected, "")
             else:
                 cells = (Text(VERDICT_TEXT[verdict.status], style=VERDICT_CLASS[verdict.status]),
-                         verdict.expected, verdict.reason)
+                         getattr(verdict, "expected", expected), verdict.reason)
             for column, value in zip(("verdict", "expected", "reason"), cells, strict=True):
                 table.update_cell(clause, column, value)
         table.border_subtitle = (f"{view.id}: {STATUS_TEXT.get(view.status, view.status)}"
@@ -391,7 +458,7 @@ class EvlabApp(App):
             lines.append(f"({missing} cited events are no longer held in memory; "
                          "export the archive for all)")
         title = (f"{self.selected} · {clause}: {VERDICT_TEXT[verdict.status]} "
-                 f"(expected {verdict.expected})\n{verdict.reason}")
+                 f"(expected {getattr(verdict, 'expected', 'pass')})\n{verdict.reason}")
         self.push_screen(EvidenceScreen(title, lines))
 
     def action_run_all(self) -> None:
@@ -445,6 +512,13 @@ class EvlabApp(App):
             self.notify(f"export failed: {e}", severity="error", timeout=10)
             return
         self.notify(f"archive written to {written}", timeout=10)
+
+    def action_grade(self) -> None:
+        if self.source.model.grade is None:
+            self.notify("not a grade session: `evlab grade --client ...` opens one",
+                        severity="warning")
+            return
+        self.push_screen(GradeScreen(self.source.model))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -1,16 +1,17 @@
 """The `evlab` console script.
 
-`evlab` alone (and `make run`) opens the dashboard on the built-in suite; `evlab run ...` without
-`--headless` and `evlab replay ARCHIVE` without `--headless` open it too. Everything else goes to
-sessions.cli, which never imports Textual, so headless use costs nothing extra.
+`evlab` alone (and `make run`) opens the dashboard on the built-in suite; `evlab run ...`,
+`evlab grade ...` and `evlab replay ARCHIVE` without `--headless` open it too. Everything else
+goes to sessions.cli, which never imports Textual, so headless use costs nothing extra.
 """
 
 import sys
 
 from sessions import cli
 from sessions.archive import ArchiveError, load_archive
+from sessions.client_spec import ClientSpecError
 from sessions.runner import Options
-from sessions.scenario import ScenarioError
+from sessions.scenario import GRADE_DIR, ScenarioError, load_dir
 
 
 def _say(text: str) -> None:
@@ -49,11 +50,17 @@ def main(argv: list[str] | None = None) -> int:
             scenarios = cli.chosen_scenarios(args.scenarios, args.all, args.suite)
             options = Options(args.collector, args.packets, noise=cli.noise_kinds(args.noise))
             return _dashboard(LiveSource(scenarios, options))
+        if args.command == "grade" and not args.headless:
+            from tui.sources import LiveSource
+            spec = cli.grade_spec(args)
+            attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
+            return _dashboard(LiveSource(attempts, Options(args.collector, args.packets),
+                                         grade=cli.grade_started(spec, attempts)))
         if args.command == "replay" and not args.headless:
             from tui.sources import ReplaySource
             loaded = load_archive(args.archive)
             return _dashboard(ReplaySource(loaded, args.archive, speed=args.speed or 1.0))
-    except (cli.UsageError, ScenarioError, ArchiveError) as e:
+    except (cli.UsageError, ScenarioError, ArchiveError, ClientSpecError) as e:
         print(f"evlab: {e}", file=sys.stderr)
         return 2
     return cli.main(argv)

@@ -11,17 +11,21 @@ from dataclasses import dataclass, field
 
 from sessions.contract import CLAUSE_IDS
 from sessions.events import (
+    AttemptJudged,
     CapabilityMissing,
     ClientClaim,
     ClientExited,
     ConnectObserved,
     CounterSample,
     Event,
+    GateResult,
+    GradeStarted,
     PacketSeen,
     PacketStats,
     PhaseChanged,
     ProcessMetrics,
     ProcessObserved,
+    RiskFinding,
     ScenarioJudged,
     ScenarioStarted,
     ServerRecord,
@@ -30,6 +34,8 @@ from sessions.events import (
     Verdict,
     VerifierResult,
 )
+from sessions.gates import GATES
+from sessions.grading import overall_metrics, scenario_metrics
 
 PANE_LINES = 500          # each scrolling pane keeps this many lines
 RATE_POINTS = 60          # sparkline history
@@ -68,6 +74,12 @@ class ScenarioView:
     receiver: deque = field(default_factory=lambda: deque(maxlen=PANE_LINES))
     claims: deque = field(default_factory=lambda: deque(maxlen=PANE_LINES))
     _last_bytes: int = 0
+    # grading attempts (`evlab grade`)
+    base: str = ""
+    attempt: int = 0
+    gates: dict[str, GateResult] = field(default_factory=dict)
+    risks: list[RiskFinding] = field(default_factory=list)
+    outcome: AttemptJudged | None = None
 
     def inv(self, n: int) -> InvocationView:
         return self.invocations.setdefault(n, InvocationView())
@@ -85,6 +97,7 @@ class DashboardModel:
         self.lost_events = 0
         self.ended: SessionEnded | None = None
         self.session_t0 = 0
+        self.grade: GradeStarted | None = None
         self.last_t_ns = 0
         self.events_seen = 0
         self._evidence: dict[int, Event] = {}
@@ -121,11 +134,15 @@ class DashboardModel:
             case SessionEnded():
                 self.ended = event
                 return
+            case GradeStarted():
+                self.grade = event
+                return
             case ScenarioStarted():
                 view = ScenarioView(event.scenario, status="running",
                                     expected_failures=event.expected_failures,
                                     client=event.client_path, receiver_port=event.receiver_port,
-                                    noise=tuple(event.noise), faults_armed=len(event.faults))
+                                    noise=tuple(event.noise), faults_armed=len(event.faults),
+                                    base=event.base, attempt=event.attempt)
                 self.scenarios[event.scenario] = view
                 return
         view = self.scenarios.get(getattr(event, "scenario", None))
@@ -189,8 +206,20 @@ class DashboardModel:
                 pass
             case Verdict():
                 view.verdicts[event.clause] = event
+            case GateResult():
+                view.gates[event.gate] = event
+            case RiskFinding():
+                view.risks.append(event)
+                view.claims.append((event.seq, f"{_ms(self, event)} RISK {event.severity} "
+                                               f"{event.kind}: {event.detail}"))
+            case AttemptJudged():
+                view.outcome = event
+                view.status = ("invalid" if not event.valid
+                               else "success" if event.success else "failed")
             case ScenarioJudged():
-                view.status, view.judged_detail = event.instrument_check, event.detail
+                if event.instrument_check != "graded":  # an attempt's status is its outcome
+                    view.status = event.instrument_check
+                view.judged_detail = event.detail
 
     # --- reading (UI thread) ------------------------------------------------------------
     def snapshot_scenario(self, sid: str) -> ScenarioView | None:
@@ -229,10 +258,35 @@ class DashboardModel:
         with self._lock:
             return [self._evidence[s] for s in seqs if s in self._evidence]
 
-    def verdict_rows(self, sid: str) -> list[tuple[str, Verdict | None]]:
+    def verdict_rows(self, sid: str) -> list[tuple[str, Verdict | GateResult | None]]:
+        """The contract's clauses; for a grading attempt, its lifecycle gates too."""
         with self._lock:
             view = self.scenarios.get(sid)
-            return [(c, view.verdicts.get(c) if view else None) for c in CLAUSE_IDS]
+            rows = [(c, view.verdicts.get(c) if view else None) for c in CLAUSE_IDS]
+            if view is not None and view.attempt:
+                rows += [(f"gate {g}", view.gates.get(g)) for g in GATES]
+            return rows
+
+    def grade_summary(self) -> dict | None:
+        """What the grade view shows: identity, per scenario its attempts' outcomes (None while
+        not judged) and metrics, overall metrics, risk findings."""
+        with self._lock:
+            if self.grade is None:
+                return None
+            by_base: dict[str, list[ScenarioView]] = {b: [] for b in self.grade.scenarios}
+            for view in self.scenarios.values():
+                if view.base:
+                    by_base.setdefault(view.base, []).append(view)
+            judged = {b: [v.outcome for v in views if v.outcome] for b, views in by_base.items()}
+            return {
+                "grade": self.grade,
+                "attempts": {b: [(v.id, v.status) for v in views]
+                             for b, views in by_base.items()},
+                "metrics": {b: scenario_metrics(j) for b, j in judged.items()},
+                "overall": overall_metrics(judged),
+                "risks": [(v.id, r) for views in by_base.values() for v in views
+                          for r in v.risks],
+            }
 
 
 def _end(address: str, port: int) -> str:

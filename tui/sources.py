@@ -10,7 +10,7 @@ from pathlib import Path
 
 from probes.owned_tmp import make_owned_dir
 from sessions.archive import ArchiveWriter, LoadedArchive
-from sessions.events import ScenarioStarted
+from sessions.events import GradeStarted, ScenarioStarted
 from sessions.judge import VerdictEngine
 from sessions.lab import Lab
 from sessions.replay import ReplayDriver
@@ -25,7 +25,8 @@ STOP_TIMEOUT_S = 30.0
 class LiveSource:
     mode = "live"
 
-    def __init__(self, scenarios: list[Scenario], options: Options, autorun: bool = True):
+    def __init__(self, scenarios: list[Scenario], options: Options, autorun: bool = True,
+                 grade: GradeStarted | None = None):
         self.scenarios = {s.id: s for s in scenarios}
         self.scenario_ids = list(self.scenarios)
         self.autorun = autorun
@@ -33,7 +34,7 @@ class LiveSource:
         self.staging = make_owned_dir("evlab-archive-")
         self.writer = ArchiveWriter(self.staging)
         self.stream = EventStream([VerdictEngine(), self.model, self.writer])
-        self.lab = Lab(self.stream, self.staging, options, scenarios)
+        self.lab = Lab(self.stream, self.staging, options, scenarios, grade)
         self._finished = threading.Event()
         self._started = False
 

@@ -8,9 +8,11 @@ from sessions.judge import FAIL, INCONCLUSIVE, NA, PASS
 VERDICT_TEXT = {PASS: "✓ pass", FAIL: "✗ FAIL", INCONCLUSIVE: "? inconclusive", NA: "– n/a"}
 VERDICT_CLASS = {PASS: "green", FAIL: "red", INCONCLUSIVE: "yellow", NA: "dim"}
 STATUS_TEXT = {"queued": "· queued", "running": "▶ running", "detected": "✓ detected",
-               "missed": "✗ MISSED", "inconclusive": "? inconclusive", "invalid": "⊘ invalid"}
+               "missed": "✗ MISSED", "inconclusive": "? inconclusive", "invalid": "⊘ invalid",
+               "success": "● success", "failed": "● FAILED"}   # the last two: grading attempts
 STATUS_STYLE = {"queued": "dim", "running": "bold cyan", "detected": "green", "missed": "bold red",
-                "inconclusive": "yellow", "invalid": "magenta"}
+                "inconclusive": "yellow", "invalid": "magenta", "success": "green",
+                "failed": "bold red"}
 
 
 class FollowLog(Log):
