@@ -252,3 +252,36 @@ async def test_new_lines_are_appended_not_redrawn():
             await pilot.pause(0.3)
         assert app.selected == "corrupt-upload"
         assert log.line_count > before and cleared == []
+
+
+# --- grading -------------------------------------------------------------------------------
+
+@root_only
+async def test_grade_view_shows_attempts_metrics_and_risks(tmp_path):
+    from sessions.cli import grade_started
+    from sessions.client_spec import from_command
+    from sessions.scenario import GRADE_DIR
+    from tui.app import GradeScreen
+
+    client = ROOT / "tests" / "clients" / "backup_client.py"
+    spec = from_command(f"/usr/bin/python3 {client} --variant write-source {{host}} {{port}} "
+                        "{source}", attempts=2, scenarios=("normal",))
+    attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
+    app = EvlabApp(LiveSource(attempts, Options(), grade=grade_started(spec, attempts)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: all(s == "success"
+                                          for _, s in app.source.model.statuses()))
+        await pilot.pause(0.5)
+        assert cell(app, "#scenarios", "normal@2", 1) == "● success"
+        rows = [clause for clause, _ in app.source.model.verdict_rows("normal@1")]
+        assert rows[-5:] == ["gate immediate", "gate re-run", "gate durability",
+                             "gate restore", "gate cleanup"]
+        await pilot.press("g")
+        assert isinstance(app.screen, GradeScreen)
+        text = str(app.screen.query_one("#grade").render())
+        assert "normal       ● ● " in text
+        assert "Pass@1 1.00  pass^k 1.00  Best-of-N 1.00" in text
+        assert "risk findings (4, reported, not judged)" in text  # 2 attempts x 2 runs
+        assert "high   normal@1 inv 1 source-write" in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, GradeScreen)
