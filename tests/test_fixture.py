@@ -1,17 +1,22 @@
 """The fixture's behaviours, judged from the receiver's, decoy's and verifier's records and
 the kernel's accounting of the client (wait4 rusage, strace), never from the client's stdout."""
 
+import contextlib
 import hashlib
 import os
 import re
 import shutil
+import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 import pytest
 
+from fixture import restore
 from fixture.harness import BEHAVIOURS, backup_path, client_path, start_decoy, start_receiver
 from fixture.source import SIZE, source_bytes
 from fixture.verifier import verify
@@ -242,3 +247,188 @@ def test_an_answer_the_client_never_reads_frees_the_connection(tmp_path):
         return time.monotonic() - started
 
     assert 0.15 < asyncio.run(answer()) < 2
+
+
+# ---------------------------------------------------------------- restore: GET
+
+
+def _put(port: int, data: bytes) -> bytes:
+    digest = hashlib.sha256(data).hexdigest()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s, s.makefile("rb") as f:
+        s.sendall(f"PUT {digest} {len(data)}\n".encode() + data)
+        return f.readline()
+
+
+def _exchange(port: int, request: bytes) -> bytes:
+    """Everything the receiver answers to request before it closes (we half-close first)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(request)
+        s.shutdown(socket.SHUT_WR)
+        return b"".join(iter(lambda: s.recv(65536), b""))
+
+
+def _leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+def test_get_after_put_restores_exactly_the_committed_bytes(source_file, tmp_path):
+    data = source_file.read_bytes()
+    out = tmp_path / "out"
+    out.mkdir()
+    with start_receiver(tmp_path / "store", tmp_path / "rx.jsonl") as rx:
+        assert _put(rx.port, data) == f"OK {SOURCE_SHA256}\n".encode()
+        assert restore.check("127.0.0.1", rx.port, SOURCE_SHA256) == "HAVE"
+        got = restore.fetch("127.0.0.1", rx.port, SOURCE_SHA256.upper(), out / "restored.bin")
+        events = _settled(rx, 0, time.monotonic() + 5)
+    assert got == {"answer": "DATA", "length": SIZE, "sha256": SOURCE_SHA256, "error": None}
+    assert (out / "restored.bin").read_bytes() == data
+    assert _leftovers(out) == ["restored.bin"]
+    assert {"event": "restore_request", "digest": SOURCE_SHA256}.items() <= events[-3].items()
+    assert {"event": "restore_answer", "answer": "DATA", "length": SIZE}.items() \
+        <= events[-2].items()
+
+
+def test_get_unknown_digest_answers_none_and_leaves_no_file(source_file, tmp_path):
+    other = hashlib.sha256(b"never uploaded").hexdigest()
+    with start_receiver(tmp_path / "store", tmp_path / "rx.jsonl") as rx:
+        empty = restore.fetch("127.0.0.1", rx.port, SOURCE_SHA256, tmp_path / "a.bin")
+        assert _put(rx.port, source_file.read_bytes()) == f"OK {SOURCE_SHA256}\n".encode()
+        unknown = restore.fetch("127.0.0.1", rx.port, other, tmp_path / "b.bin")
+        assert restore.check("127.0.0.1", rx.port, other) == "NEED"
+        events = _settled(rx, 0, time.monotonic() + 5)
+    none = {"answer": "NONE", "length": 0, "sha256": None, "error": None}
+    assert empty == unknown == none
+    assert _leftovers(tmp_path) == ["rx.jsonl", "store"]
+    answers = [(e["answer"], e["length"]) for e in events if e["event"] == "restore_answer"]
+    assert answers == [("NONE", 0), ("NONE", 0)]
+
+
+@pytest.mark.parametrize("request_line, reason", [
+    (b"GET " + b"g" * 64 + b"\n", "bad-digest"),
+    (b"GET " + b"a" * 63 + b"\n", "bad-digest"),
+    (b"GET \n", "bad-digest"),
+    (b"GET\n", "bad-arity"),
+    (b"GET " + b"a" * 64 + b" 5\n", "bad-arity"),
+], ids=["not-hex", "short", "empty", "no-field", "two-fields"])
+def test_get_with_a_malformed_request_is_rejected(tmp_path, request_line, reason):
+    with start_receiver(tmp_path / "store", tmp_path / "rx.jsonl") as rx:
+        answer = _exchange(rx.port, f"CHECK {SOURCE_SHA256}\n".encode() + request_line)
+        events = _settled(rx, 0, time.monotonic() + 5)
+    assert answer == f"NEED\nREJECT {reason}\n".encode()
+    assert [e["reason"] for e in events if e["event"] == "rejected"] == [reason]
+    assert not any(e["event"].startswith("restore_") for e in events)
+
+
+def test_check_get_put_get_on_one_connection(source_file, tmp_path):
+    """Any number of CHECKs and GETs and one PUT share a connection; a GET is not an upload."""
+    data = source_file.read_bytes()
+    with start_receiver(tmp_path / "store", tmp_path / "rx.jsonl") as rx:
+        answer = _exchange(rx.port, (
+            f"CHECK {SOURCE_SHA256}\nGET {SOURCE_SHA256}\n"
+            f"PUT {SOURCE_SHA256} {SIZE}\n").encode() + data
+            + f"GET {SOURCE_SHA256}\nCHECK {SOURCE_SHA256}\nGET {SOURCE_SHA256}\n".encode())
+        events = _settled(rx, 0, time.monotonic() + 5)
+    data_answer = f"DATA {SIZE}\n".encode() + data
+    assert answer == (f"NEED\nNONE\nOK {SOURCE_SHA256}\n".encode() + data_answer
+                      + b"HAVE\n" + data_answer)
+    assert [e["event"] for e in events if e["event"] in ("rejected", "committed")] == ["committed"]
+    answers = [(e["answer"], e["length"]) for e in events if e["event"] == "restore_answer"]
+    assert answers == [("NONE", 0), ("DATA", SIZE), ("DATA", SIZE)]
+    assert events[-1]["payload_bytes"] == SIZE  # only the PUT's bytes count as payload
+
+
+def test_get_streams_the_file_it_opened_while_a_commit_replaces_it(tmp_path):
+    """A commit landing mid-GET cannot tear it: the answer is all of the old backup. The backup
+    is larger than loopback's socket buffers, so the receiver is still streaming at the commit."""
+    old, new = os.urandom(6 << 20), os.urandom(5 << 20)
+    old_sha, new_sha = hashlib.sha256(old).hexdigest(), hashlib.sha256(new).hexdigest()
+    with start_receiver(tmp_path / "store", tmp_path / "rx.jsonl") as rx:
+        assert _put(rx.port, old) == f"OK {old_sha}\n".encode()
+        with socket.create_connection(("127.0.0.1", rx.port), timeout=10) as s, \
+                s.makefile("rb") as f:
+            s.sendall(f"GET {old_sha}\n".encode())
+            assert f.readline() == f"DATA {len(old)}\n".encode()
+            first = f.read(1000)
+            assert _put(rx.port, new) == f"OK {new_sha}\n".encode()  # while GET is mid-stream
+            rest = f.read(len(old) - len(first))
+        events = _settled(rx, 0, time.monotonic() + 5)
+        assert restore.fetch("127.0.0.1", rx.port, old_sha, tmp_path / "old.bin")["answer"] \
+            == "NONE"
+    assert first + rest == old
+    committed = [e["t_ns"] for e in events if e["event"] == "committed"]
+    served = next(e for e in events if e["event"] == "restore_answer")
+    assert served["length"] == len(old)
+    assert committed[0] < committed[1] < served["t_ns"]  # the commit landed mid-stream
+    assert backup_path(tmp_path / "store").read_bytes() == new
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_fetch_from_a_closed_port_is_an_error_and_leaves_no_file(tmp_path):
+    got = restore.fetch("127.0.0.1", _closed_port(), SOURCE_SHA256, tmp_path / "out.bin")
+    assert got["answer"] == "error" and got["length"] == 0 and got["sha256"] is None
+    assert "refused" in got["error"] and "\n" not in got["error"]
+    assert list(tmp_path.iterdir()) == []
+    assert restore.check("127.0.0.1", _closed_port(), SOURCE_SHA256).startswith("error: ")
+
+
+@contextlib.contextmanager
+def _fake_receiver(answer: bytes):
+    """A one-shot fake receiver: reads one request line, sends answer, closes. Yields its port."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+
+        def serve_once():
+            conn, _ = srv.accept()
+            with conn:
+                conn.makefile("rb").readline()
+                conn.sendall(answer)
+
+        thread = threading.Thread(target=serve_once, daemon=True)
+        thread.start()
+        yield srv.getsockname()[1]
+        thread.join(5)
+
+
+@pytest.mark.parametrize("answer, error", [
+    (b"DATA 100\n" + b"x" * 40, "short read: 40 of 100 bytes"),
+    (b"DATA -1\n", "malformed answer"),
+    (b"HAVE\n", "malformed answer"),
+    (b"REJECT bad-digest\n", "rejected: bad-digest"),
+    (b"", "connection closed"),
+], ids=["short", "bad-length", "wrong-verb", "reject", "no-answer"])
+def test_fetch_of_a_bad_answer_is_an_error_and_leaves_no_file(tmp_path, answer, error):
+    with _fake_receiver(answer) as port:
+        got = restore.fetch("127.0.0.1", port, SOURCE_SHA256, tmp_path / "out.bin", timeout=5)
+    assert got["answer"] == "error" and got["sha256"] is None
+    assert error in got["error"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fetch_reports_the_sha256_of_what_it_received(tmp_path):
+    """Bytes that are not the digest asked for are still DATA: the caller compares sha256."""
+    with _fake_receiver(b"DATA 5\nhello") as port:
+        got = restore.fetch("127.0.0.1", port, SOURCE_SHA256, tmp_path / "out.bin", timeout=5)
+    assert got == {"answer": "DATA", "length": 5, "error": None,
+                   "sha256": hashlib.sha256(b"hello").hexdigest()}
+    assert (tmp_path / "out.bin").read_bytes() == b"hello"
+    assert _leftovers(tmp_path) == ["out.bin"]
+
+
+def test_fetch_that_times_out_is_an_error_and_leaves_no_file(tmp_path):
+    with socket.socket() as srv:  # listens, never answers
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        t0 = time.monotonic()
+        got = restore.fetch("127.0.0.1", srv.getsockname()[1], SOURCE_SHA256,
+                            tmp_path / "out.bin", timeout=0.3)
+        elapsed = time.monotonic() - t0
+    assert got == {"answer": "error", "length": 0, "sha256": None,
+                   "error": "TimeoutError: timed out"}
+    assert 0.2 < elapsed < 3
+    assert list(tmp_path.iterdir()) == []

@@ -2,9 +2,10 @@
 interleaved frames: targeted cases plus a hypothesis fuzzer with a reference model of the spec.
 
 All cases hit ONE receiver process (module fixture) that already holds a committed backup. After
-every case: the process is alive, a fresh `CHECK <digest>` still answers `HAVE`, the saved backup's
-SHA-256 is unchanged, every connection got closed, no `.upload-*` temp file is left and the
-receiver wrote nothing to stderr. Every socket operation has a timeout.
+every case: the process is alive, a fresh `CHECK <digest>` still answers `HAVE` and `GET <digest>`
+the saved bytes, the saved backup's SHA-256 is unchanged, every connection got closed, no
+`.upload-*` temp file is left and the receiver wrote nothing to stderr. Every socket operation
+has a timeout.
 """
 
 import collections
@@ -38,11 +39,13 @@ KNOWN = random.Random(20240601).randbytes(150_000)  # crosses two 64 KiB progres
 DIGEST = hashlib.sha256(KNOWN).hexdigest()
 OTHER = hashlib.sha256(b"not the backup").hexdigest()
 PUT_KNOWN = f"PUT {DIGEST} {len(KNOWN)}\n".encode() + KNOWN
+DATA_KNOWN = f"DATA {len(KNOWN)}\n".encode() + KNOWN  # the answer to GET <DIGEST>
 
 SPEC_REASONS = {
     "header-too-long", "truncated-header", "unknown-verb", "bad-arity", "bad-digest",
     "bad-length", "payload-too-large", "second-upload", "disconnected-mid-upload", "stalled",
     "digest-mismatch", "too-many-connections", "fault-drop", "not-ascii", "connection-reset",
+    "backup-unreadable",
 }
 EXTRA_REASONS: set[str] = set()  # reasons outside docs/protocol.md: none may appear
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
@@ -182,6 +185,15 @@ def connect() -> socket.socket:
 RX_PORT = [0]  # set by the module fixture
 
 
+def connect_small_window() -> socket.socket:
+    """A connection with a tiny receive buffer: the receiver's answers back up on its side."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(SOCK_TIMEOUT)
+    s.connect(("127.0.0.1", RX_PORT[0]))
+    return s
+
+
 def read_all(sock: socket.socket, timeout: float = SOCK_TIMEOUT) -> tuple[bytes, str]:
     """Everything until EOF/reset; how it ended: "eof", "reset" or "timeout". Never blocks long."""
     deadline = time.monotonic() + timeout
@@ -240,6 +252,9 @@ def assert_healthy(rx: Rx, stat: tuple[int, int] | None = None) -> None:
         assert read_line(s) == b"HAVE\n"
         assert read_line(s) == b"HAVE\n"
         assert read_line(s) == b"NEED\n"
+        s.sendall(f"GET {OTHER}\nGET {DIGEST}\n".encode())
+        s.shutdown(socket.SHUT_WR)
+        assert read_all(s) == (b"NONE\n" + DATA_KNOWN, "eof"), "GET no longer serves the backup"
     assert rx.backup_sha() == DIGEST, "the saved backup changed"
     if stat is not None:
         assert rx.backup_stat() == stat, "a failed upload touched the saved backup"
@@ -275,8 +290,9 @@ def rx(tmp_path_factory):
 D = DIGEST.encode()
 REJECT_CASES = [
     # (id, bytes sent, half-close afterwards, expected reason)
-    ("unknown-verb", b"GET " + D + b"\n", False, "unknown-verb"),
+    ("unknown-verb", b"DELETE " + D + b"\n", False, "unknown-verb"),
     ("lowercase-verb", b"check " + D + b"\n", False, "unknown-verb"),
+    ("lowercase-get", b"get " + D + b"\n", False, "unknown-verb"),
     ("empty-line", b"\n", False, "unknown-verb"),
     ("crlf-empty-line", b"\r\n", False, "unknown-verb"),
     ("leading-space", b" CHECK " + D + b"\n", False, "unknown-verb"),
@@ -293,12 +309,19 @@ REJECT_CASES = [
     ("check-double-space", b"CHECK  " + D + b"\n", False, "bad-arity"),
     ("put-no-length", b"PUT " + D + b"\n", False, "bad-arity"),
     ("put-three-fields", b"PUT " + D + b" 5 5\n", False, "bad-arity"),
+    ("get-no-digest", b"GET\n", False, "bad-arity"),
+    ("get-two-fields", b"GET " + D + b" 5\n", False, "bad-arity"),
+    ("get-double-space", b"GET  " + D + b"\n", False, "bad-arity"),
     ("non-hex-digest", b"CHECK " + b"g" * 64 + b"\n", False, "bad-digest"),
     ("digest-63", b"CHECK " + D[:63] + b"\n", False, "bad-digest"),
     ("digest-65", b"CHECK " + D + b"0\n", False, "bad-digest"),
     ("digest-crlf", b"CHECK " + D + b"\r\n", False, "bad-digest"),
     ("put-digest-63", b"PUT " + D[:63] + b" 5\n", False, "bad-digest"),
     ("put-non-hex-digest", b"PUT " + b"z" * 64 + b" 5\n", False, "bad-digest"),
+    ("get-digest-63", b"GET " + D[:63] + b"\n", False, "bad-digest"),
+    ("get-non-hex-digest", b"GET " + b"g" * 64 + b"\n", False, "bad-digest"),
+    ("get-digest-crlf", b"GET " + D + b"\r\n", False, "bad-digest"),
+    ("truncated-get-header", b"GET " + D, True, "truncated-header"),
     ("length-12a", b"PUT " + D + b" 12a\n", False, "bad-length"),
     ("length-minus-1", b"PUT " + D + b" -1\n", False, "bad-length"),
     ("length-plus-5", b"PUT " + D + b" +5\n", False, "bad-length"),
@@ -400,6 +423,45 @@ def test_second_put_with_garbage_fields_is_still_second_upload(rx):
     conn = rx.conn_for(port, since)
     assert data == f"OK {DIGEST}\nHAVE\nREJECT second-upload\n".encode()
     assert rx.reasons(conn) == ["second-upload"]
+    assert_healthy(rx)
+
+
+def test_get_answers_arrive_in_full_before_a_pipelined_rejection(rx):
+    """DATA answers pipelined ahead of a bad frame all arrive, then the REJECT: the receiver
+    lingers rather than close with input unread (a reset would discard what is in flight)."""
+    since = rx.mark()
+    with connect_small_window() as s:
+        port = s.getsockname()[1]
+        s.sendall(f"GET {DIGEST}\nGET {DIGEST.upper()}\nGET {OTHER}\nHELLO\n".encode()
+                  + b"x" * 600_000)  # more than one read: input left unread at the reject
+        s.shutdown(socket.SHUT_WR)
+        time.sleep(IDLE / 2)  # the receiver has rejected and finished by now: nothing read yet
+        got = read_all(s)
+    assert got == (DATA_KNOWN * 2 + b"NONE\nREJECT unknown-verb\n", "eof")
+    conn = rx.conn_for(port, since)
+    assert rx.reasons(conn) == ["unknown-verb"]
+    answers = [(e["answer"], e["length"]) for e in rx.closed(conn)
+               if e["event"] == "restore_answer"]
+    assert answers == [("DATA", len(KNOWN)), ("DATA", len(KNOWN)), ("NONE", 0)]
+    assert_healthy(rx)
+
+
+def test_client_gone_mid_data_is_recorded_and_serving_goes_on(rx):
+    """A client that resets while DATA is streaming: connection-reset with how far it got, and no
+    restore_answer for the cut-off GET."""
+    since = rx.mark()
+    s = connect_small_window()
+    port = s.getsockname()[1]
+    s.sendall(f"GET {DIGEST}\n".encode() * 40)  # 6 MB of answers: more than the socket buffers
+    assert read_line(s) == f"DATA {len(KNOWN)}\n".encode()
+    reset_close(s)
+    conn = rx.conn_for(port, since)
+    assert rx.reasons(conn) == ["connection-reset"]
+    events = rx.closed(conn)
+    [rejected] = [e for e in events if e["event"] == "rejected"]
+    assert re.fullmatch(rf"client gone after \d+ of {len(KNOWN)} restore bytes", rejected["detail"])
+    served = sum(e["event"] == "restore_answer" for e in events)
+    assert served == sum(e["event"] == "restore_request" for e in events) - 1 < 40
     assert_healthy(rx)
 
 
@@ -656,6 +718,12 @@ def model(stream: bytes, saved: str) -> tuple[bytes, str | None]:
             if not _HEX64.fullmatch(args[0]):
                 return reject("bad-digest")
             out.append(b"HAVE\n" if args[0].lower() == saved else b"NEED\n")
+        elif verb == "GET":  # not an upload: any number of them, before or after the PUT
+            if len(args) != 1:
+                return reject("bad-arity")
+            if not _HEX64.fullmatch(args[0]):
+                return reject("bad-digest")
+            out.append(DATA_KNOWN if args[0].lower() == saved else b"NONE\n")
         elif verb == "PUT":
             if uploaded:
                 return reject("second-upload")
@@ -735,6 +803,8 @@ def corrupted_known_put(draw):
 frame = st.one_of(
     st.tuples(st.sampled_from(["CHECK", "check", "CHECK "]), digest_field)
     .map(lambda t: f"{t[0]} {t[1]}\n".encode()),
+    st.tuples(st.sampled_from(["GET", "get", "GET "]), digest_field)
+    .map(lambda t: f"{t[0]} {t[1]}\n".encode()),
     st.tuples(good_digest, length_field).map(lambda t: f"PUT {t[0]} {t[1]}\n".encode()),
     st.tuples(digest_field, length_field).map(lambda t: f"PUT {t[0]} {t[1]}\n".encode()),
     st.lists(word, max_size=4).map(lambda ws: (" ".join(ws) + "\n").encode()),
@@ -748,6 +818,7 @@ frame = st.one_of(
     corrupted_known_put(),
 )
 valid_check = good_digest.map(lambda d: f"CHECK {d}\n".encode())
+valid_get = good_digest.map(lambda d: f"GET {d}\n".encode())
 
 
 class Conversation:
@@ -768,9 +839,9 @@ class Conversation:
 
 @st.composite
 def conversation(draw):
-    # a valid prefix (CHECKs, maybe one good PUT), then anything: the receiver stops at the first
-    # bad frame, so the prefix lets each connection reach a bad frame in a served state
-    frames = draw(st.lists(valid_check, max_size=3))
+    # a valid prefix (CHECKs and GETs, maybe one good PUT), then anything: the receiver stops at
+    # the first bad frame, so the prefix lets each connection reach a bad frame in a served state
+    frames = draw(st.lists(st.one_of(valid_check, valid_get), max_size=3))
     if draw(st.integers(0, 4)) == 0:
         frames.append(PUT_KNOWN)
     frames += draw(st.lists(frame, min_size=1, max_size=6))
@@ -862,5 +933,10 @@ def test_fuzz_frames_keep_the_receiver_serving(rx):
     assert stats["stalled"] <= stats["connections"] // 100
     assert {"header-too-long", "truncated-header", "unknown-verb", "bad-digest",
             "bad-length", "digest-mismatch", "disconnected-mid-upload"} <= reasons_seen
+    restores = collections.Counter(e["answer"] for e in rx.events if e["event"] == "restore_answer")
+    bad_gets = sum(e["event"] == "rejected" and e["detail"].startswith("GET takes")
+                   for e in rx.events)
+    print(f"fuzz: GET answers {dict(restores)}, {bad_gets} GETs with the wrong arity")
+    assert restores["DATA"] and restores["NONE"] and bad_gets  # GET was fuzzed too
     assert rx.rss() < RSS_LIMIT
     assert_healthy(rx)
