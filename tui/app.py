@@ -185,6 +185,7 @@ class EvlabApp(App):
         self._drawn_key: tuple = ()
         self._verdict_clauses: list[str] = []
         self._compact: bool | None = None
+        self._grade_key_shown = False
 
     # --- layout -------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -284,6 +285,9 @@ class EvlabApp(App):
 
     def _refresh_view(self) -> None:
         model = self.source.model
+        if model.grade is not None and not self._grade_key_shown:
+            self._grade_key_shown = True
+            self.refresh_bindings()  # the session said it is a grade: show `g` in the footer
         if self.follow_running and not self.paused:
             self._follow_running(model)
         key = (id(model), model.version, self.selected, self.filter_text)
@@ -513,11 +517,13 @@ class EvlabApp(App):
             return
         self.notify(f"archive written to {written}", timeout=10)
 
+    def check_action(self, action: str, parameters) -> bool | None:
+        # The grade view exists only in an `evlab grade` session (its key hidden otherwise).
+        if action == "grade":
+            return self.source.model.grade is not None
+        return True
+
     def action_grade(self) -> None:
-        if self.source.model.grade is None:
-            self.notify("not a grade session: `evlab grade --client ...` opens one",
-                        severity="warning")
-            return
         self.push_screen(GradeScreen(self.source.model))
 
     def action_help(self) -> None:
