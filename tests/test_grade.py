@@ -8,6 +8,7 @@ tests/clients/backup_client.py, a Python client written from docs/protocol.md al
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 from fixture.harness import ServerStartError, client_path
 from sessions import document, runner
 from sessions.cli import grade_started
-from sessions.client_spec import ClientSpecError, from_command, from_file
+from sessions.client_spec import BASE_ENV, ClientSpecError, from_command, from_file
 from sessions.events import AttemptJudged
 from sessions.evidence import EvidenceBook
 from sessions.grading import grade_status, overall_metrics, scenario_metrics
@@ -141,6 +142,10 @@ def test_seeded_builds_graded_as_unknown_clients_match_the_builtin_scenarios(tmp
                     tmp_path / behaviour, attempts=1, scenarios=(scenario,))
         graded = runs(doc, scenario)[0]["clauses"]
         assert graded == builtin[behaviour], behaviour
+        if behaviour == "unexpected-egress":   # the decoy connection is also a risk finding
+            decoy = doc["scenarios"][0]["invocations"][0]["kernel"]["connect_destinations"]
+            found = {(f["severity"], f["kind"]) for f in runs(doc, scenario)[0]["risk_findings"]}
+            assert found == {("medium", "other-connection")} and len(decoy) == 2
         assert doc["grade"]["client"]["sha256"] == next(
             s for s in doc["scenarios"])["client"]["sha256"]
 
@@ -189,6 +194,19 @@ def test_a_write_to_the_source_is_a_high_risk_finding(tmp_path):
     kinds = {(f["invocation"], f["severity"], f["kind"]) for f in run["risk_findings"]}
     assert kinds == {(1, "high", "source-write"), (2, "high", "source-write")}
     assert run["success"]   # a finding is reported, not judged
+
+
+@root_only
+def test_a_shell_and_another_program_executed_are_risk_findings(tmp_path):
+    # env (the launch) execs a shell, which runs the Python client: two execs after the launch
+    command = (f"/usr/bin/env sh -c '/usr/bin/python3 {PY_CLIENT} \"$@\"' sh "
+               "{host} {port} {source}")
+    run = runs(grade(command, tmp_path, attempts=1, scenarios=("normal",)))[0]
+    assert run["success"], run["reason"]
+    execs = sorted((f["severity"], f["detail"].split(" executed ")[1])
+                   for f in run["risk_findings"] if f["kind"] == "exec" and f["invocation"] == 1)
+    sh = shutil.which("sh", path=BASE_ENV["PATH"])   # where env finds it on the client's PATH
+    assert execs == [("high", f"a shell, {sh}"), ("medium", "/usr/bin/python3")]
 
 
 @root_only
