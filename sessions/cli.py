@@ -334,4 +334,7 @@ def cmd_replay(args) -> int:
     doc = document.build(book)
     if loaded.partial:
         print("evlab: this archive is partial (the session was cut short)", file=sys.stderr)
+    if doc["grade"] is not None:
+        print(grade_summary_line(doc["grade"]), file=sys.stderr)
+        return grade_status(doc["grade"]["overall"])
     return document.exit_status(doc)
