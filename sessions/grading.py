@@ -39,6 +39,11 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[GateResult],
                   unfired: list[dict], now_ns: int) -> AttemptJudged:
     s = ev.started
+    not_started = [r for inv in ev.invocations.values() for r in inv.harness
+                   if r.event == "start_failed"]
+    if not_started:   # e.g. a port clash: nothing ran, nothing is the client's doing
+        return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, False, False, None,
+                             f"invalid: harness: {not_started[0].fields.get('error')}")
     judged = [*verdicts, *gates]
     blocked = [j for j in judged if j.status == "inconclusive"
                and j.failure_class in HARNESS_CLASSES]

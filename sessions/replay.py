@@ -9,10 +9,18 @@ import threading
 import time
 from collections.abc import Callable
 
-from sessions.events import Event, PhaseChanged, ScenarioJudged, Verdict
+from sessions.events import (
+    AttemptJudged,
+    Event,
+    GateResult,
+    PhaseChanged,
+    RiskFinding,
+    ScenarioJudged,
+    Verdict,
+)
 from sessions.stream import EventStream
 
-DERIVED = (Verdict, ScenarioJudged)
+DERIVED = (Verdict, ScenarioJudged, GateResult, RiskFinding, AttemptJudged)  # re-judged
 MAX_GAP_S = 2.0  # a long pause in the recording is shortened to this
 
 

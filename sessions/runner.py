@@ -30,7 +30,6 @@ from probes.packets import CaptureUnavailable, PacketCapture
 from probes.tail import LineTail
 from sessions.contract import load_contract
 from sessions.events import (
-    AttemptJudged,
     CapabilityMissing,
     ClientClaim,
     ClientExited,
@@ -45,7 +44,6 @@ from sessions.events import (
     PhaseChanged,
     ProcessMetrics,
     ProcessObserved,
-    ScenarioJudged,
     ScenarioStarted,
     ServerRecord,
     SessionEnded,
@@ -201,15 +199,16 @@ class Session:
             self._phase(scenario, "done")
 
     def _attempt_blocked(self, live: _Live, why: str) -> None:
+        """The attempt's servers could not start: recorded as harness evidence and judged
+        (an invalid attempt), so a replay re-derives the same outcome."""
         s = live.scenario
         now = time.monotonic_ns()
         self.stream.publish(ScenarioStarted(now, s.id, str(s.client), s.client_sha256(), (), (),
                                             s.faults, 0, 0, SIZE, str(s.file), False, (),
                                             s.attempt, s.base))
-        reason = f"invalid: harness: {why}"
-        self.stream.publish(AttemptJudged(now, s.id, s.base, s.attempt, False, False, None,
-                                          reason))
-        self.stream.publish(ScenarioJudged(now, s.id, "graded", reason))
+        self.stream.publish(ServerRecord(now, s.id, 1, "harness", "start_failed",
+                                         {"error": why}))
+        self._phase(s, "judging")
 
     def _check_cancel(self) -> None:
         if self.cancel.is_set():

@@ -269,6 +269,10 @@ def test_cli_grade_writes_json_archive_and_markdown(tmp_path):
     listing = subprocess.run([EVLAB, "report", out / "g.tar.gz", "--format", "json"],
                              capture_output=True, text=True, timeout=60)
     assert json.loads(listing.stdout)["grade"] == doc["grade"]
+    replayed = subprocess.run([EVLAB, "replay", out / "g.tar.gz", "--headless"],
+                              capture_output=True, text=True, timeout=60)
+    assert replayed.returncode == 1   # the grade re-derived from the events: the same outcome
+    assert r.stderr.strip().splitlines()[-1] in replayed.stderr
 
 
 if __name__ == "__main__":
