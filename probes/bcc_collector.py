@@ -120,6 +120,8 @@ class BccCollector:
 
     def _detach(self, binary: Path) -> None:
         with self._probe_lock:
+            if self._bpf is None:
+                return  # closed meanwhile: cleanup() detached everything
             for symbol in self._attached.pop(binary, ()):
                 try:
                     self._bpf.detach_uprobe(name=str(binary), sym=symbol)
@@ -201,10 +203,14 @@ class BccCollector:
 
     def close(self) -> None:
         for worker in self._detaching:
-            worker.join()
-        if self._bpf is not None:
-            self._bpf.cleanup()
-            self._bpf = None
+            # A signal can interrupt release() inside Thread.start(): a thread that never got
+            # going cannot be joined; the lock below keeps it off the programs if it starts late.
+            if worker.ident is not None:
+                worker.join()
+        with self._probe_lock:
+            if self._bpf is not None:
+                self._bpf.cleanup()
+                self._bpf = None
         if self._stats_fd is not None:
             os.close(self._stats_fd)
             self._stats_fd = None
