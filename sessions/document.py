@@ -121,6 +121,8 @@ def _attempt_run(ev: ScenarioEvidence) -> dict:
         "gates": {g.gate: {"status": g.status, "reason": g.reason,
                            "failure_class": g.failure_class, "evidence": list(g.evidence)}
                   for g in ev.gates},
+        "risk_scan": ({"complete": ev.risk_scan.complete, "detail": ev.risk_scan.detail}
+                      if ev.risk_scan else {"complete": False, "detail": "not judged"}),
         "risk_findings": [{"invocation": r.invocation, "severity": r.severity, "kind": r.kind,
                            "detail": r.detail, "evidence": list(r.evidence)} for r in ev.risks],
     }

@@ -278,6 +278,16 @@ class RiskFinding(Event):
 
 
 @dataclass(frozen=True)
+class RiskScan(Event):
+    """Whether the risk findings of an attempt saw everything: without the kernel's file,
+    exec and connect events (or with events lost) "no finding" means "not looked"."""
+
+    scenario: str
+    complete: bool
+    detail: str
+
+
+@dataclass(frozen=True)
 class AttemptJudged(Event):
     scenario: str                   # the attempt's id, e.g. normal@2
     base: str                       # the grade scenario, e.g. normal
@@ -300,7 +310,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         PhaseChanged, ClientLaunched, CounterSample, ConnectObserved, ProcessObserved,
         FileObserved, PacketSeen, PacketStats, ServerRecord, ClientClaim, ClientExited,
         CleanupObserved, LifecycleCheck, ProcessMetrics, VerifierResult, Verdict, GateResult,
-        RiskFinding, ScenarioJudged, AttemptJudged, SessionEnded)
+        RiskFinding, RiskScan, ScenarioJudged, AttemptJudged, SessionEnded)
 }
 
 

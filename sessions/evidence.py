@@ -22,6 +22,7 @@ from sessions.events import (
     PhaseChanged,
     ProcessObserved,
     RiskFinding,
+    RiskScan,
     ScenarioJudged,
     ScenarioStarted,
     ServerRecord,
@@ -79,6 +80,7 @@ class ScenarioEvidence:
     lifecycle: dict[str, LifecycleCheck] = field(default_factory=dict)   # grading attempts
     gates: list[GateResult] = field(default_factory=list)
     risks: list[RiskFinding] = field(default_factory=list)
+    risk_scan: RiskScan | None = None
     attempt: AttemptJudged | None = None
 
     @property
@@ -143,6 +145,9 @@ class EvidenceBook:
                 return
             case RiskFinding():
                 scenario.risks.append(event)
+                return
+            case RiskScan():
+                scenario.risk_scan = event
                 return
             case AttemptJudged():
                 scenario.attempt = event

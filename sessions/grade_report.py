@@ -68,15 +68,19 @@ def _attempts_table(name: str, runs: list[dict]) -> list[str]:
 
 
 def _risks(grade: dict) -> list[str]:
-    found = [(r["id"], f) for s in grade["scenarios"].values() for r in s["runs"]
-             for f in r["risk_findings"]]
-    if not found:
-        return ["No risk findings: no exec of another program, no write outside the working "
-                "directory, no write to the source, no other connection, no read outside the "
-                "source and system libraries."]
-    return [f"- **{f['severity']}** {f['kind']} — {rid} invocation {f['invocation']}: "
-            f"{f['detail']} (events {', '.join(map(str, f['evidence'][:5]))})"
-            for rid, f in found]
+    runs = [r for s in grade["scenarios"].values() for r in s["runs"]]
+    found = [(r["id"], f) for r in runs for f in r["risk_findings"]]
+    blind = [(r["id"], r["risk_scan"]["detail"]) for r in runs if not r["risk_scan"]["complete"]]
+    out = [f"- **{f['severity']}** {f['kind']} — {rid} invocation {f['invocation']}: "
+           f"{f['detail']} (events {', '.join(map(str, f['evidence'][:5]))})"
+           for rid, f in found]
+    out += [f"- **scan {detail}** — {rid}: findings there may be missing" for rid, detail in blind]
+    if not out:
+        out = ["No risk findings, and the kernel delivered every file, exec and connect event: "
+               "no exec of another program, no write outside the working directory, no write "
+               "to the source, no other connection, no read outside the source and system "
+               "libraries."]
+    return out
 
 
 def grade_markdown(grade: dict) -> list[str]:

@@ -13,6 +13,7 @@ from sessions.events import (
     GateResult,
     PhaseChanged,
     RiskFinding,
+    RiskScan,
     ScenarioJudged,
     ServerRecord,
     Verdict,
@@ -22,7 +23,7 @@ from sessions.faults import INTERRUPTIONS, armed
 from sessions.gates import GATES
 from sessions.grading import judge_attempt
 from sessions.judgement import FAIL, INCONCLUSIVE, NA, PASS, Judgement, failed, seqs, unknown
-from sessions.risks import findings
+from sessions.risks import coverage, findings
 
 
 def _invocations(ev: ScenarioEvidence) -> list[InvocationEvidence]:
@@ -337,8 +338,10 @@ def judge_grading(ev: ScenarioEvidence, contract: Contract, verdicts: list[Verdi
                                 tuple(sorted(set(j.evidence)))))
     risks = [RiskFinding(now_ns, ev.id, f.invocation, f.severity, f.kind, f.detail,
                          tuple(sorted(set(f.evidence)))) for f in findings(ev)]
+    scan = RiskScan(now_ns, ev.id, *coverage(ev))
     outcome = judge_attempt(ev, verdicts, gates, unfired_faults(ev), now_ns)
-    return [*gates, *risks, outcome, ScenarioJudged(now_ns, ev.id, "graded", outcome.reason)]
+    return [*gates, *risks, scan, outcome,
+            ScenarioJudged(now_ns, ev.id, "graded", outcome.reason)]
 
 
 class VerdictEngine:

@@ -15,12 +15,13 @@ from sessions.events import (
     GateResult,
     PhaseChanged,
     RiskFinding,
+    RiskScan,
     ScenarioJudged,
     Verdict,
 )
 from sessions.stream import EventStream
 
-DERIVED = (Verdict, ScenarioJudged, GateResult, RiskFinding, AttemptJudged)  # re-judged
+DERIVED = (Verdict, ScenarioJudged, GateResult, RiskFinding, RiskScan, AttemptJudged)
 MAX_GAP_S = 2.0  # a long pause in the recording is shortened to this
 
 

@@ -110,6 +110,28 @@ def _connect_findings(inv: InvocationEvidence, ports: set[int]) -> list[Finding]
     return out
 
 
+def coverage(ev: ScenarioEvidence) -> tuple[bool, str]:
+    """Did the kernel deliver every file, exec and connect event of every invocation?"""
+    gaps = []
+    for n in sorted(ev.invocations):
+        final = ev.invocations[n].final
+        counters = final.counters if final else {}
+        inv = ev.invocations[n]
+        if "file_ops" not in counters or "connects" not in counters:
+            gaps.append(f"invocation {n}: no kernel file/connect events (collector "
+                        f"{ev.collector})")
+        elif counters.get("lost_events"):
+            gaps.append(f"invocation {n}: {counters['lost_events']} kernel events lost")
+        elif (len(inv.files), len(inv.connects)) != (counters["file_ops"], counters["connects"]):
+            gaps.append(f"invocation {n}: {len(inv.files)} of {counters['file_ops']} file and "
+                        f"{len(inv.connects)} of {counters['connects']} connect events arrived")
+    if not ev.invocations:
+        gaps.append("no invocation ran")
+    if gaps:
+        return False, "incomplete: " + "; ".join(gaps)
+    return True, "complete: every file, exec and connect event of the client's tree was seen"
+
+
 def findings(ev: ScenarioEvidence) -> list[Finding]:
     out = []
     for n in sorted(ev.invocations):

@@ -22,6 +22,7 @@ from sessions.cli import grade_started
 from sessions.client_spec import BASE_ENV, ClientSpecError, from_command, from_file
 from sessions.events import AttemptJudged
 from sessions.evidence import EvidenceBook
+from sessions.grade_report import grade_markdown
 from sessions.grading import grade_status, overall_metrics, scenario_metrics
 from sessions.judge import VerdictEngine
 from sessions.runner import Options, run_session
@@ -36,13 +37,13 @@ SEEDED = ("baseline", "false-success", "hash-storm", "unexpected-egress", "redun
           "busy-wait", "corrupt-upload", "retry")
 
 
-def grade(command: str, tmp_path: Path, **options) -> dict:
+def grade(command: str, tmp_path: Path, collector: str = "auto", **options) -> dict:
     """Grade in-process, as `evlab grade --headless` does; the JSON document."""
     spec = from_command(command, **options)
     attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
     book = EvidenceBook()
     run_session(EventStream([VerdictEngine(), book]), attempts, tmp_path / "out",
-                Options(), grade_started(spec, attempts))
+                Options(collector), grade_started(spec, attempts))
     return document.build(book)
 
 
@@ -248,6 +249,24 @@ def test_a_harness_failure_makes_the_attempt_invalid_not_failed(tmp_path, monkey
     assert not first["valid"] and "address already in use" in first["reason"]
     assert second["valid"] and second["success"]
     assert (m["attempts"], m["valid"], m["invalid"], m["pass_at_1"]) == (2, 1, 1, 1)
+
+
+def test_without_a_kernel_view_attempts_are_invalid_and_the_risk_scan_says_so(tmp_path,
+                                                                              built_clients):
+    # --collector none: runs as any user; nothing kernel-based can pass, nothing is "no risk"
+    doc = grade(py_client("write-source"), tmp_path, collector="none", attempts=2,
+                scenarios=("normal",))
+    m = doc["grade"]["scenarios"]["normal"]
+    assert (m["valid"], m["invalid"], m["pass_at_1"]) == (0, 2, None)
+    for run in m["runs"]:
+        assert not run["valid"] and "inconclusive" in run["reason"]
+        assert run["gates"]["cleanup"]["status"] == "inconclusive"
+        assert run["risk_findings"] == []          # the source write is invisible here...
+        assert not run["risk_scan"]["complete"]    # ...and the grade says it did not look
+        assert "no kernel file/connect events (collector none)" in run["risk_scan"]["detail"]
+    assert grade_status(doc["grade"]["overall"]) == 3
+    text = "\n".join(grade_markdown(doc["grade"]))
+    assert "scan incomplete" in text and "No risk findings" not in text
 
 
 # --- the command line, end to end ----------------------------------------------------------------

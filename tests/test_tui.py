@@ -14,9 +14,11 @@ from textual.widgets import DataTable
 
 from bench.flood import FloodSource, press_like_a_terminal, scenario_key
 from sessions.archive import load_archive
+from sessions.cli import grade_started
+from sessions.client_spec import from_command
 from sessions.runner import Options
-from sessions.scenario import load_dir
-from tui.app import EvidenceScreen, EvlabApp, HelpScreen
+from sessions.scenario import GRADE_DIR, load_dir
+from tui.app import EvidenceScreen, EvlabApp, GradeScreen, HelpScreen
 from tui.sources import LiveSource, ReplaySource
 
 DATA = Path(__file__).parent / "data" / "session.tar.gz"  # baseline, corrupt-upload, retry
@@ -258,11 +260,6 @@ async def test_new_lines_are_appended_not_redrawn():
 
 @root_only
 async def test_grade_view_shows_attempts_metrics_and_risks(tmp_path):
-    from sessions.cli import grade_started
-    from sessions.client_spec import from_command
-    from sessions.scenario import GRADE_DIR
-    from tui.app import GradeScreen
-
     client = ROOT / "tests" / "clients" / "backup_client.py"
     spec = from_command(f"/usr/bin/python3 {client} --variant write-source {{host}} {{port}} "
                         "{source}", attempts=2, scenarios=("normal",))

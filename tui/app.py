@@ -138,7 +138,9 @@ class GradeScreen(ModalScreen):
             style = {"high": "bold red", "medium": "yellow"}.get(r.severity, "")
             out.append(f"  {r.severity:<6} ", style).append(f"{sid} inv {r.invocation} "
                                                              f"{r.kind}: {r.detail}\n")
-        if not risks:
+        for sid, detail in summary["blind"][:10]:
+            out.append("  scan   ", "yellow").append(f"{sid} {detail}\n")
+        if not risks and not summary["blind"]:
             out.append("  none so far\n", "dim")
         return out
 

@@ -26,6 +26,7 @@ from sessions.events import (
     ProcessMetrics,
     ProcessObserved,
     RiskFinding,
+    RiskScan,
     ScenarioJudged,
     ScenarioStarted,
     ServerRecord,
@@ -79,6 +80,7 @@ class ScenarioView:
     attempt: int = 0
     gates: dict[str, GateResult] = field(default_factory=dict)
     risks: list[RiskFinding] = field(default_factory=list)
+    risk_scan: RiskScan | None = None
     outcome: AttemptJudged | None = None
 
     def inv(self, n: int) -> InvocationView:
@@ -212,6 +214,8 @@ class DashboardModel:
                 view.risks.append(event)
                 view.claims.append((event.seq, f"{_ms(self, event)} RISK {event.severity} "
                                                f"{event.kind}: {event.detail}"))
+            case RiskScan():
+                view.risk_scan = event
             case AttemptJudged():
                 view.outcome = event
                 view.status = ("invalid" if not event.valid
@@ -286,6 +290,8 @@ class DashboardModel:
                 "overall": overall_metrics(judged),
                 "risks": [(v.id, r) for views in by_base.values() for v in views
                           for r in v.risks],
+                "blind": [(v.id, v.risk_scan.detail) for views in by_base.values()
+                          for v in views if v.risk_scan and not v.risk_scan.complete],
             }
 
 
