@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="1.0 = as recorded; default: as fast as possible")
     g = sub.add_parser("grade", help="grade any client: attempts, lifecycle gates, risks",
                        description="Run a client of your own through the grade scenarios "
-                       "(normal + unchanged re-run, interrupted, mismatch), N attempts each.")
+                       "(normal, interrupted, mismatch, stale; each with an unchanged "
+                       "re-run), N attempts each.")
     g.add_argument("spec", nargs="?", type=Path, metavar="GRADE.toml",
                    help="a grade file ([client] command, env, timeout_s; [grade] attempts)")
     g.add_argument("--client", metavar="COMMAND",

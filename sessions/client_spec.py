@@ -18,7 +18,7 @@ TOML form (relative paths are relative to the file):
     LOG_LEVEL = "debug"
     [grade]
     attempts = 3
-    scenarios = ["normal", "interrupted", "mismatch"]
+    scenarios = ["normal", "interrupted", "mismatch", "stale"]
 """
 
 import dataclasses

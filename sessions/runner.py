@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fixture.harness import ServerStartError, start_decoy
-from fixture.source import SIZE, write_source
+from fixture.source import SIZE, write_source, write_stale_backup
 from fixture.verifier import verify
 from probes import procmetrics
 from probes.capability import Capability
@@ -219,6 +219,8 @@ class Session:
 
     def _start_servers(self, live: _Live) -> None:
         s = live.scenario
+        if s.store == "stale":
+            write_stale_backup(live.workdir / "store")
         live.injector = Injector.start(s.faults, live.workdir)
         live.decoy = start_decoy(live.workdir / "decoy.jsonl")
         live.tails = {"receiver": _Tail(live.injector.receiver.events_path),

@@ -22,6 +22,7 @@ PLACEHOLDERS = {"host", "port", "source", "decoy_port"}
 _SHELL_SYNTAX = re.compile(r"[;&|`$<>(){}*?!\n\\\"']")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 NOISE_KINDS = ("traffic", "twin", "churn", "cpu")
+STORES = ("empty", "stale")   # stale: the store already holds an older, different backup
 
 
 class ScenarioError(ValueError):
@@ -41,6 +42,7 @@ class Scenario:
     expect_fail: tuple[str, ...] = ()
     expect_pass: tuple[str, ...] = ()
     expect_invalid: bool = False    # e.g. a fault that cannot fire: the attempt must be invalid
+    store: str = "empty"            # the receiver's store at the start: empty, or stale
     order: int = 100
     file: Path | None = None
     # Grading (`evlab grade`): attempt k of grade scenario `base`, run from fresh state with the
@@ -66,7 +68,7 @@ class Scenario:
 _SCHEMA = {
     "": {"id", "description", "order", "client", "environment", "faults", "noise", "expect"},
     "client": {"behaviour", "path", "args", "timeout_s"},
-    "environment": {"source"},
+    "environment": {"source", "store"},
     "noise": {"kinds"},
     "expect": {"fail", "pass", "invalid"},
 }
@@ -148,6 +150,9 @@ def parse(text: str, file: Path | str) -> Scenario:
     source = data.get("environment", {}).get("source", "builtin")
     if source != "builtin":
         raise ScenarioError(file, "environment.source", "\"builtin\" (the deterministic source)")
+    store = data.get("environment", {}).get("store", "empty")
+    if store not in STORES:
+        raise ScenarioError(file, "environment.store", " or ".join(f'"{s}"' for s in STORES))
     try:
         faults = parse_faults(data.get("faults", []), scenario_id)
     except FaultSpecError as e:
@@ -167,7 +172,7 @@ def parse(text: str, file: Path | str) -> Scenario:
         faults=faults, noise=tuple(noise), expect_fail=expect_fail,
         expect_invalid=expect_invalid,
         expect_pass=expect_pass, order=_typed(file, data, "order", "", int, "an integer", 100),
-        file=Path(file))
+        file=Path(file), store=store)
 
 
 def load(path: Path) -> Scenario:

@@ -157,7 +157,7 @@ def test_python_client_from_the_protocol_document_passes_every_clause_and_gate(t
     doc = grade(py_client(), tmp_path, attempts=2)
     overall = doc["grade"]["overall"]
     assert (overall["pass_at_1"], overall["pass_hat_k"], overall["best_of_n"]) == (1, 1, 1)
-    assert overall["mean_score"] == 1 and overall["invalid"] == 0 and overall["attempts"] == 6
+    assert overall["mean_score"] == 1 and overall["invalid"] == 0 and overall["attempts"] == 8
     for scenario, metrics in doc["grade"]["scenarios"].items():
         for run in metrics["runs"]:
             assert run["valid"] and run["success"], (scenario, run["reason"])
@@ -168,6 +168,10 @@ def test_python_client_from_the_protocol_document_passes_every_clause_and_gate(t
     # the scenarios' own expectations: recovery was exercised, the mismatch was rejected
     assert runs(doc, "interrupted")[0]["clauses"]["bounded-recovery"] == "pass"
     assert runs(doc, "mismatch")[0]["clauses"]["mismatch-rejected"] == "pass"
+    stale = next(s for s in doc["scenarios"] if s["id"] == "stale@1")
+    first, second = stale["invocations"]
+    assert first["receiver"]["uploads_started"] == 1 and first["receiver"]["commits"] == 1
+    assert second["receiver"]["uploads_started"] == 0   # the stale copy replaced, then kept
 
 
 @root_only
