@@ -185,9 +185,25 @@ def junit(events: list[Event]) -> str:
                 skipped += 1
                 ET.SubElement(case, "skipped", message=c["reason"])
             ET.SubElement(case, "system-out").text = f"{c['status']}: {c['reason']}"
+        for gate, g in _gates_of(doc, s["id"]).items():  # a grading attempt's gates
+            case = ET.SubElement(suite, "testcase", classname=f"evlab.{s['id']}",
+                                 name=f"gate {gate}")
+            if g["status"] == "fail":
+                failures += 1
+                ET.SubElement(case, "failure", message="gate failed").text = g["reason"]
+            elif g["status"] == "inconclusive":
+                skipped += 1
+                ET.SubElement(case, "skipped", message=g["reason"])
+            ET.SubElement(case, "system-out").text = f"{g['status']}: {g['reason']}"
+        suite.set("tests", str(len(suite)))
         suite.set("failures", str(failures))
         suite.set("skipped", str(skipped))
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _gates_of(doc: dict, scenario_id: str) -> dict:
+    runs = [r for sc in (doc["grade"] or {}).get("scenarios", {}).values() for r in sc["runs"]]
+    return next((r["gates"] for r in runs if r["id"] == scenario_id), {})
 
 
 def render(events: list[Event], fmt: str) -> str:

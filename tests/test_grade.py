@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import psutil
@@ -292,6 +293,11 @@ def test_cli_grade_writes_json_archive_and_markdown(tmp_path):
     listing = subprocess.run([EVLAB, "report", out / "g.tar.gz", "--format", "json"],
                              capture_output=True, text=True, timeout=60)
     assert json.loads(listing.stdout)["grade"] == doc["grade"]
+    junit = subprocess.run([EVLAB, "report", out / "g.tar.gz", "--format", "junit"],
+                           capture_output=True, text=True, timeout=60)
+    suites = ET.fromstring(junit.stdout.split("?>", 1)[1])
+    cleanup = [c for c in suites.iter("testcase") if c.get("name") == "gate cleanup"]
+    assert len(cleanup) == 2 and all(c.find("failure") is not None for c in cleanup)
     replayed = subprocess.run([EVLAB, "replay", out / "g.tar.gz", "--headless"],
                               capture_output=True, text=True, timeout=60)
     assert replayed.returncode == 1   # the grade re-derived from the events: the same outcome
