@@ -81,8 +81,16 @@ def _kill(pids: set[int]) -> None:
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + 2
-    while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in pids):
+    while time.monotonic() < deadline and any(_running(p) for p in pids):
         time.sleep(0.01)
+
+
+def _running(pid: int) -> bool:
+    # A killed orphan stays a zombie until init reaps it (which may be never in a container).
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def cleanup_check(scenario: str, n: int, client_pid: int, live_tasks: list[int] | None,
