@@ -7,11 +7,14 @@ import xml.etree.ElementTree as ET
 from sessions import document
 from sessions.contract import CLAUSE_IDS
 from sessions.events import (
+    CleanupObserved,
     ClientClaim,
     ClientExited,
     ConnectObserved,
     Event,
+    LifecycleCheck,
     PhaseChanged,
+    RiskFinding,
     ScenarioStarted,
     ServerRecord,
     VerifierResult,
@@ -164,6 +167,14 @@ def _timeline_text(e: Event) -> str | None:
             return f"[client] exited {e.exit_code}" + (" (timed out)" if e.timed_out else "")
         case VerifierResult():
             return f"[verifier] saved={e.saved} match={e.match}"
+        case CleanupObserved():
+            left = [*e.leftover, *e.listening, *e.cwd_files, *e.store_files]
+            return (f"[harness] after invocation {e.invocation}: "
+                    + (f"left {'; '.join(left[:4])}" if left else "nothing left behind"))
+        case LifecycleCheck():
+            return f"[harness] {e.check} {'ok' if e.ok else 'NOT ok'}: {e.detail}"
+        case RiskFinding():
+            return f"[risk] {e.severity} {e.kind}: {e.detail}"
     return None
 
 
