@@ -20,11 +20,14 @@ What is measured, each figure the median of repeated runs, each ratio of medians
    (bench/collector_cost.py) to explain the traced suite's fixed cost.
 5. Dashboard cost (bench/tmux_run.py, bench/flood.py): the TUI's own CPU per wall second in
    tmux during the live suite and after it; key latency under 50,000 synthetic events/s.
+6. Grading cost (bench/grade.py): the grade scenarios run plain and as `evlab grade` attempts
+   (isolation, cleanup, durability, restore, gates), and a default 3-attempt grade of the
+   Python client.
 
 Writes bench/results.json (raw samples and medians) and bench/results.md (the table, also
 printed). Progress goes to stderr. About 6-9 minutes on a 2-core machine, most of it strace
 doing readloop's 1,000,000 reads (40-105 s a run here, depending on CPU placement).
-Options: --only overhead,suite,dashboard runs some sections (for development).
+Options: --only overhead,suite,dashboard,grade runs some sections (for development).
 """
 
 import argparse
@@ -36,17 +39,28 @@ import sys
 import time
 from pathlib import Path
 
-from bench import collector_cost, exactness, flood, overhead, report, suite, tmux_run, workloads
+from bench import (
+    collector_cost,
+    exactness,
+    flood,
+    grade,
+    overhead,
+    report,
+    suite,
+    tmux_run,
+    workloads,
+)
 from bench.measure import median, say
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("overhead", "suite", "dashboard")
+SECTIONS = ("overhead", "suite", "dashboard", "grade")
 HASH_STORM_REPEATS = {"untraced": 10, "evlab": 10, "strace": 5, "bpftrace": 10,
                       "evlab-idle": 5, "bpf-floor": 5}
 READLOOP_REPEATS = {"untraced": 3, "evlab": 3, "strace": 1, "bpftrace": 3,
                     "evlab-idle": 2, "bpf-floor": 2}
 ROUNDS = 3
 SUITE_REPEATS = 4
+GRADE_REPEATS = 3
 COST_REPEATS = 2
 TMUX_REPEATS = 3
 NOTES = [
@@ -136,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
              "dashboard": [("dashboard_tmux", lambda r: r.setdefault("dashboard", {}).update(
                                tmux=tmux_run.measure(TMUX_REPEATS))),
                            ("dashboard_flood", lambda r: r.setdefault("dashboard", {}).update(
-                               flood=flood.measure()))]}
+                               flood=flood.measure()))],
+             "grade": [("grade", lambda r: r.update(grade=grade.measure(GRADE_REPEATS)))]}
     for section in only:
         for name, step in steps[section]:
             load = results.setdefault("load_average_1min", {})[name] = [os.getloadavg()[0]]

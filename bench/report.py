@@ -61,6 +61,7 @@ def markdown(results: dict) -> str:
     lines += _exactness(results.get("exactness", {}))
     lines += _suite(results.get("suite"), results.get("collector_cost"))
     lines += _dashboard(results.get("dashboard"), results.get("suite"))
+    lines += _grade(results.get("grade"))
     lines += ["", "## Notes", ""] + [f"- {n}" for n in results.get("notes", [])]
     return "\n".join(lines) + "\n"
 
@@ -152,6 +153,25 @@ def _suite(suite: dict | None, cost: dict | None) -> list[str]:
                   f"fixture clients ({w['uprobes']:.0f} uprobes) {_value(w['median_close_s'], 's')}"
                   f", close with none {_value(wo['median_close_s'], 's')}: "
                   f"{_value(cost['per_uprobe_detach_s'], 's')} per uprobe detached."]
+    return lines
+
+
+def _grade(grade: dict | None) -> list[str]:
+    if not grade:
+        return []
+    lines = ["", "## Grading cost (`evlab grade`)", "",
+             "| run | scenarios | wall | peak tree RSS | exits | runs |",
+             "|---|---|---|---|---|---|"]
+    for label, title in (("plain", f"`{grade['command_plain']}`"),
+                         ("graded", f"`{grade['command_graded']}`"),
+                         ("python_default", f"`{grade['python_default']['command']}`")):
+        g = grade[label]
+        lines.append(f"| {title} | {g['scenarios']} | {_value(g['median_wall_s'], 's')} "
+                     f"| {_value(g['median_peak_tree_rss_mb'], 'MB')} "
+                     f"| {', '.join(map(str, g['exits']))} | {len(g['runs'])} |")
+    lines += ["", f"graded / plain: {_value(grade['ratio_graded_plain_wall'], 'x')} — the cost "
+              "of isolation, the cleanup check, the receiver kill + restart and the GET per "
+              f"attempt. Last line of the Python grade: `{grade['python_default']['summary']}`"]
     return lines
 
 

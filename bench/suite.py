@@ -72,9 +72,15 @@ class TreeSampler(threading.Thread):
 
 
 def run_suite(collector: str) -> dict:
-    argv = [str(EVLAB), "run", "--all", "--headless"]
+    argv = ["run", "--all", "--headless"]
     if collector != "auto":
         argv += ["--collector", collector]
+    return run_evlab(argv)
+
+
+def run_evlab(args: list[str]) -> dict:
+    """One headless evlab command, timed and sampled; a line starting with [ is a scenario."""
+    argv = [str(EVLAB), *args]
     lines: list[tuple[float, str]] = []  # (seconds since the fork, line) as the lines arrive
     with tempfile.TemporaryDirectory(prefix="evlab-bench-suite-") as cwd:
         started = time.perf_counter()
