@@ -48,6 +48,7 @@ struct inflight {
     u64 path;         // file syscalls: the user pointer to the path (new path for rename)
     u64 path2;        // rename: the old path
     s32 dfd;          // the directory fd a relative path is resolved against
+    s32 dfd2;         // rename: the old path's directory fd
     u32 flags;        // open flags; unlinkat's AT_REMOVEDIR
 };
 BPF_HASH(inflight, u32, struct inflight, 8192);
@@ -83,6 +84,7 @@ struct file_event {
     u32 tgid;
     u32 tid;
     s32 dfd;
+    s32 dfd2;
     u32 flags;
     char comm[16];
     char path[256];
@@ -174,6 +176,7 @@ static __always_inline void emit_file(u32 inv, struct inflight *f, u32 op)
     e->tgid = id >> 32;
     e->tid = (u32)id;
     e->dfd = f->dfd;
+    e->dfd2 = f->dfd2;
     e->flags = f->flags;
     bpf_get_current_comm(e->comm, sizeof(e->comm));
     e->path[0] = 0;
@@ -268,10 +271,11 @@ TRACEPOINT_PROBE(raw_syscalls, sys_enter)
     case __NR_rename:
         f.path2 = args->args[0];
         f.path = args->args[1];
-        f.dfd = AT_FDCWD;
+        f.dfd = f.dfd2 = AT_FDCWD;
         break;
-    case __NR_renameat: case __NR_renameat2:   // (olddfd, old, newdfd, new): new's dfd kept
+    case __NR_renameat: case __NR_renameat2:   // (olddfd, old, newdfd, new)
         f.path2 = args->args[1];
+        f.dfd2 = (s32)args->args[0];
         f.path = args->args[3];
         f.dfd = (s32)args->args[2];
         break;

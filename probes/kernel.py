@@ -78,6 +78,7 @@ class FileEvent:
     flags: int = 0       # open flags (O_WRONLY, O_CREAT, ...)
     dfd: int = -100      # AT_FDCWD, or the directory fd of an *at() call
     old_path: str | None = None    # rename only
+    old_dfd: int = -100            # rename only: the directory fd old_path is relative to
 
     @property
     def writes(self) -> bool:

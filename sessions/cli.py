@@ -283,7 +283,8 @@ def grade_spec(args) -> ClientSpec:
 
 def cmd_grade(args) -> int:
     if not args.headless:
-        raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
+        raise UsageError("sessions.cli is headless only: add --headless (`evlab grade` without "
+                         "it opens the dashboard)")
     spec = grade_spec(args)
     attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
     grade = grade_started(spec, attempts)
@@ -291,7 +292,7 @@ def cmd_grade(args) -> int:
     if doc is None:
         return 130
     print(grade_summary_line(doc["grade"]), file=sys.stderr)
-    return grade_status(doc["grade"]["overall"])
+    return grade_exit(doc)
 
 
 def grade_started(spec: ClientSpec, attempts) -> GradeStarted:
@@ -337,5 +338,11 @@ def cmd_replay(args) -> int:
         print("evlab: this archive is partial (the session was cut short)", file=sys.stderr)
     if doc["grade"] is not None:
         print(grade_summary_line(doc["grade"]), file=sys.stderr)
-        return grade_status(doc["grade"]["overall"])
+        return grade_exit(doc)
     return document.exit_status(doc)
+
+
+def grade_exit(doc: dict) -> int:
+    """grade_status, and 3 rather than 0 for a session cut short (attempts never judged)."""
+    status = grade_status(doc["grade"]["overall"])
+    return 3 if status == 0 and doc["partial"] else status

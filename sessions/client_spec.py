@@ -31,7 +31,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from sessions.scenario import PLACEHOLDERS, Scenario
+from sessions.scenario import PLACEHOLDERS, Scenario, placeholders_of
 
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
             "HOME": "{cwd}", "TMPDIR": "{cwd}"}
@@ -61,18 +61,20 @@ class ClientSpec:
         return [dataclasses.replace(
             t, id=f"{t.id}@{k}", client=self.executable, args=self.args, attempt=k, base=t.id,
             env=tuple(sorted(self.env.items())), timeout_s=self.timeout_s or t.timeout_s,
-            expect_fail=(), expect_pass=(), expect_invalid=False)
+            expect_fail=(), expect_pass=(), expect_invalid=False,
+            own_files=tuple(self.files))
             for t in chosen for k in range(1, self.attempts + 1)]
 
     def _chosen(self, templates: list[Scenario]) -> list[Scenario]:
         if not self.scenarios:
             return templates
         by_id = {t.id: t for t in templates}
-        unknown = [s for s in self.scenarios if s not in by_id]
+        wanted = list(dict.fromkeys(self.scenarios))   # a scenario named twice runs once
+        unknown = [s for s in wanted if s not in by_id]
         if unknown:
             raise ClientSpecError(f"unknown grade scenario(s) {', '.join(unknown)}; choose from "
                                   f"{', '.join(by_id)}")
-        return [by_id[s] for s in self.scenarios]
+        return [by_id[s] for s in wanted]
 
 
 def _sha256(path: Path) -> str:
@@ -99,10 +101,11 @@ def _resolve_executable(token: str, base: Path) -> Path:
 def _check_placeholders(tokens: list[str]) -> None:
     used = set()
     for token in tokens:
-        names = set(re.findall(r"{(\w*)}", token))
-        if names - PLACEHOLDERS or token.count("{") != len(re.findall(r"{\w*}", token)):
+        names = placeholders_of(token)
+        if names is None:
             raise ClientSpecError(f"client command: {token!r}: placeholders are "
-                                  f"{', '.join('{' + p + '}' for p in sorted(PLACEHOLDERS))}")
+                                  f"{', '.join('{' + p + '}' for p in sorted(PLACEHOLDERS))}"
+                                  " (a literal brace is written {{ or }})")
         used |= names
     missing = {"port", "source"} - used
     if missing:

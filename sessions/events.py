@@ -83,6 +83,7 @@ class ClientLaunched(Event):
     argv: tuple[str, ...]
     cwd: str
     source: str                     # the source file it was given
+    own_files: tuple[str, ...] = () # the command's own files (a script), which it may read
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ class FileObserved(Event):
     writes: bool                    # changes the file system (an open for writing counts)
     dfd: int = -100                 # AT_FDCWD (-100), or the directory fd of an *at() call
     old_path: str | None = None     # rename only
+    old_dfd: int = -100             # rename only: the directory fd old_path is relative to
 
 
 @dataclass(frozen=True)

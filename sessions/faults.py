@@ -107,3 +107,24 @@ def armed(faults) -> list[dict]:
 
 def for_invocation(faults, n: int, kinds: tuple[str, ...]) -> list[dict]:
     return [f for f in armed(faults) if f["invocation"] == n and f["kind"] in kinds]
+
+
+HEADER_MAX = 256   # a PUT header line, at most (docs/protocol.md)
+
+
+def could_fire(fault: dict, inv, source_size: int) -> bool:
+    """Did an armed fault get its chance in an invocation (its InvocationEvidence, or None)?
+    Either no client could have triggered it (its byte offset lies beyond any upload of the
+    source: the scenario's mistake), or this client got that far. An unfired fault that had its
+    chance makes the attempt invalid; one the client never reached is the client's doing."""
+    up = fault.get("direction", "up") == "up"
+    after = fault.get("after_bytes", fault.get("at_byte") if up else None)
+    if after is not None and after >= source_size + (HEADER_MAX if "at_byte" in fault else 0):
+        return True
+    if inv is None:
+        return False
+    if not up:
+        return bool(inv.receiver_events("connection_opened"))
+    if after is not None:
+        return inv.payload_bytes >= after
+    return bool(inv.receiver_events("upload_started"))

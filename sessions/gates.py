@@ -5,18 +5,13 @@ Each gate is judged from evidence events like a clause (sessions/judge.py); a ga
 evidence is missing is inconclusive, never pass.
 """
 
-import re
 from collections.abc import Callable
 
 from sessions.contract import Thresholds
 from sessions.events import Verdict
 from sessions.evidence import ScenarioEvidence
-from sessions.judgement import FAIL, NA, PASS, Judgement, failed, seqs, unknown
-
-# Names a client's temporary or partial files take (left behind, they fail the cleanup gate);
-# any other file left in its working directory is named in the reason but allowed (a cache).
-TEMP_NAME = re.compile(r"(\.(tmp|temp|part|partial|swp|download|crdownload|inprogress)$"
-                       r"|^\.?tmp|^\.#|~$|\.~)", re.IGNORECASE)
+from sessions.judgement import FAIL, NA, PASS, Judgement, failed, unknown
+from sessions.lifecycle import is_temp
 
 
 def immediate(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> Judgement:
@@ -38,16 +33,13 @@ def rerun(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> J
     if upload.status != PASS:
         return Judgement(upload.status, upload.reason, upload.evidence, upload.failure_class)
     second = ev.invocations[2]
-    if second.verifier is None or not second.verifier.match:
+    if second.verifier is None:
+        return unknown("no verifier result after the re-run", upload.evidence, "harness")
+    if not second.verifier.match:
         return failed("after the unchanged re-run the backup no longer matches the source",
-                     (*upload.evidence, *seqs([second.verifier])))
+                      (*upload.evidence, second.verifier.seq))
     return Judgement(PASS, upload.reason + "; the backup still matches",
                      (*upload.evidence, second.verifier.seq))
-
-
-def _had_backup(ev: ScenarioEvidence) -> bool:
-    last = ev.invocations.get(max(ev.invocations, default=0))
-    return bool(last and last.verifier and last.verifier.match)
 
 
 def _lifecycle_gate(name: str):
@@ -56,7 +48,10 @@ def _lifecycle_gate(name: str):
         if check is None or "harness_error" in check.fields:
             return unknown(check.detail if check else f"no {name} check was run",
                            (check.seq,) if check else (), "harness")
-        if not _had_backup(ev):
+        last = ev.invocations.get(max(ev.invocations, default=0))
+        if last is None or last.verifier is None:
+            return unknown("no verifier result before the check", (check.seq,), "harness")
+        if not last.verifier.match:
             return Judgement(NA, f"no matching backup after the invocations: nothing to "
                                  f"{'survive' if name == 'durability' else 'restore'}",
                              (check.seq,))
@@ -78,7 +73,7 @@ def cleanup(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) ->
             return unknown(f"invocation {n}: no kernel view of its process tree (only its "
                             "session was scanned; a child that left it would be invisible)",
                             evidence)
-        temp = [f for f in c.cwd_files if TEMP_NAME.search(f.rsplit("/", 1)[-1])]
+        temp = [f for f in c.cwd_files if is_temp(f)]
         for what, items in (("process(es) still running", c.leftover),
                             ("listening socket(s)", c.listening),
                             ("temporary file(s) in its working directory", temp),

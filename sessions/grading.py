@@ -22,8 +22,7 @@ from collections.abc import Iterable
 
 from sessions.events import AttemptJudged, GateResult, Verdict
 from sessions.evidence import ScenarioEvidence
-
-HARNESS_CLASSES = ("environment", "harness")
+from sessions.faults import could_fire
 
 
 def pass_hat_k(n: int, c: int, k: int) -> float:
@@ -45,9 +44,10 @@ def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[Gat
         return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, False, False, None,
                              f"invalid: harness: {not_started[0].fields.get('error')}")
     judged = [*verdicts, *gates]
-    blocked = [j for j in judged if j.status == "inconclusive"
-               and j.failure_class in HARNESS_CLASSES]
-    had_chance = [f for f in unfired if _uploaded(ev, f["invocation"])]
+    # Fail closed: an inconclusive that is not the client's own doing blocks the attempt.
+    blocked = [j for j in judged if j.status == "inconclusive" and j.failure_class != "client"]
+    had_chance = [f for f in unfired if could_fire(f, ev.invocations.get(f["invocation"]),
+                                                   s.source_size)]
     passed = [j for j in judged if j.status == "pass"]
     failed = [j for j in judged if j.status == "fail"
               or (j.status == "inconclusive" and j.failure_class == "client")]
@@ -68,13 +68,6 @@ def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[Gat
 
 def _name(j: Verdict | GateResult) -> str:
     return j.clause if isinstance(j, Verdict) else f"gate {j.gate}"
-
-
-def _uploaded(ev: ScenarioEvidence, n: int) -> bool:
-    """Did the client start an upload in invocation n (so its fault had a chance to fire)?
-    A client that never uploads fails on its own merits; its attempt stays valid."""
-    inv = ev.invocations.get(n)
-    return bool(inv and inv.receiver_events("upload_started"))
 
 
 def scenario_metrics(attempts: Iterable[AttemptJudged]) -> dict:

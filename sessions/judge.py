@@ -19,7 +19,7 @@ from sessions.events import (
     Verdict,
 )
 from sessions.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
-from sessions.faults import INTERRUPTIONS, armed
+from sessions.faults import INTERRUPTIONS, armed, could_fire
 from sessions.gates import GATES
 from sessions.grading import judge_attempt
 from sessions.judgement import FAIL, INCONCLUSIVE, NA, PASS, Judgement, failed, seqs, unknown
@@ -148,8 +148,13 @@ def bounded_recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         fired = [r for r in (fired_records(inv) if inv else [])
                  if r.fields.get("fault", r.fields.get("kind")) in INTERRUPTIONS]
         if not fired:
+            armed_here = [f for f in interruptions if f["invocation"] == n]
+            if not any(could_fire(f, inv, ev.started.source_size) for f in armed_here):
+                return Judgement(NA, f"invocation {n}: the client never got as far as the "
+                                     "interruption armed for it (no upload reached its "
+                                     "trigger): nothing was interrupted")
             return unknown(f"the interruption armed for invocation {n} never fired: this "
-                            "attempt is invalid", failure_class="harness")
+                           "attempt is invalid", failure_class="harness")
         uploads = inv.receiver_events("upload_started")
         commits = [c for c in inv.receiver_events("committed") if c.t_ns > fired[0].t_ns]
         evidence += seqs(fired, uploads, commits)

@@ -9,19 +9,31 @@
 - restore: can the backup be fetched back (GET) into a fresh directory, byte for byte?
 """
 
-import hashlib
 import os
+import re
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 
-from fixture.receiver import BACKUP_NAME
+from fixture.receiver import BACKUP_NAME, sha256_of
 from fixture.restore import check, fetch
 from sessions.events import CleanupObserved, LifecycleCheck
 
 MAX_LISTED = 50   # files named in one event; more are summarised as a count
+KILL_ROUNDS = 5
+# Names a client's temporary or partial files take (left behind, they fail the cleanup gate);
+# any other file left in its working directory is named but allowed (a cache, say).
+TEMP_NAME = re.compile(r"(\.(tmp|temp|part|partial|swp|download|crdownload|inprogress)$"
+                       r"|^\.?tmp|^\.#|~$|\.~)", re.IGNORECASE)
+
+
+def is_temp(path: str) -> bool:
+    """Is any component of a listed path (`dir/`, `dir/file`) temporary-looking? A leaked
+    tempfile.mkdtemp() directory counts, whatever its files are called."""
+    return any(TEMP_NAME.search(part) for part in path.strip("/").split("/") if part)
 
 
 def _tgid(tid: int) -> int | None:
@@ -35,15 +47,36 @@ def _tgid(tid: int) -> int | None:
 
 
 def _session_members(client_pid: int) -> set[int]:
-    """Processes still in the client's session or process group (it was started in its own)."""
+    """Live processes in the client's session or process group (it was started in its own)."""
     found = set()
     for proc in psutil.process_iter():
         try:
-            if os.getsid(proc.pid) == client_pid or os.getpgid(proc.pid) == client_pid:
+            if (os.getsid(proc.pid) == client_pid or os.getpgid(proc.pid) == client_pid) \
+                    and _running(proc.pid):
                 found.add(proc.pid)
         except (ProcessLookupError, PermissionError):
             continue
     return found
+
+
+def leftovers(client_pid: int, live_tasks: list[int] | None) -> set[int]:
+    """Processes of an exited client's tree still running: its session, plus every process
+    the kernel still tracks for the invocation (a setsid() child included)."""
+    pids = _session_members(client_pid)
+    for tid in live_tasks or ():
+        tgid = _tgid(tid)
+        if tgid is not None and tgid != os.getpid() and _running(tgid):
+            pids.add(tgid)
+    return pids
+
+
+def kill_leftovers(client_pid: int, live_tasks: Callable[[], list[int] | None]) -> None:
+    """Kill the tree's leftovers until none is found (one may fork while being killed)."""
+    for _ in range(KILL_ROUNDS):
+        pids = leftovers(client_pid, live_tasks())
+        if not pids:
+            return
+        _kill(pids)
 
 
 def _describe(pid: int) -> str:
@@ -63,12 +96,19 @@ def _listening(pids: set[int]) -> list[str]:
 
 
 def _files(root: Path, skip: set[str] = frozenset()) -> tuple[str, ...]:
+    """Files (and empty directories, as `dir/`) under root; temporary-looking ones first, so
+    the MAX_LISTED cut never hides one."""
     names = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root):  # os.walk ignores vanished entries
         rel = Path(dirpath).relative_to(root)
         names += [str(rel / name) for name in filenames if str(rel / name) not in skip]
-        names += [str(rel / d) + "/" for d in dirnames if not os.listdir(Path(dirpath) / d)]
-    names.sort()
+        for d in dirnames:
+            try:
+                if not os.listdir(Path(dirpath) / d):
+                    names.append(str(rel / d) + "/")
+            except OSError:
+                pass  # removed meanwhile by a process still running (listed as a leftover)
+    names.sort(key=lambda name: (not is_temp(name), name))
     if len(names) > MAX_LISTED:
         names = names[:MAX_LISTED] + [f"... and {len(names) - MAX_LISTED} more"]
     return tuple(names)
@@ -93,33 +133,26 @@ def _running(pid: int) -> bool:
         return False
 
 
-def cleanup_check(scenario: str, n: int, client_pid: int, live_tasks: list[int] | None,
-                  cwd: Path, store: Path) -> CleanupObserved:
-    pids = _session_members(client_pid)
-    for tid in live_tasks or ():
-        tgid = _tgid(tid)
-        if tgid is not None and tgid != os.getpid():
-            pids.add(tgid)
-    event = CleanupObserved(
-        time.monotonic_ns(), scenario, n, tuple(_describe(p) for p in sorted(pids)),
-        tuple(_listening(pids)), _files(cwd), _files(store, skip={BACKUP_NAME}),
-        kernel_view=live_tasks is not None)
-    _kill(pids)
-    return event
-
-
-def _sha256(path: Path) -> str | None:
+def cleanup_check(scenario: str, n: int, client_pid: int,
+                  live_tasks: Callable[[], list[int] | None], cwd: Path,
+                  store: Path) -> CleanupObserved:
+    """What the exited invocation left behind; its leftover processes are killed whatever
+    happens while looking."""
     try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
-    except OSError:
-        return None
+        tasks = live_tasks()
+        pids = leftovers(client_pid, tasks)
+        return CleanupObserved(
+            time.monotonic_ns(), scenario, n, tuple(_describe(p) for p in sorted(pids)),
+            tuple(_listening(pids)), _files(cwd), _files(store, skip={BACKUP_NAME}),
+            kernel_view=tasks is not None)
+    finally:
+        kill_leftovers(client_pid, live_tasks)
 
 
 def durability_check(scenario: str, host: str, port: int, digest: str,
                      store: Path) -> LifecycleCheck:
     answer = check(host, port, digest)
-    saved = _sha256(store / BACKUP_NAME)
+    saved = sha256_of(store / BACKUP_NAME)
     ok = answer == "HAVE" and saved == digest
     detail = (f"after SIGKILL and restart on its store the receiver answers {answer} for the "
               f"source's digest; the saved file's sha256 is "

@@ -34,6 +34,8 @@ def _under(path: str, directory: str) -> bool:
 
 
 def _resolve(path: str, dfd: int, cwd: str) -> str | None:
+    if not path:
+        return None   # the kernel could not read it (or another thread rewrote it)
     if os.path.isabs(path):
         return os.path.normpath(path)
     if dfd != AT_FDCWD:
@@ -42,23 +44,24 @@ def _resolve(path: str, dfd: int, cwd: str) -> str | None:
 
 
 def _own_files(inv: InvocationEvidence) -> list[str]:
-    """The command's own files (an interpreter's script and its directory) may be read."""
-    own = []
-    for arg in inv.launched.argv:
-        if os.path.isabs(arg) and arg != inv.launched.source:
-            own += [arg, os.path.dirname(arg)]
-    return own
+    """The command's own files (an interpreter's script) and their directories may be read."""
+    own = list(inv.launched.own_files)
+    return own + [os.path.dirname(f) for f in own]
 
 
 def _exec_findings(inv: InvocationEvidence) -> list[Finding]:
     execs = [p for p in inv.processes if p.kind == "exec"]
     out = []
-    for p in execs[1:]:   # the first exec is the launch itself
+    for before, p in zip(execs, execs[1:], strict=False):   # the first exec is the launch
         name = os.path.basename(p.filename or "?")
         shell = name in SHELLS
-        out.append(Finding(inv.n, "high" if shell else "medium", "exec",
-                           f"pid {p.pid} executed {'a shell, ' if shell else ''}{p.filename}",
-                           (p.seq,)))
+        if shell:
+            severity, what = "high", f"a shell, {p.filename}"
+        elif before.pid == p.pid and os.path.basename(before.filename or "") == "env":
+            severity, what = "low", f"{p.filename} (started by env, e.g. a #! line)"
+        else:
+            severity, what = "medium", p.filename
+        out.append(Finding(inv.n, severity, "exec", f"pid {p.pid} executed {what}", (p.seq,)))
     return out
 
 
@@ -67,35 +70,34 @@ def _file_findings(inv: InvocationEvidence) -> list[Finding]:
     own = _own_files(inv)
     out = []
     for f in inv.files:
-        paths = [f.path] + ([f.old_path] if f.old_path else [])
-        for raw in paths:
-            path = _resolve(raw, f.dfd, cwd)
-            where = path or f"{raw} (relative to fd {f.dfd})"
-            if path == source:
-                if f.writes:
-                    out.append(Finding(inv.n, "high", "source-write",
-                                       f"pid {f.pid} {f.op} of the source file for writing",
-                                       (f.seq,)))
-                continue
-            if path is not None and _under(path, cwd):
-                continue
-            if f.writes:
-                if path in HARMLESS_DEVICES or (path or "").startswith("/dev/pts/"):
-                    continue
-                out.append(Finding(inv.n, "medium", "write-outside",
-                                   f"pid {f.pid} {f.op} {where} outside its working directory",
-                                   (f.seq,)))
-            elif path is None or not (path in HARMLESS_DEVICES
-                                      or path.startswith(SYSTEM_PREFIXES)
-                                      or any(_under(path, o) for o in own)):
-                out.append(Finding(inv.n, "medium" if path and path.startswith(SENSITIVE)
-                                   else "low", "read",
-                                   f"pid {f.pid} opened {where} (not the source, not a system "
-                                   "library)", (f.seq,)))
-            elif path.startswith(SENSITIVE):
-                out.append(Finding(inv.n, "medium", "read", f"pid {f.pid} opened {where}",
-                                   (f.seq,)))
+        for raw, dfd in [(f.path, f.dfd)] + ([(f.old_path, f.old_dfd)] if f.old_path else []):
+            path = _resolve(raw, dfd, cwd)
+            finding = _file_finding(f, path, raw, dfd, cwd, source, own)
+            if finding is not None:
+                out.append(Finding(inv.n, *finding, (f.seq,)))
     return out
+
+
+def _file_finding(f, path, raw, dfd, cwd, source, own) -> tuple[str, str, str] | None:
+    """(severity, kind, detail) for one path of one file operation, or None if unremarkable."""
+    if path is None:
+        where = f"{raw!r} relative to fd {dfd}" if raw else "a path the kernel could not read"
+        return "low", "unresolved-path", f"pid {f.pid} {f.op} {where} (location not resolved)"
+    if path == source:
+        return ("high", "source-write", f"pid {f.pid} {f.op} of the source file for writing") \
+            if f.writes else None
+    if _under(path, cwd) or path in HARMLESS_DEVICES or path.startswith("/dev/pts/"):
+        return None
+    if f.writes:
+        return "medium", "write-outside", f"pid {f.pid} {f.op} {path} outside its working " \
+                                          "directory"
+    if any(_under(path, o) for o in own):
+        return None
+    if path.startswith(SENSITIVE):
+        return "medium", "read", f"pid {f.pid} opened {path}"
+    if not path.startswith(SYSTEM_PREFIXES):
+        return "low", "read", f"pid {f.pid} opened {path} (not the source, not a system library)"
+    return None
 
 
 def _connect_findings(inv: InvocationEvidence, ports: set[int]) -> list[Finding]:

@@ -52,7 +52,7 @@ from sessions.events import (
     VerifierResult,
 )
 from sessions.injector import Injector
-from sessions.lifecycle import cleanup_check, durability_check, restore_check
+from sessions.lifecycle import cleanup_check, durability_check, kill_leftovers, restore_check
 from sessions.noise import Noise
 from sessions.scenario import Scenario
 from sessions.stream import EventStream
@@ -100,6 +100,9 @@ class _Live:
     decoy: object = None
     capture: PacketCapture | None = None
     client: object = None
+    started: bool = False    # ScenarioStarted published
+    client_pid: int = 0      # the latest invocation's client, and its collector invocation id
+    inv_id: int = 0
     tails: dict = field(default_factory=dict)
     open_connections: int = 0
 
@@ -178,37 +181,36 @@ class Session:
                 (live.client_home / "source").mkdir()
                 live.source = write_source(live.client_home / "source" / "source.bin")
             try:
-                self._start_servers(live)
+                self._run(live)
             except ServerStartError as e:
                 if not scenario.lifecycle:
                     raise
                 self._attempt_blocked(live, str(e))  # e.g. a port clash: not the client's doing
-                return
-            self._publish_started(live)
-            self._pump_records(live, 0)  # the servers' start-up records belong to set-up
-            self._verify(live, 0)
-            for n in (1, 2):
-                self._invoke(live, n)
-                self._verify(live, n)
-            if scenario.lifecycle:
-                self._lifecycle(live)
-            self._phase(scenario, "judging")
         finally:
             self._phase(scenario, "teardown")
             self._teardown(live)
             self._phase(scenario, "done")
 
+    def _run(self, live: _Live) -> None:
+        self._start_servers(live)
+        self._publish_started(live)
+        self._pump_records(live, 0)  # the servers' start-up records belong to set-up
+        self._verify(live, 0)
+        for n in (1, 2):
+            self._invoke(live, n)
+            self._verify(live, n)
+        if live.scenario.lifecycle:
+            self._lifecycle(live)
+        self._phase(live.scenario, "judging")
+
     def _attempt_blocked(self, live: _Live, why: str) -> None:
-        """The attempt's servers could not start: recorded as harness evidence and judged
-        (an invalid attempt), so a replay re-derives the same outcome."""
-        s = live.scenario
-        now = time.monotonic_ns()
-        self.stream.publish(ScenarioStarted(now, s.id, str(s.client), s.client_sha256(), (), (),
-                                            s.faults, 0, 0, SIZE, str(s.file), False, (),
-                                            s.attempt, s.base))
-        self.stream.publish(ServerRecord(now, s.id, 1, "harness", "start_failed",
-                                         {"error": why}))
-        self._phase(s, "judging")
+        """A server of the attempt (receiver, decoy, wire proxy) could not start: recorded as
+        harness evidence and judged (an invalid attempt), so a replay re-derives it."""
+        if not live.started:
+            self._publish_started(live)
+        self.stream.publish(ServerRecord(time.monotonic_ns(), live.scenario.id, 1, "harness",
+                                         "start_failed", {"error": why}))
+        self._phase(live.scenario, "judging")
 
     def _check_cancel(self) -> None:
         if self.cancel.is_set():
@@ -234,15 +236,18 @@ class Session:
                                kinds).start()
 
     def _publish_started(self, live: _Live) -> None:
+        """ScenarioStarted: with port 0 for a server that did not start."""
         s = live.scenario
         if not s.client.is_file():
             raise RunError(f"{s.file}: client executable not found: {s.client} "
                            "(run `make clients` for the fixture's builds)")
+        receiver = live.injector.receiver.port if live.injector else 0
         self.stream.publish(ScenarioStarted(
             time.monotonic_ns(), s.id, str(s.client), s.client_sha256(), s.expect_fail,
-            s.expect_pass, s.faults, live.injector.receiver.port, live.decoy.port, SIZE,
+            s.expect_pass, s.faults, receiver, live.decoy.port if live.decoy else 0, SIZE,
             str(s.file), s.expect_invalid, live.noise.kinds if live.noise else (), s.attempt,
             s.base))
+        live.started = True
 
     def _invoke(self, live: _Live, n: int) -> None:
         s, inv_id = live.scenario, self._next_invocation
@@ -261,9 +266,9 @@ class Session:
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      stdin=subprocess.DEVNULL,
                                      env=_client_env(s, cwd))
-        live.client = proc
+        live.client, live.client_pid, live.inv_id = proc, proc.pid, inv_id
         self.stream.publish(ClientLaunched(started, s.id, n, proc.pid, tuple(argv), str(cwd),
-                                          str(live.source)))
+                                          str(live.source), s.own_files))
         claims = threading.Thread(target=self._read_claims, args=(s.id, n, proc.stdout),
                                   daemon=True)
         claims.start()
@@ -277,7 +282,7 @@ class Session:
         if s.lifecycle:
             self._pump(live, n, inv_id)
             self.stream.publish(cleanup_check(
-                s.id, n, proc.pid, self.collector.live_tasks(inv_id), cwd,
+                s.id, n, proc.pid, lambda: self.collector.live_tasks(inv_id), cwd,
                 live.workdir / "store"))
         live.injector.disarm()  # heal: no fault outlives its invocation
         final = self.collector.finish(inv_id)
@@ -329,7 +334,7 @@ class Session:
                                                     e.port, e.result))
             elif isinstance(e, FileEvent):
                 self.stream.publish(FileObserved(e.t_ns, s, n, e.pid, e.op, e.path, e.writes,
-                                                 e.dfd, e.old_path))
+                                                 e.dfd, e.old_path, e.old_dfd))
             else:
                 self.stream.publish(ProcessObserved(e.t_ns, s, n, e.kind, e.pid, e.child_pid,
                                                     e.filename))
@@ -426,6 +431,10 @@ class Session:
         if live.client is not None and live.client.poll() is None:
             _kill_group(live.client.pid)
             live.client.wait()
+        if live.client_pid and self.collector is not None:
+            # Whatever the last client left running (also when interrupted mid-invocation),
+            # found by its session and the kernel's view of its tree.
+            kill_leftovers(live.client_pid, lambda: self.collector.live_tasks(live.inv_id))
         if self.collector is not None:
             self.collector.release(live.scenario.client)
         if live.noise is not None:

@@ -25,6 +25,19 @@ NOISE_KINDS = ("traffic", "twin", "churn", "cpu")
 STORES = ("empty", "stale")   # stale: the store already holds an older, different backup
 
 
+def placeholders_of(arg: str) -> set[str] | None:
+    """The placeholders an argument uses, or None when it is not a valid template (an unknown
+    name, a lone brace): caught when the scenario or command is read, not mid-run."""
+    names = set(re.findall(r"{(\w*)}", arg))
+    if names - PLACEHOLDERS:
+        return None
+    try:
+        arg.format(**dict.fromkeys(PLACEHOLDERS, ""))
+    except (ValueError, KeyError, IndexError):
+        return None
+    return names
+
+
 class ScenarioError(ValueError):
     def __init__(self, file: Path | str, key: str, expected: str):
         super().__init__(f"{file}: {key}: expected {expected}")
@@ -50,6 +63,7 @@ class Scenario:
     attempt: int = 0
     base: str = ""
     env: tuple[tuple[str, str], ...] | None = None   # None: inherit evlab's environment
+    own_files: tuple[str, ...] = ()                  # files of the command (a script)
 
     @property
     def lifecycle(self) -> bool:
@@ -139,8 +153,7 @@ def parse(text: str, file: Path | str) -> Scenario:
     for arg in args:
         if not isinstance(arg, str):
             raise ScenarioError(file, "client.args", "a list of strings")
-        names = set(re.findall(r"{(\w*)}", arg))
-        if names - PLACEHOLDERS:
+        if placeholders_of(arg) is None:
             raise ScenarioError(file, "client.args",
                                 f"placeholders from {sorted(PLACEHOLDERS)}, got {arg!r}")
     timeout = _typed(file, client, "timeout_s", "client", (int, float), "a number of seconds",

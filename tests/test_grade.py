@@ -21,11 +21,19 @@ from fixture.harness import ServerStartError, client_path
 from sessions import document, runner
 from sessions.cli import grade_started
 from sessions.client_spec import BASE_ENV, ClientSpecError, from_command, from_file
-from sessions.events import AttemptJudged
-from sessions.evidence import EvidenceBook
+from sessions.events import (
+    AttemptJudged,
+    ClientLaunched,
+    FileObserved,
+    ProcessObserved,
+    ScenarioStarted,
+)
+from sessions.evidence import EvidenceBook, ScenarioEvidence
 from sessions.grade_report import grade_markdown
 from sessions.grading import grade_status, overall_metrics, scenario_metrics
 from sessions.judge import VerdictEngine
+from sessions.lifecycle import is_temp
+from sessions.risks import findings as risk_findings
 from sessions.runner import Options, run_session
 from sessions.scenario import GRADE_DIR, load_dir
 from sessions.stream import EventStream
@@ -111,6 +119,7 @@ def test_identity_resolves_the_executable_and_the_script(tmp_path):
     ("python3 x.py {host} {port} {source} {nope}", "placeholders are"),
     ("/no/such/client {port} {source}", "not found"),
     ("'unbalanced {port} {source}", "client command"),
+    ("/bin/true {port} {source} a}b", "a literal brace"),
 ])
 def test_bad_client_commands_are_one_clear_line(command, message):
     with pytest.raises(ClientSpecError, match=message):
@@ -126,6 +135,59 @@ def test_cli_grade_usage_errors(tmp_path):
         r = subprocess.run([EVLAB, *args], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2, (args, r.stderr)
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("evlab: "), r.stderr
+
+
+def test_a_scenario_named_twice_runs_once():
+    spec = from_command(py_client(), attempts=2, scenarios=("normal", "stale", "normal"))
+    ids = [a.id for a in spec.attempt_scenarios(load_dir(GRADE_DIR))]
+    assert ids == ["normal@1", "normal@2", "stale@1", "stale@2"]
+
+
+# --- risk findings and the cleanup gate's temp names, on synthetic evidence ---------------
+def _evidence(files=(), execs=(), own=()) -> ScenarioEvidence:
+    started = ScenarioStarted(0, "normal@1", "/usr/bin/python3", "0" * 64, (), (), (), 4000,
+                              4001, 524_288, "", attempt=1, base="normal")
+    ev = ScenarioEvidence(started, "bcc", "on", [])
+    inv = ev.invocation(1)
+    inv.launched = ClientLaunched(0, "normal@1", 1, 10, ("/usr/bin/python3",), "/w/run-1",
+                                  "/w/source/source.bin", tuple(own))
+    inv.files = [FileObserved(0, "normal@1", 1, 10, op, path, writes, dfd, seq=i + 1)
+                 for i, (op, path, writes, dfd) in enumerate(files)]
+    inv.processes = [ProcessObserved(0, "normal@1", 1, "exec", pid, filename=name, seq=100 + i)
+                     for i, (pid, name) in enumerate(execs)]
+    return ev
+
+
+def test_risk_findings_resolve_paths_and_spare_the_commands_own_files():
+    found = {(f.severity, f.kind, f.detail) for f in risk_findings(_evidence(files=[
+        ("open", "/home/me/client.py", False, -100),     # its own script, under /home
+        ("open", "scratch.bin", True, -100),              # relative: inside its cwd
+        ("unlink", "part.bin", True, 5),                  # relative to a directory fd
+        ("open", "/tmp/elsewhere", True, -100),
+        ("open", "/etc/shadow", False, -100),
+        ("open", "/w/source/source.bin", False, -100),    # reading the source: expected
+    ], own=["/home/me/client.py"]))}
+    assert found == {
+        ("low", "unresolved-path", "pid 10 unlink 'part.bin' relative to fd 5 (location not "
+                                   "resolved)"),
+        ("medium", "write-outside", "pid 10 open /tmp/elsewhere outside its working directory"),
+        ("medium", "read", "pid 10 opened /etc/shadow"),
+    }
+
+
+def test_exec_findings_grade_shells_above_programs_and_env_lowest():
+    found = [(f.severity, f.detail) for f in risk_findings(_evidence(execs=[
+        (10, "/usr/bin/env"), (10, "/usr/bin/python3"), (11, "/bin/sh"), (12, "/usr/bin/curl")]))]
+    assert found == [("high", "pid 11 executed a shell, /bin/sh"),
+                     ("medium", "pid 12 executed /usr/bin/curl"),
+                     ("low", "pid 10 executed /usr/bin/python3 (started by env, e.g. a #! line)")]
+
+
+@pytest.mark.parametrize("path, temp", [
+    ("upload.partial", True), ("x.tmp", True), ("tmpab12cd/", True), ("tmpab12cd/chunk.bin", True),
+    ("notes~", True), ("cache.json", False), ("state/", False), ("data/part", False)])
+def test_temporary_names_any_component(path, temp):
+    assert is_temp(path) is temp
 
 
 # --- the seeded builds, graded as unknown clients ---------------------------------------------
@@ -232,6 +294,20 @@ def test_a_forked_helper_making_the_connections_is_attributed_to_the_client(tmp_
 
 def _receiver_port(doc: dict) -> int:
     return doc["scenarios"][0]["receiver_port"]
+
+
+@root_only
+def test_a_client_that_never_uploads_fails_the_fault_scenarios_it_is_not_invalid(tmp_path,
+                                                                                 built_clients):
+    # the interruption never fires because the client never uploads: its failure, not the lab's
+    doc = grade(f"{client_path('false-success')} {{host}} {{port}} {{source}}", tmp_path,
+                attempts=1, scenarios=("interrupted", "mismatch"))
+    for scenario in ("interrupted", "mismatch"):
+        run = runs(doc, scenario)[0]
+        assert run["valid"] and not run["success"], run["reason"]
+        assert run["clauses"]["bounded-recovery"] == "not-applicable"
+        assert run["clauses"]["integrity"] == "fail"
+    assert grade_status(doc["grade"]["overall"]) == 1
 
 
 # --- invalid attempts ----------------------------------------------------------------------------

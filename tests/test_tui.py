@@ -269,14 +269,14 @@ async def test_grade_view_shows_attempts_metrics_and_risks(tmp_path):
         await wait_for(pilot, lambda: all(s == "success"
                                           for _, s in app.source.model.statuses()))
         await pilot.pause(0.5)
-        assert cell(app, "#scenarios", "normal@2", 1) == "● success"
+        assert cell(app, "#scenarios", "normal@2", 1) == "✓ success"
         rows = [clause for clause, _ in app.source.model.verdict_rows("normal@1")]
         assert rows[-5:] == ["gate immediate", "gate re-run", "gate durability",
                              "gate restore", "gate cleanup"]
         await pilot.press("g")
         assert isinstance(app.screen, GradeScreen)
         text = str(app.screen.query_one("#grade").render())
-        assert "normal       ● ● " in text
+        assert "normal       ✓ ✓ " in text
         assert "Pass@1 1.00  pass^k 1.00  Best-of-N 1.00" in text
         assert "risk findings (4, reported, not judged)" in text  # 2 attempts x 2 runs
         assert "high   normal@1 inv 1 source-write" in text

@@ -58,7 +58,7 @@ HELP = """\
 
 Verdicts: ✓ pass  ✗ FAIL  ? inconclusive (evidence missing)  – n/a
 Scenario: ✓ detected (verdicts as declared)  ✗ MISSED  ? inconclusive
-Grading attempt: ● success  ● FAILED  ⊘ invalid (an environment or harness reason)
+Grading attempt: ✓ success  ✗ FAILED  ⊘ invalid (an environment or harness reason)
 """
 
 
@@ -94,7 +94,8 @@ class GradeScreen(ModalScreen):
     """`evlab grade`: who is graded, each scenario's attempts as dots, the metrics, the risks."""
 
     BINDINGS = [Binding("escape,q,g", "dismiss", "Back")]
-    DOTS = {"success": ("●", "green"), "failed": ("●", "bold red"), "invalid": ("⊘", "magenta"),
+    # never colour alone: each outcome has its own symbol
+    DOTS = {"success": ("✓", "green"), "failed": ("✗", "bold red"), "invalid": ("⊘", "magenta"),
             "running": ("▶", "bold cyan"), "queued": ("·", "dim")}
 
     def __init__(self, model: DashboardModel):
@@ -130,7 +131,7 @@ class GradeScreen(ModalScreen):
             out.append(_metrics_text(summary["metrics"][base]) + "\n")
         out.append(f"\n{'overall':<13}" + " " * (2 * g.attempts + 2)
                    + _metrics_text(summary["overall"]) + "\n\n", "bold")
-        out.append("● success  ● failed  ⊘ invalid (left out of the metrics)  ▶ running  · queued"
+        out.append("✓ success  ✗ failed  ⊘ invalid (left out of the metrics)  ▶ running  · queued"
                    "\n\n", "dim")
         risks = summary["risks"]
         out.append(f"risk findings ({len(risks)}, reported, not judged)\n", "bold")

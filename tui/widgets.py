@@ -9,7 +9,7 @@ VERDICT_TEXT = {PASS: "✓ pass", FAIL: "✗ FAIL", INCONCLUSIVE: "? inconclusiv
 VERDICT_CLASS = {PASS: "green", FAIL: "red", INCONCLUSIVE: "yellow", NA: "dim"}
 STATUS_TEXT = {"queued": "· queued", "running": "▶ running", "detected": "✓ detected",
                "missed": "✗ MISSED", "inconclusive": "? inconclusive", "invalid": "⊘ invalid",
-               "success": "● success", "failed": "● FAILED"}   # the last two: grading attempts
+               "success": "✓ success", "failed": "✗ FAILED"}   # the last two: grading attempts
 STATUS_STYLE = {"queued": "dim", "running": "bold cyan", "detected": "green", "missed": "bold red",
                 "inconclusive": "yellow", "invalid": "magenta", "success": "green",
                 "failed": "bold red"}
