@@ -142,7 +142,10 @@ class GradeScreen(ModalScreen):
         for sid, detail in summary["blind"][:10]:
             out.append("  scan   ", "yellow").append(f"{sid} {detail}\n")
         if not risks and not summary["blind"]:
-            out.append("  none so far\n", "dim")
+            done = all(status in ("success", "failed", "invalid")
+                       for attempts in summary["attempts"].values() for _, status in attempts)
+            out.append("  none: every attempt's scan saw all its file, exec and connect events\n"
+                       if done else "  none so far\n", "dim")
         return out
 
 
@@ -347,8 +350,7 @@ class EvlabApp(App):
                 table.add_row(clause, "", "", "", key=clause)
             self._verdict_clauses = [c for c, _ in rows]
         for clause, verdict in rows:
-            expected = ("fail" if clause in view.expected_failures
-                        else "pass" if view.attempt else "not fail")
+            expected = "fail" if clause in view.expected_failures else "not-fail"
             if verdict is None:
                 cells = (Text("… pending", style="dim"), expected, "")
             else:
@@ -465,7 +467,7 @@ class EvlabApp(App):
             lines.append(f"({missing} cited events are no longer held in memory; "
                          "export the archive for all)")
         title = (f"{self.selected} · {clause}: {VERDICT_TEXT[verdict.status]} "
-                 f"(expected {getattr(verdict, 'expected', 'pass')})\n{verdict.reason}")
+                 f"(expected {getattr(verdict, 'expected', 'not-fail')})\n{verdict.reason}")
         self.push_screen(EvidenceScreen(title, lines))
 
     def action_run_all(self) -> None:
