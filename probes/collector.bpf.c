@@ -73,10 +73,10 @@ struct event {
 BPF_RINGBUF_OUTPUT(events, 64);
 
 // File operations of the tracked tree, for risk findings: successful opens (with their flags),
-// unlinks, renames, mkdirs, truncates. Their own ring: the paths make them 10x larger than the
+// unlinks, renames, mkdirs, truncates, and chdirs (to resolve relative paths). Their own ring: the paths make them 10x larger than the
 // other events, and an interpreter's start-up opens dozens of files in a burst.
 enum file_op { FOP_OPEN = 1, FOP_UNLINK = 2, FOP_RMDIR = 3, FOP_RENAME = 4, FOP_MKDIR = 5,
-               FOP_TRUNCATE = 6 };
+               FOP_TRUNCATE = 6, FOP_CHDIR = 7, FOP_FCHDIR = 8 };
 struct file_event {
     u64 ts;
     u32 inv;
@@ -259,9 +259,12 @@ TRACEPOINT_PROBE(raw_syscalls, sys_enter)
         f.flags = (u32)how_flags;
         break;
     }
-    case __NR_unlink: case __NR_rmdir: case __NR_mkdir: case __NR_truncate:
+    case __NR_unlink: case __NR_rmdir: case __NR_mkdir: case __NR_truncate: case __NR_chdir:
         f.path = args->args[0];
         f.dfd = AT_FDCWD;
+        break;
+    case __NR_fchdir:          // the new cwd is a descriptor's directory: reported unresolved
+        f.dfd = (s32)args->args[0];
         break;
     case __NR_unlinkat: case __NR_mkdirat:
         f.path = args->args[1];
@@ -377,6 +380,14 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit)
     case __NR_truncate:
         if (ret == 0)
             emit_file(*inv, f, FOP_TRUNCATE);
+        break;
+    case __NR_chdir:           // relative paths after it resolve against the new directory
+        if (ret == 0)
+            emit_file(*inv, f, FOP_CHDIR);
+        break;
+    case __NR_fchdir:
+        if (ret == 0)
+            emit_file(*inv, f, FOP_FCHDIR);
         break;
     case __NR_socket: case __NR_accept: case __NR_accept4:
         if (ret >= 0)

@@ -63,7 +63,8 @@ class ProcessEvent:
     filename: str | None = None    # exec only
 
 
-FILE_OPS = {1: "open", 2: "unlink", 3: "rmdir", 4: "rename", 5: "mkdir", 6: "truncate"}
+FILE_OPS = {1: "open", 2: "unlink", 3: "rmdir", 4: "rename", 5: "mkdir", 6: "truncate",
+            7: "chdir", 8: "fchdir"}
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class FileEvent:
     pid: int
     tid: int
     comm: str
-    op: str              # open, unlink, rmdir, rename, mkdir, truncate
+    op: str              # open, unlink, rmdir, rename, mkdir, truncate, chdir, fchdir
     path: str            # as the process passed it (relative paths are relative to dfd)
     flags: int = 0       # open flags (O_WRONLY, O_CREAT, ...)
     dfd: int = -100      # AT_FDCWD, or the directory fd of an *at() call
@@ -83,6 +84,8 @@ class FileEvent:
     @property
     def writes(self) -> bool:
         """Does the operation change the file system (an open for writing counts)?"""
+        if self.op in ("chdir", "fchdir"):
+            return False
         if self.op != "open":
             return True
         return bool(self.flags & 0o3) or bool(self.flags & (0o100 | 0o1000 | 0o2000))

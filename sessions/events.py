@@ -132,7 +132,7 @@ class FileObserved(Event):
     scenario: str
     invocation: int
     pid: int
-    op: str                         # open, unlink, rmdir, rename, mkdir, truncate
+    op: str                         # open, unlink, rmdir, rename, mkdir, truncate, (f)chdir
     path: str                       # as the process passed it
     writes: bool                    # changes the file system (an open for writing counts)
     dfd: int = -100                 # AT_FDCWD (-100), or the directory fd of an *at() call

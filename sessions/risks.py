@@ -1,13 +1,14 @@
 """Risk findings: what the kernel saw a graded client do that a backup client has no need to.
 
 Reported with a severity, never as pass/fail: a finding is a question for the reviewer, not a
-verdict. Paths are resolved against the invocation's working directory (a client that chdir()s
-is resolved as if it had not: the finding names the path as the client passed it).
+verdict. Relative paths are resolved against the directory the process was in (its launch
+directory, inherited at fork, changed by chdir); "outside" means outside the launch directory.
 """
 
 import os
 from dataclasses import dataclass
 
+from sessions.events import ProcessObserved
 from sessions.evidence import InvocationEvidence, ScenarioEvidence
 
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox", "csh", "tcsh"}
@@ -33,13 +34,16 @@ def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
-def _resolve(path: str, dfd: int, cwd: str) -> str | None:
+def _resolve(path: str, dfd: int, cwd: str | None) -> str | None:
+    """An absolute path, or None when it cannot be known: the kernel could not read it (or
+    another thread rewrote it), or it is relative to a directory descriptor we did not follow,
+    or to a working directory entered with fchdir()."""
     if not path:
-        return None   # the kernel could not read it (or another thread rewrote it)
+        return None
     if os.path.isabs(path):
         return os.path.normpath(path)
-    if dfd != AT_FDCWD:
-        return None   # relative to a directory descriptor we did not follow
+    if dfd != AT_FDCWD or cwd is None:
+        return None
     return os.path.normpath(os.path.join(cwd, path))
 
 
@@ -66,22 +70,35 @@ def _exec_findings(inv: InvocationEvidence) -> list[Finding]:
 
 
 def _file_findings(inv: InvocationEvidence) -> list[Finding]:
-    cwd, source = inv.launched.cwd, os.path.normpath(inv.launched.source)
+    """Each file operation's paths, resolved against the directory its process was in: the
+    launch directory, inherited at fork, changed by chdir (unknown after fchdir)."""
+    home, source = inv.launched.cwd, os.path.normpath(inv.launched.source)
     own = _own_files(inv)
+    cwds: dict[int, str | None] = {}
+    forks = [p for p in inv.processes if p.kind == "fork"]
     out = []
-    for f in inv.files:
-        for raw, dfd in [(f.path, f.dfd)] + ([(f.old_path, f.old_dfd)] if f.old_path else []):
-            path = _resolve(raw, dfd, cwd)
-            finding = _file_finding(f, path, raw, dfd, cwd, source, own)
+    for e in sorted([*forks, *inv.files], key=lambda e: (e.t_ns, e.seq)):
+        if isinstance(e, ProcessObserved):
+            cwds[e.child_pid] = cwds.get(e.pid, home)
+            continue
+        here = cwds.get(e.pid, home)
+        if e.op in ("chdir", "fchdir"):
+            cwds[e.pid] = _resolve(e.path, e.dfd, here) if e.op == "chdir" else None
+            continue
+        for raw, dfd in [(e.path, e.dfd)] + ([(e.old_path, e.old_dfd)] if e.old_path else []):
+            path = _resolve(raw, dfd, here)
+            finding = _file_finding(e, path, raw, dfd, home, source, own)
             if finding is not None:
-                out.append(Finding(inv.n, *finding, (f.seq,)))
+                out.append(Finding(inv.n, *finding, (e.seq,)))
     return out
 
 
 def _file_finding(f, path, raw, dfd, cwd, source, own) -> tuple[str, str, str] | None:
     """(severity, kind, detail) for one path of one file operation, or None if unremarkable."""
     if path is None:
-        where = f"{raw!r} relative to fd {dfd}" if raw else "a path the kernel could not read"
+        where = (f"{raw!r} relative to fd {dfd}" if raw and dfd != AT_FDCWD
+                 else f"{raw!r} relative to a directory entered with fchdir" if raw
+                 else "a path the kernel could not read")
         return "low", "unresolved-path", f"pid {f.pid} {f.op} {where} (location not resolved)"
     if path == source:
         return ("high", "source-write", f"pid {f.pid} {f.op} of the source file for writing") \

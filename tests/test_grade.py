@@ -278,6 +278,39 @@ def test_a_shell_and_another_program_executed_are_risk_findings(tmp_path):
 
 
 @root_only
+def test_a_write_after_chdir_is_resolved_to_where_it_happened(tmp_path):
+    run = runs(grade(py_client("chdir-write"), tmp_path, attempts=1, scenarios=("normal",)))[0]
+    found = {(f["invocation"], f["severity"], f["kind"], f["detail"].split(" ", 3)[2])
+             for f in run["risk_findings"]}
+    assert found == {(n, "medium", "write-outside", op) for n in (1, 2)
+                     for op in ("open", "unlink")}
+    assert all("/tmp/evlab-chdir-write-" in f["detail"] for f in run["risk_findings"])
+    assert run["risk_scan"]["complete"]
+
+
+def test_working_directories_follow_fork_chdir_and_fchdir():
+    ev = _evidence()
+    inv = ev.invocations[1]
+
+    def op(t, pid, name, path, writes=True, dfd=-100):
+        return FileObserved(t, "normal@1", 1, pid, name, path, writes, dfd, seq=t)
+
+    inv.files = [op(1, 10, "chdir", "/tmp", False),    # pid 10 moves to /tmp
+                 op(3, 10, "open", "a"),                # -> /tmp/a
+                 op(4, 10, "fchdir", "", False, 7),     # pid 10 moves somewhere unknown
+                 op(5, 10, "open", "b"),                # -> not resolved
+                 op(6, 11, "open", "c")]                # the child kept /tmp
+    inv.processes = [ProcessObserved(2, "normal@1", 1, "fork", 10, child_pid=11, seq=2)]
+    found = sorted((f.kind, f.detail) for f in risk_findings(ev))
+    assert found == [
+        ("unresolved-path", "pid 10 open 'b' relative to a directory entered with fchdir "
+                            "(location not resolved)"),
+        ("write-outside", "pid 10 open /tmp/a outside its working directory"),
+        ("write-outside", "pid 11 open /tmp/c outside its working directory"),
+    ]
+
+
+@root_only
 def test_a_forked_helper_making_the_connections_is_attributed_to_the_client(tmp_path):
     doc = grade(py_client("fork-helper"), tmp_path, attempts=1, scenarios=("normal",))
     run = runs(doc)[0]

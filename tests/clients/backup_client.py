@@ -21,6 +21,8 @@ failed); the exit status is 0 only when the client claims completion.
   write-source  opens SOURCE for writing and writes its first byte back unchanged
   fork-helper   a forked helper process makes all the connections and reports through its exit
                 status; the parent never opens a socket
+  chdir-write   changes directory to /tmp and writes, then removes, a file there by a relative
+                path (a write outside its working directory that only resolving chdir reveals)
 """
 
 import argparse
@@ -37,7 +39,7 @@ MAX_ATTEMPTS = 3
 BACKOFF = 0.2
 MAX_LINE = 256
 PARTIAL_BYTES = 4096
-VARIANTS = ("honest", "temp-file", "child-left", "write-source", "fork-helper")
+VARIANTS = ("honest", "temp-file", "child-left", "write-source", "fork-helper", "chdir-write")
 
 
 class UploadError(Exception):
@@ -197,6 +199,12 @@ def main(argv=None):
     if args.variant == "write-source" and head:
         with open(args.source, "r+b") as f:
             f.write(head[:1])
+    if args.variant == "chdir-write":
+        os.chdir("/tmp")
+        name = f"evlab-chdir-write-{os.getpid()}"
+        with open(name, "w") as f:
+            f.write("x")
+        os.unlink(name)
 
     if args.variant == "fork-helper":
         has, attempts, reason = backup_in_helper(args.host, args.port, args.source, digest, length)
