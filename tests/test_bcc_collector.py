@@ -232,3 +232,48 @@ def test_only_an_exec_of_the_client_path_is_tracked(collector, exerciser, data_f
     final = collector.finish(inv)
     assert final.counters["source_read_bytes"] == 1000
     assert final.counters["execs"] == 1
+
+
+FILE_PROGRAM = """
+import os, sys
+d = sys.argv[1]
+open(os.path.join(d, "src.bin"), "r+b").close()              # the source, opened for writing
+open(os.path.join(d, "new.txt"), "w").close()                # create
+os.rename(os.path.join(d, "new.txt"), os.path.join(d, "moved.txt"))
+os.mkdir(os.path.join(d, "sub"))
+os.chdir(os.path.join(d, "sub"))
+open("rel.txt", "w").close()                                 # relative, after chdir
+os.unlink("rel.txt")
+dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+os.unlink("moved.txt", dir_fd=dfd)                           # unlinkat(dfd, ...)
+os.chdir(d)
+os.rmdir("sub")
+open(os.path.join(d, "src.bin"), "rb").close()               # read-only
+"""
+
+
+def test_file_events_exact_for_a_program_whose_file_operations_the_test_controls(
+        collector, tmp_path):
+    from probes.kernel import FileEvent
+    source = tmp_path / "src.bin"
+    source.write_bytes(b"x" * 10)
+    final, events, _ = run(collector, ["/usr/bin/python3", "-c", FILE_PROGRAM, tmp_path], source)
+    files = [e for e in events if isinstance(e, FileEvent)]
+    assert final.counters["file_ops"] == len(files) and final.counters["lost_events"] == 0
+    d = str(tmp_path)
+    ours = [(e.op, e.path, e.old_path, e.writes, e.dfd == -100) for e in files
+            if e.path.startswith(d) or not e.path.startswith("/") or e.op == "chdir"]
+    assert ours == [
+        ("open", f"{d}/src.bin", None, True, True),
+        ("open", f"{d}/new.txt", None, True, True),
+        ("rename", f"{d}/moved.txt", f"{d}/new.txt", True, True),
+        ("mkdir", f"{d}/sub", None, True, True),
+        ("chdir", f"{d}/sub", None, False, True),
+        ("open", "rel.txt", None, True, True),
+        ("unlink", "rel.txt", None, True, True),
+        ("open", d, None, False, True),                      # the directory descriptor
+        ("unlink", "moved.txt", None, True, False),          # relative to that descriptor
+        ("chdir", d, None, False, True),
+        ("rmdir", "sub", None, True, True),
+        ("open", f"{d}/src.bin", None, False, True),
+    ]
