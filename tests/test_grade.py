@@ -46,11 +46,12 @@ SEEDED = ("baseline", "false-success", "hash-storm", "unexpected-egress", "redun
           "busy-wait", "corrupt-upload", "retry")
 
 
-def grade(command: str, tmp_path: Path, collector: str = "auto", **options) -> dict:
+def grade(command: str, tmp_path: Path, collector: str = "auto", book: EvidenceBook = None,
+          **options) -> dict:
     """Grade in-process, as `evlab grade --headless` does; the JSON document."""
     spec = from_command(command, **options)
     attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
-    book = EvidenceBook()
+    book = book if book is not None else EvidenceBook()
     run_session(EventStream([VerdictEngine(), book]), attempts, tmp_path / "out",
                 Options(collector), grade_started(spec, attempts))
     return document.build(book)
@@ -312,13 +313,18 @@ def test_working_directories_follow_fork_chdir_and_fchdir():
 
 @root_only
 def test_a_forked_helper_making_the_connections_is_attributed_to_the_client(tmp_path):
-    doc = grade(py_client("fork-helper"), tmp_path, attempts=1, scenarios=("normal",))
+    book = EvidenceBook()
+    doc = grade(py_client("fork-helper"), tmp_path, attempts=1, scenarios=("normal",),
+                book=book)
     run = runs(doc)[0]
     assert run["success"], run["reason"]
     scenario = doc["scenarios"][0]
     first = scenario["invocations"][0]
     # destinations: the kernel saw the connect, from the helper, not the launched process
     assert first["kernel"]["connect_destinations"] == [f"127.0.0.1:{_receiver_port(doc)}"]
+    inv = book.scenarios["normal@1"].invocations[1]
+    helpers = {p.child_pid for p in inv.processes if p.kind == "fork"}
+    assert {c.pid for c in inv.connects} <= helpers and inv.launched.pid not in helpers
     # bytes: everything the receiver consumed and the wire carried came from the client tree
     assert first["receiver"]["payload_bytes"] == 524_288
     assert first["kernel"]["sent_bytes"] == first["packets"]["to_receiver_bytes"]
