@@ -425,7 +425,8 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
     u32 *inv = tracked.lookup(&tgid);
     if (inv) {
         u32 v = *inv;
-        tracked.update(&child, &v);
+        if (tracked.update(&child, &v))
+            add(v, CTR_LOST_EVENTS, 1);   // a child we cannot follow: the view is incomplete
         parent_of.update(&child, &tgid);
         add(v, CTR_FORKS, 1);
         struct event *e = reserve(v);

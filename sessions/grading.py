@@ -38,11 +38,10 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[GateResult],
                   unfired: list[dict], now_ns: int) -> AttemptJudged:
     s = ev.started
-    not_started = [r for inv in ev.invocations.values() for r in inv.harness
-                   if r.event == "start_failed"]
-    if not_started:   # e.g. a port clash: nothing ran, nothing is the client's doing
+    broken = harness_failures(ev)
+    if broken:   # e.g. a port clash, a receiver that died by itself: not the client's doing
         return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, False, False, None,
-                             f"invalid: harness: {not_started[0].fields.get('error')}")
+                             "invalid: harness: " + "; ".join(broken))
     judged = [*verdicts, *gates]
     # Fail closed: an inconclusive that is not the client's own doing blocks the attempt.
     blocked = [j for j in judged if j.status == "inconclusive" and j.failure_class != "client"]
@@ -64,6 +63,27 @@ def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[Gat
     return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, True, True, score,
                          f"every clause and gate passed ({len(passed)} judged, "
                          f"{len(judged) - len(passed)} not applicable)")
+
+
+def harness_failures(ev: ScenarioEvidence) -> list[str]:
+    """What went wrong in the lab itself, from its own records: a server that could not start,
+    a receiver that died without an injected crash, a proxy that failed or lost its upstream."""
+    out = []
+    for n in sorted(ev.invocations):
+        inv = ev.invocations[n]
+        crashed = any(r.fields.get("fault") == "crash" for r in inv.receiver
+                      if r.event == "fault_fired")
+        for r in inv.harness:
+            if r.event == "start_failed":
+                out.append(str(r.fields.get("error")))
+            elif r.event == "receiver_restarted" and not crashed:
+                out.append(f"invocation {n}: the receiver died without an injected crash "
+                           f"(exit {r.fields.get('exit_status')})")
+        for r in inv.proxy:
+            if r.event == "proxy_error" or (r.event == "upstream_failed" and not crashed):
+                out.append(f"invocation {n}: wire proxy {r.event} {r.fields.get('error', '')}"
+                           .rstrip())
+    return out
 
 
 def _name(j: Verdict | GateResult) -> str:

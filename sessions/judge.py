@@ -73,6 +73,11 @@ def unchanged_no_upload(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                      f"{second.payload_bytes:,} payload bytes although it held the content"
                      + (f"; the wire carried {wire:,} bytes to it" if wire is not None else ""),
                      evidence)
+    rejected = second.receiver_events("rejected")
+    if wire is not None and wire > t.unchanged_wire_bytes_max and rejected:
+        return failed(f"invocation 2 sent {wire:,} bytes the receiver rejected "
+                      f"({', '.join(sorted({r.fields.get('reason', '?') for r in rejected}))}) "
+                      "although it held the content", (*evidence, *seqs(rejected)))
     if wire is not None and wire > t.unchanged_wire_bytes_max:
         return unknown(f"the receiver consumed no payload but the wire carried {wire:,} bytes to "
                         f"it (> {t.unchanged_wire_bytes_max}): the evidence disagrees", evidence,
@@ -142,7 +147,7 @@ def bounded_recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     interruptions = [f for f in armed(ev.started.faults) if f["kind"] in INTERRUPTIONS]
     if not interruptions:
         return Judgement(NA, "no interruption was injected")
-    evidence, notes = [], []
+    evidence, notes, recovered = [], [], 0
     for n in sorted({f["invocation"] for f in interruptions}):
         inv = ev.invocations.get(n)
         fired = [r for r in (fired_records(inv) if inv else [])
@@ -150,9 +155,9 @@ def bounded_recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         if not fired:
             armed_here = [f for f in interruptions if f["invocation"] == n]
             if not any(could_fire(f, inv, ev.started.source_size) for f in armed_here):
-                return Judgement(NA, f"invocation {n}: the client never got as far as the "
-                                     "interruption armed for it (no upload reached its "
-                                     "trigger): nothing was interrupted")
+                notes.append(f"invocation {n}: the client never got as far as the "
+                             "interruption armed for it: nothing was interrupted")
+                continue
             return unknown(f"the interruption armed for invocation {n} never fired: this "
                            "attempt is invalid", failure_class="harness")
         uploads = inv.receiver_events("upload_started")
@@ -165,7 +170,8 @@ def bounded_recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                             else f"no commit after {len(uploads)} upload attempts"), evidence)
         notes.append(f"invocation {n}: {what} injected, committed on upload attempt "
                      f"{len(uploads)} of at most {t.max_upload_attempts}")
-    return Judgement(PASS, "; ".join(notes), tuple(evidence))
+        recovered += 1
+    return Judgement(PASS if recovered else NA, "; ".join(notes), tuple(evidence))
 
 
 def mismatch_rejected(ev: ScenarioEvidence, t: Thresholds) -> Judgement:

@@ -47,7 +47,12 @@ def _tgid(tid: int) -> int | None:
 
 
 def _session_members(client_pid: int) -> set[int]:
-    """Live processes in the client's session or process group (it was started in its own)."""
+    """Live processes in the client's session or process group (it was started in its own).
+    If the client's pid already belongs to another process, the kernel has reused it, which it
+    does only once no session or group of that id has members left: there is nothing to find
+    (and scanning would mistake the newcomer's own session for the client's)."""
+    if _running(client_pid):
+        return set()
     found = set()
     for proc in psutil.process_iter():
         try:

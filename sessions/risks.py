@@ -17,8 +17,17 @@ SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/etc/", "/proc/self/", "/proc/t
                    "/sys/devices/system/cpu/", "/dev/pts/")
 HARMLESS_DEVICES = {"/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/tty",
                     "/dev/full"}
-SENSITIVE = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/root/.ssh/", "/home/")
+# Secrets a backup client has no reason to read, wherever they are (checked before any
+# exemption: a script in a home directory does not make that home's keys its own).
+SENSITIVE_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers")
+SENSITIVE_PARTS = ("/.ssh/", "/.gnupg/", "/.aws/", "/.netrc", "/.docker/config.json",
+                   "/.config/gcloud/", "/.kube/config", "/.bash_history", "/.git-credentials")
+
+
+def _sensitive(path: str) -> bool:
+    return path.startswith(SENSITIVE_FILES) or any(part in path for part in SENSITIVE_PARTS)
 AT_FDCWD = -100
+PATH_READ_MAX = 255   # the BPF program reads at most this many bytes of a path (path[256])
 
 
 @dataclass(frozen=True)
@@ -38,8 +47,8 @@ def _resolve(path: str, dfd: int, cwd: str | None) -> str | None:
     """An absolute path, or None when it cannot be known: the kernel could not read it (or
     another thread rewrote it), or it is relative to a directory descriptor we did not follow,
     or to a working directory entered with fchdir()."""
-    if not path:
-        return None
+    if not path or len(os.fsencode(path)) >= PATH_READ_MAX:
+        return None   # unreadable, or cut at the kernel's buffer: its end is unknown
     if os.path.isabs(path):
         return os.path.normpath(path)
     if dfd != AT_FDCWD or cwd is None:
@@ -47,10 +56,10 @@ def _resolve(path: str, dfd: int, cwd: str | None) -> str | None:
     return os.path.normpath(os.path.join(cwd, path))
 
 
-def _own_files(inv: InvocationEvidence) -> list[str]:
-    """The command's own files (an interpreter's script) and their directories may be read."""
-    own = list(inv.launched.own_files)
-    return own + [os.path.dirname(f) for f in own]
+def _own_dirs(inv: InvocationEvidence) -> list[str]:
+    """Where the command's own files (an interpreter's script) live: reading there — the
+    script, its sibling modules, the directory listing an import makes — is the program itself."""
+    return sorted({os.path.dirname(f) for f in inv.launched.own_files})
 
 
 def _exec_findings(inv: InvocationEvidence) -> list[Finding]:
@@ -73,19 +82,20 @@ def _file_findings(inv: InvocationEvidence) -> list[Finding]:
     """Each file operation's paths, resolved against the directory its process was in: the
     launch directory, inherited at fork, changed by chdir (unknown after fchdir)."""
     home, source = inv.launched.cwd, os.path.normpath(inv.launched.source)
-    own = _own_files(inv)
-    cwds: dict[int, str | None] = {}
+    own = _own_dirs(inv)
+    cwds: dict[int, str | None] = {inv.launched.pid: home}   # a pid never seen forked: unknown
     forks = [p for p in inv.processes if p.kind == "fork"]
     out = []
     for e in sorted([*forks, *inv.files], key=lambda e: (e.t_ns, e.seq)):
         if isinstance(e, ProcessObserved):
-            cwds[e.child_pid] = cwds.get(e.pid, home)
+            cwds[e.child_pid] = cwds.get(e.pid)
             continue
-        here = cwds.get(e.pid, home)
+        here = cwds.get(e.pid)
         if e.op in ("chdir", "fchdir"):
             cwds[e.pid] = _resolve(e.path, e.dfd, here) if e.op == "chdir" else None
             continue
-        for raw, dfd in [(e.path, e.dfd)] + ([(e.old_path, e.old_dfd)] if e.old_path else []):
+        paths = [(e.path, e.dfd)] + ([(e.old_path or "", e.old_dfd)] if e.op == "rename" else [])
+        for raw, dfd in paths:
             path = _resolve(raw, dfd, here)
             finding = _file_finding(e, path, raw, dfd, home, source, own)
             if finding is not None:
@@ -97,8 +107,8 @@ def _file_finding(f, path, raw, dfd, cwd, source, own) -> tuple[str, str, str] |
     """(severity, kind, detail) for one path of one file operation, or None if unremarkable."""
     if path is None:
         where = (f"{raw!r} relative to fd {dfd}" if raw and dfd != AT_FDCWD
-                 else f"{raw!r} relative to a directory entered with fchdir" if raw
-                 else "a path the kernel could not read")
+                 else f"{raw!r} relative to a working directory not known (after fchdir)"
+                 if raw else "a path the kernel could not read in full")
         return "low", "unresolved-path", f"pid {f.pid} {f.op} {where} (location not resolved)"
     if path == source:
         return ("high", "source-write", f"pid {f.pid} {f.op} of the source file for writing") \
@@ -106,12 +116,15 @@ def _file_finding(f, path, raw, dfd, cwd, source, own) -> tuple[str, str, str] |
     if _under(path, cwd) or path in HARMLESS_DEVICES or path.startswith("/dev/pts/"):
         return None
     if f.writes:
-        return "medium", "write-outside", f"pid {f.pid} {f.op} {path} outside its working " \
-                                          "directory"
-    if any(_under(path, o) for o in own):
-        return None
-    if path.startswith(SENSITIVE):
+        benign = path.startswith("/dev/shm/sem.") or any(
+            _under(path, os.path.join(o, "__pycache__")) for o in own)
+        return ("low" if benign else "medium"), "write-outside", \
+            f"pid {f.pid} {f.op} {path} outside its working directory" + \
+            (" (an interpreter's cache or semaphore)" if benign else "")
+    if _sensitive(path):   # before the own-directory exemption: ~/.ssh stays medium
         return "medium", "read", f"pid {f.pid} opened {path}"
+    if any(_under(path, o) for o in own) or path.startswith(f"/proc/{f.pid}/"):
+        return None
     if not path.startswith(SYSTEM_PREFIXES):
         return "low", "read", f"pid {f.pid} opened {path} (not the source, not a system library)"
     return None

@@ -101,6 +101,7 @@ class _Live:
     capture: PacketCapture | None = None
     client: object = None
     started: bool = False    # ScenarioStarted published
+    invocation: int = 0      # the invocation under way (1, 2)
     client_pid: int = 0      # the latest invocation's client, and its collector invocation id
     inv_id: int = 0
     tails: dict = field(default_factory=dict)
@@ -208,8 +209,9 @@ class Session:
         harness evidence and judged (an invalid attempt), so a replay re-derives it."""
         if not live.started:
             self._publish_started(live)
-        self.stream.publish(ServerRecord(time.monotonic_ns(), live.scenario.id, 1, "harness",
-                                         "start_failed", {"error": why}))
+        self.stream.publish(ServerRecord(time.monotonic_ns(), live.scenario.id,
+                                         max(1, live.invocation), "harness", "start_failed",
+                                         {"error": why}))
         self._phase(live.scenario, "judging")
 
     def _check_cancel(self) -> None:
@@ -252,6 +254,7 @@ class Session:
     def _invoke(self, live: _Live, n: int) -> None:
         s, inv_id = live.scenario, self._next_invocation
         self._next_invocation += 1
+        live.invocation = n
         self._phase(s, "invocation", n)
         port = live.injector.arm(n)
         if live.injector.proxy is not None:

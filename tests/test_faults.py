@@ -13,7 +13,8 @@ import pytest
 from fixture.harness import backup_path, client_path, start_receiver
 from fixture.verifier import verify
 from sessions.events import ScenarioJudged, ServerRecord, Verdict
-from sessions.faults import PHASES
+from sessions.evidence import InvocationEvidence
+from sessions.faults import PHASES, could_fire
 from sessions.judge import VerdictEngine
 from sessions.runner import Options, run_session
 from sessions.scenario import FAULTS_DIR, load_dir
@@ -200,3 +201,49 @@ def test_a_time_triggered_fault_fires_on_time(fault_suite):
     assert 0 < fired[0].fields["payload_bytes"] < 524_288  # mid-payload, on a 1 MB/s uplink
     proxy_fired = records(fault_suite, "timed-drop", server="proxy", name="fault_fired")
     assert {r.fields["kind"] for r in proxy_fired} == {"bandwidth"}
+
+
+# --- did an unfired fault have its chance? (sessions.faults.could_fire) ----------------------
+
+def _inv(uploads=(), proxy_closed=()):
+    """An invocation's receiver and proxy records: uploads are (length, consumed, rejection)."""
+    inv, t = InvocationEvidence(1), 0
+    for conn, (length, consumed, reason) in enumerate(uploads, 1):
+        t += 10
+        inv.receiver.append(ServerRecord(t, "s", 1, "receiver", "upload_started",
+                                         {"conn": conn, "length": length}))
+        if reason:
+            inv.receiver.append(ServerRecord(t + 5, "s", 1, "receiver", "rejected",
+                                             {"conn": conn, "reason": reason}))
+        inv.receiver.append(ServerRecord(t + 6, "s", 1, "receiver", "connection_closed",
+                                         {"conn": conn, "payload_bytes": consumed}))
+    for up, down in proxy_closed:
+        inv.proxy.append(ServerRecord(t, "s", 1, "proxy", "connection_closed",
+                                      {"bytes_up": up, "bytes_down": down}))
+    return inv
+
+
+SIZE = 524_288
+
+
+@pytest.mark.parametrize("fault, inv, chance", [
+    # byte offsets count within the fault's own upload, not summed over the invocation
+    ({"kind": "drop", "after_bytes": 65536}, _inv([(SIZE, 40_000, "")] * 3), False),
+    ({"kind": "drop", "after_bytes": 65536}, _inv([(SIZE, 70_000, "")]), True),
+    ({"kind": "drop", "after_bytes": 65536, "upload": 2}, _inv([(SIZE, SIZE, "")]), False),
+    ({"kind": "drop", "after_bytes": SIZE + 1}, None, True),       # no client could trigger it
+    ({"kind": "drop", "after_bytes": SIZE}, None, False),          # the last byte can
+    ({"kind": "reject"}, _inv([(SIZE, 1_000, "")]), False),        # never complete
+    ({"kind": "reject"}, _inv([(SIZE, SIZE, "")]), True),
+    ({"kind": "crash", "phase": "after-write"}, _inv([(SIZE, SIZE, "digest-mismatch")]), False),
+    ({"kind": "crash", "phase": "after-write"}, _inv([(SIZE, SIZE, "")]), True),
+    ({"kind": "corrupt", "direction": "up", "at_byte": 1000}, _inv(proxy_closed=[(900, 5)]),
+     False),
+    ({"kind": "corrupt", "direction": "up", "at_byte": 1000}, _inv(proxy_closed=[(1200, 5)]),
+     True),
+    ({"kind": "latency", "direction": "down", "ms": 50}, _inv(proxy_closed=[(71, 0)]), False),
+    ({"kind": "bandwidth", "direction": "up", "bytes_per_s": 100_000},
+     _inv(proxy_closed=[(4_000, 5)]), False),                       # within the 5,000-byte burst
+])
+def test_could_fire_asks_whether_this_fault_had_its_chance(fault, inv, chance):
+    assert could_fire({"invocation": 1, **fault}, inv, SIZE) is chance

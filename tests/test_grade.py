@@ -165,10 +165,16 @@ def test_risk_findings_resolve_paths_and_spare_the_commands_own_files():
         ("open", "scratch.bin", True, -100),              # relative: inside its cwd
         ("unlink", "part.bin", True, 5),                  # relative to a directory fd
         ("open", "/tmp/elsewhere", True, -100),
+        ("open", "/home/me/lib.py", False, -100),          # a sibling module: its program
+        ("open", "/home/me/.ssh/id_rsa", False, -100),     # beside its script, still a secret
+        ("open", "/home/me/__pycache__/lib.pyc", True, -100),   # the interpreter's cache
         ("open", "/etc/shadow", False, -100),
         ("open", "/w/source/source.bin", False, -100),    # reading the source: expected
     ], own=["/home/me/client.py"]))}
     assert found == {
+        ("medium", "read", "pid 10 opened /home/me/.ssh/id_rsa"),
+        ("low", "write-outside", "pid 10 open /home/me/__pycache__/lib.pyc outside its working "
+                                 "directory (an interpreter's cache or semaphore)"),
         ("low", "unresolved-path", "pid 10 unlink 'part.bin' relative to fd 5 (location not "
                                    "resolved)"),
         ("medium", "write-outside", "pid 10 open /tmp/elsewhere outside its working directory"),
@@ -304,8 +310,8 @@ def test_working_directories_follow_fork_chdir_and_fchdir():
     inv.processes = [ProcessObserved(2, "normal@1", 1, "fork", 10, child_pid=11, seq=2)]
     found = sorted((f.kind, f.detail) for f in risk_findings(ev))
     assert found == [
-        ("unresolved-path", "pid 10 open 'b' relative to a directory entered with fchdir "
-                            "(location not resolved)"),
+        ("unresolved-path", "pid 10 open 'b' relative to a working directory not known "
+                            "(after fchdir) (location not resolved)"),
         ("write-outside", "pid 10 open /tmp/a outside its working directory"),
         ("write-outside", "pid 11 open /tmp/c outside its working directory"),
     ]
