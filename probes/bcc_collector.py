@@ -241,7 +241,7 @@ class BccCollector:
         self._pending.append(FileEvent(
             e.ts, e.inv, e.tgid, e.tid, e.comm.decode(errors="replace"),
             FILE_OPS.get(e.op, str(e.op)), os.fsdecode(e.path), e.flags, e.dfd,
-            os.fsdecode(e.path2) if e.op == 4 else None, e.dfd2))
+            os.fsdecode(e.path2) if e.op == 4 else None, e.dfd2, e.ret if e.op == 1 else None))
 
 
 def _connect_event(e, comm: str) -> ConnectEvent:

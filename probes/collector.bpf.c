@@ -86,6 +86,7 @@ struct file_event {
     s32 dfd;
     s32 dfd2;
     u32 flags;
+    s32 ret;          // open: the new descriptor (so *at() calls on it can be resolved)
     char comm[16];
     char path[256];
     char path2[256];
@@ -161,7 +162,7 @@ static __always_inline int is_source_path(const char *user_path)
     return 1;
 }
 
-static __always_inline void emit_file(u32 inv, struct inflight *f, u32 op)
+static __always_inline void emit_file(u32 inv, struct inflight *f, u32 op, s64 ret)
 {
     add(inv, CTR_FILE_OPS, 1);
     struct file_event *e = file_events.ringbuf_reserve(sizeof(struct file_event));
@@ -178,6 +179,7 @@ static __always_inline void emit_file(u32 inv, struct inflight *f, u32 op)
     e->dfd = f->dfd;
     e->dfd2 = f->dfd2;
     e->flags = f->flags;
+    e->ret = (s32)ret;
     bpf_get_current_comm(e->comm, sizeof(e->comm));
     e->path[0] = 0;
     e->path2[0] = 0;
@@ -358,36 +360,36 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit)
             set_fd_kind(tgid, ret, f->source_open ? FD_SOURCE : FD_OTHER);
             if (f->source_open)
                 add(*inv, CTR_SOURCE_OPENS, 1);
-            emit_file(*inv, f, FOP_OPEN);
+            emit_file(*inv, f, FOP_OPEN, ret);
         }
         break;
     case __NR_unlink: case __NR_unlinkat:
         if (ret == 0)
-            emit_file(*inv, f, (f->flags & AT_REMOVEDIR) ? FOP_RMDIR : FOP_UNLINK);
+            emit_file(*inv, f, (f->flags & AT_REMOVEDIR) ? FOP_RMDIR : FOP_UNLINK, ret);
         break;
     case __NR_rmdir:
         if (ret == 0)
-            emit_file(*inv, f, FOP_RMDIR);
+            emit_file(*inv, f, FOP_RMDIR, ret);
         break;
     case __NR_rename: case __NR_renameat: case __NR_renameat2:
         if (ret == 0)
-            emit_file(*inv, f, FOP_RENAME);
+            emit_file(*inv, f, FOP_RENAME, ret);
         break;
     case __NR_mkdir: case __NR_mkdirat:
         if (ret == 0)
-            emit_file(*inv, f, FOP_MKDIR);
+            emit_file(*inv, f, FOP_MKDIR, ret);
         break;
     case __NR_truncate:
         if (ret == 0)
-            emit_file(*inv, f, FOP_TRUNCATE);
+            emit_file(*inv, f, FOP_TRUNCATE, ret);
         break;
     case __NR_chdir:           // relative paths after it resolve against the new directory
         if (ret == 0)
-            emit_file(*inv, f, FOP_CHDIR);
+            emit_file(*inv, f, FOP_CHDIR, ret);
         break;
     case __NR_fchdir:
         if (ret == 0)
-            emit_file(*inv, f, FOP_FCHDIR);
+            emit_file(*inv, f, FOP_FCHDIR, ret);
         break;
     case __NR_socket: case __NR_accept: case __NR_accept4:
         if (ret >= 0)

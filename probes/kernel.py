@@ -80,6 +80,7 @@ class FileEvent:
     dfd: int = -100      # AT_FDCWD, or the directory fd of an *at() call
     old_path: str | None = None    # rename only
     old_dfd: int = -100            # rename only: the directory fd old_path is relative to
+    fd: int | None = None          # open only: the descriptor it returned
 
     @property
     def writes(self) -> bool:

@@ -138,6 +138,7 @@ class FileObserved(Event):
     dfd: int = -100                 # AT_FDCWD (-100), or the directory fd of an *at() call
     old_path: str | None = None     # rename only
     old_dfd: int = -100             # rename only: the directory fd old_path is relative to
+    fd: int | None = None           # open only: the descriptor it returned
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """Risk findings: what the kernel saw a graded client do that a backup client has no need to.
 
 Reported with a severity, never as pass/fail: a finding is a question for the reviewer, not a
-verdict. Relative paths are resolved against the directory the process was in (its launch
-directory, inherited at fork, changed by chdir); "outside" means outside the launch directory.
+verdict. Relative and *at() paths are resolved against where the process was (its launch
+directory, inherited at fork, changed by chdir/fchdir) and the directories its descriptors were
+opened on; "outside" means outside the launch directory.
 """
 
 import os
@@ -43,17 +44,39 @@ def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
-def _resolve(path: str, dfd: int, cwd: str | None) -> str | None:
-    """An absolute path, or None when it cannot be known: the kernel could not read it (or
-    another thread rewrote it), or it is relative to a directory descriptor we did not follow,
-    or to a working directory entered with fchdir()."""
-    if not path or len(os.fsencode(path)) >= PATH_READ_MAX:
-        return None   # unreadable, or cut at the kernel's buffer: its end is unknown
-    if os.path.isabs(path):
-        return os.path.normpath(path)
-    if dfd != AT_FDCWD or cwd is None:
-        return None
-    return os.path.normpath(os.path.join(cwd, path))
+class _Places:
+    """Where each process of the tree is: its working directory (the launch directory,
+    inherited at fork, changed by chdir/fchdir) and what its descriptors were opened on
+    (inherited at fork), so relative and *at() paths resolve to where they really are."""
+
+    def __init__(self, pid: int, home: str):
+        self.cwd: dict[int, str | None] = {pid: home}   # a pid never seen forked: unknown
+        self.fds: dict[int, dict[int, str]] = {pid: {}}
+
+    def fork(self, parent: int, child: int) -> None:
+        self.cwd[child] = self.cwd.get(parent)
+        self.fds[child] = dict(self.fds.get(parent, {}))
+
+    def resolve(self, pid: int, path: str, dfd: int) -> str | None:
+        """An absolute path, or None when it cannot be known: unreadable or cut at the kernel's
+        buffer, or relative to a directory we could not follow."""
+        if not path or len(os.fsencode(path)) >= PATH_READ_MAX:
+            return None
+        if os.path.isabs(path):
+            return os.path.normpath(path)
+        base = self.cwd.get(pid) if dfd == AT_FDCWD else self.fds.get(pid, {}).get(dfd)
+        return os.path.normpath(os.path.join(base, path)) if base else None
+
+    def apply(self, e) -> None:
+        """What a file event changes: a descriptor opened, the working directory changed."""
+        if e.op == "open" and e.fd is not None:
+            path = self.resolve(e.pid, e.path, e.dfd)
+            if path:
+                self.fds.setdefault(e.pid, {})[e.fd] = path
+        elif e.op == "chdir":
+            self.cwd[e.pid] = self.resolve(e.pid, e.path, e.dfd)
+        elif e.op == "fchdir":
+            self.cwd[e.pid] = self.fds.get(e.pid, {}).get(e.dfd)
 
 
 def _own_dirs(inv: InvocationEvidence) -> list[str]:
@@ -79,36 +102,33 @@ def _exec_findings(inv: InvocationEvidence) -> list[Finding]:
 
 
 def _file_findings(inv: InvocationEvidence) -> list[Finding]:
-    """Each file operation's paths, resolved against the directory its process was in: the
-    launch directory, inherited at fork, changed by chdir (unknown after fchdir)."""
     home, source = inv.launched.cwd, os.path.normpath(inv.launched.source)
     own = _own_dirs(inv)
-    cwds: dict[int, str | None] = {inv.launched.pid: home}   # a pid never seen forked: unknown
+    places = _Places(inv.launched.pid, home)
     forks = [p for p in inv.processes if p.kind == "fork"]
     out = []
     for e in sorted([*forks, *inv.files], key=lambda e: (e.t_ns, e.seq)):
         if isinstance(e, ProcessObserved):
-            cwds[e.child_pid] = cwds.get(e.pid)
+            places.fork(e.pid, e.child_pid)
             continue
-        here = cwds.get(e.pid)
-        if e.op in ("chdir", "fchdir"):
-            cwds[e.pid] = _resolve(e.path, e.dfd, here) if e.op == "chdir" else None
-            continue
-        paths = [(e.path, e.dfd)] + ([(e.old_path or "", e.old_dfd)] if e.op == "rename" else [])
-        for raw, dfd in paths:
-            path = _resolve(raw, dfd, here)
-            finding = _file_finding(e, path, raw, dfd, home, source, own)
-            if finding is not None:
-                out.append(Finding(inv.n, *finding, (e.seq,)))
+        if e.op not in ("chdir", "fchdir"):
+            paths = [(e.path, e.dfd)] + ([(e.old_path or "", e.old_dfd)] if e.op == "rename"
+                                         else [])
+            for raw, dfd in paths:
+                finding = _file_finding(e, places.resolve(e.pid, raw, dfd), raw, dfd, home,
+                                        source, own)
+                if finding is not None:
+                    out.append(Finding(inv.n, *finding, (e.seq,)))
+        places.apply(e)
     return out
 
 
 def _file_finding(f, path, raw, dfd, cwd, source, own) -> tuple[str, str, str] | None:
     """(severity, kind, detail) for one path of one file operation, or None if unremarkable."""
     if path is None:
-        where = (f"{raw!r} relative to fd {dfd}" if raw and dfd != AT_FDCWD
-                 else f"{raw!r} relative to a working directory not known (after fchdir)"
-                 if raw else "a path the kernel could not read in full")
+        where = (f"{raw!r} relative to fd {dfd}, not opened in its view" if raw and dfd != AT_FDCWD
+                 else f"{raw!r} relative to a working directory not known" if raw
+                 else "a path the kernel could not read in full")
         return "low", "unresolved-path", f"pid {f.pid} {f.op} {where} (location not resolved)"
     if path == source:
         return ("high", "source-write", f"pid {f.pid} {f.op} of the source file for writing") \

@@ -337,7 +337,7 @@ class Session:
                                                     e.port, e.result))
             elif isinstance(e, FileEvent):
                 self.stream.publish(FileObserved(e.t_ns, s, n, e.pid, e.op, e.path, e.writes,
-                                                 e.dfd, e.old_path, e.old_dfd))
+                                                 e.dfd, e.old_path, e.old_dfd, e.fd))
             else:
                 self.stream.publish(ProcessObserved(e.t_ns, s, n, e.kind, e.pid, e.child_pid,
                                                     e.filename))

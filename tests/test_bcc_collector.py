@@ -277,3 +277,6 @@ def test_file_events_exact_for_a_program_whose_file_operations_the_test_controls
         ("rmdir", "sub", None, True, True),
         ("open", f"{d}/src.bin", None, False, True),
     ]
+    directory = next(e for e in files if e.op == "open" and e.path == d)
+    unlinkat = next(e for e in files if e.op == "unlink" and e.path == "moved.txt")
+    assert directory.fd is not None and unlinkat.dfd == directory.fd   # resolvable

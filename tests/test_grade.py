@@ -175,8 +175,8 @@ def test_risk_findings_resolve_paths_and_spare_the_commands_own_files():
         ("medium", "read", "pid 10 opened /home/me/.ssh/id_rsa"),
         ("low", "write-outside", "pid 10 open /home/me/__pycache__/lib.pyc outside its working "
                                  "directory (an interpreter's cache or semaphore)"),
-        ("low", "unresolved-path", "pid 10 unlink 'part.bin' relative to fd 5 (location not "
-                                   "resolved)"),
+        ("low", "unresolved-path", "pid 10 unlink 'part.bin' relative to fd 5, not opened in "
+                                   "its view (location not resolved)"),
         ("medium", "write-outside", "pid 10 open /tmp/elsewhere outside its working directory"),
         ("medium", "read", "pid 10 opened /etc/shadow"),
     }
@@ -285,6 +285,15 @@ def test_a_shell_and_another_program_executed_are_risk_findings(tmp_path):
 
 
 @root_only
+def test_a_temporary_directory_made_and_removed_in_the_cwd_is_unremarkable(tmp_path):
+    # TMPDIR is the working directory; shutil.rmtree unlinks relative to directory descriptors
+    run = runs(grade(py_client("tempdir"), tmp_path, attempts=1, scenarios=("normal",)))[0]
+    assert run["success"], run["reason"]
+    assert run["risk_findings"] == [] and run["risk_scan"]["complete"]
+    assert run["gates"]["cleanup"]["status"] == "pass"
+
+
+@root_only
 def test_a_write_after_chdir_is_resolved_to_where_it_happened(tmp_path):
     run = runs(grade(py_client("chdir-write"), tmp_path, attempts=1, scenarios=("normal",)))[0]
     found = {(f["invocation"], f["severity"], f["kind"], f["detail"].split(" ", 3)[2])
@@ -302,16 +311,23 @@ def test_working_directories_follow_fork_chdir_and_fchdir():
     def op(t, pid, name, path, writes=True, dfd=-100):
         return FileObserved(t, "normal@1", 1, pid, name, path, writes, dfd, seq=t)
 
+    def opened(t, pid, path, fd):
+        return FileObserved(t, "normal@1", 1, pid, "open", path, False, -100, fd=fd, seq=t)
+
     inv.files = [op(1, 10, "chdir", "/tmp", False),    # pid 10 moves to /tmp
                  op(3, 10, "open", "a"),                # -> /tmp/a
                  op(4, 10, "fchdir", "", False, 7),     # pid 10 moves somewhere unknown
                  op(5, 10, "open", "b"),                # -> not resolved
-                 op(6, 11, "open", "c")]                # the child kept /tmp
+                 op(6, 11, "open", "c"),                # the child kept /tmp
+                 opened(7, 11, "/w/run-1/tmpq", 9),     # a directory in its cwd, as fd 9...
+                 op(8, 11, "unlink", "f", True, 9),     # ...so unlinkat(9, "f") is inside
+                 op(9, 11, "fchdir", "", False, 9),     # and fchdir(9) moves there
+                 op(10, 11, "open", "g")]               # -> /w/run-1/tmpq/g, inside
     inv.processes = [ProcessObserved(2, "normal@1", 1, "fork", 10, child_pid=11, seq=2)]
     found = sorted((f.kind, f.detail) for f in risk_findings(ev))
     assert found == [
         ("unresolved-path", "pid 10 open 'b' relative to a working directory not known "
-                            "(after fchdir) (location not resolved)"),
+                            "(location not resolved)"),
         ("write-outside", "pid 10 open /tmp/a outside its working directory"),
         ("write-outside", "pid 11 open /tmp/c outside its working directory"),
     ]

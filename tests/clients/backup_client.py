@@ -23,6 +23,8 @@ failed); the exit status is 0 only when the client claims completion.
                 status; the parent never opens a socket
   chdir-write   changes directory to /tmp and writes, then removes, a file there by a relative
                 path (a write outside its working directory that only resolving chdir reveals)
+  tempdir       honest, but stages a copy of SOURCE in a tempfile.TemporaryDirectory (TMPDIR)
+                and removes it again: nothing should be reported
 """
 
 import argparse
@@ -31,6 +33,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import time
 
 CHUNK = 64 * 1024
@@ -39,7 +42,8 @@ MAX_ATTEMPTS = 3
 BACKOFF = 0.2
 MAX_LINE = 256
 PARTIAL_BYTES = 4096
-VARIANTS = ("honest", "temp-file", "child-left", "write-source", "fork-helper", "chdir-write")
+VARIANTS = ("honest", "temp-file", "child-left", "write-source", "fork-helper", "chdir-write",
+            "tempdir")
 
 
 class UploadError(Exception):
@@ -199,6 +203,11 @@ def main(argv=None):
     if args.variant == "write-source" and head:
         with open(args.source, "r+b") as f:
             f.write(head[:1])
+    if args.variant == "tempdir":
+        with tempfile.TemporaryDirectory() as staging:   # rmtree: unlinkat on a directory fd
+            for i in range(3):
+                with open(os.path.join(staging, f"chunk-{i}"), "wb") as f:
+                    f.write(head)
     if args.variant == "chdir-write":
         os.chdir("/tmp")
         name = f"evlab-chdir-write-{os.getpid()}"
