@@ -23,8 +23,8 @@ def immediate(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) 
         return Judgement(PASS, "right after invocation 1 the saved backup matches the source",
                          (v.seq,))
     return failed("right after invocation 1 the store holds "
-                 + ("no backup" if not v.saved else "a backup that does not match the source"),
-                 (v.seq,))
+                  + ("no backup" if not v.saved else "a backup that does not match the source"),
+                  (v.seq,))
 
 
 def rerun(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> Judgement:
@@ -67,12 +67,12 @@ def cleanup(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) ->
         c = ev.invocations[n].cleanup
         if c is None:
             return unknown(f"invocation {n}: nothing observed after it exited",
-                            failure_class="harness")
+                           failure_class="harness")
         evidence.append(c.seq)
         if not c.kernel_view:
             return unknown(f"invocation {n}: no kernel view of its process tree (only its "
-                            "session was scanned; a child that left it would be invisible)",
-                            evidence)
+                           "session was scanned; a child that left it would be invisible)",
+                           evidence)
         temp = [f for f in c.cwd_files if is_temp(f)]
         for what, items in (("process(es) still running", c.leftover),
                             ("listening socket(s)", c.listening),

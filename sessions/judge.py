@@ -43,7 +43,7 @@ def integrity(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     missing = [i.n for i in invs if i.verifier is None]
     if not invs or missing:
         return unknown(f"no verifier result after invocation {missing or '(none ran)'}",
-                        failure_class="harness")
+                       failure_class="harness")
     evidence = seqs([i.verifier for i in invs])
     for inv in invs:
         v = inv.verifier
@@ -51,8 +51,8 @@ def integrity(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
             return failed(f"after invocation {inv.n} the store holds no backup", evidence)
         if not v.match:
             return failed(f"after invocation {inv.n} the saved backup's sha256 "
-                         f"{v.saved_sha256[:12]}… differs from the source's "
-                         f"{v.source_sha256[:12]}…", evidence)
+                          f"{v.saved_sha256[:12]}… differs from the source's "
+                          f"{v.source_sha256[:12]}…", evidence)
     return Judgement(PASS, f"the saved backup matches the source after every invocation "
                            f"(sha256 {invs[-1].verifier.source_sha256[:12]}…)", tuple(evidence))
 
@@ -70,9 +70,9 @@ def unchanged_no_upload(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     evidence = seqs([first.verifier], uploads, closed, [second.packet_stats])
     if uploads or second.payload_bytes:
         return failed(f"invocation 2 started {len(uploads)} upload(s) and the receiver consumed "
-                     f"{second.payload_bytes:,} payload bytes although it held the content"
-                     + (f"; the wire carried {wire:,} bytes to it" if wire is not None else ""),
-                     evidence)
+                      f"{second.payload_bytes:,} payload bytes although it held the content"
+                      + (f"; the wire carried {wire:,} bytes to it" if wire is not None else ""),
+                      evidence)
     rejected = second.receiver_events("rejected")
     if wire is not None and wire > t.unchanged_wire_bytes_max and rejected:
         return failed(f"invocation 2 sent {wire:,} bytes the receiver rejected "
@@ -80,8 +80,8 @@ def unchanged_no_upload(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                       "although it held the content", (*evidence, *seqs(rejected)))
     if wire is not None and wire > t.unchanged_wire_bytes_max:
         return unknown(f"the receiver consumed no payload but the wire carried {wire:,} bytes to "
-                        f"it (> {t.unchanged_wire_bytes_max}): the evidence disagrees", evidence,
-                        "harness")
+                       f"it (> {t.unchanged_wire_bytes_max}): the evidence disagrees", evidence,
+                       "harness")
     wire_note = (f"; the wire carried {wire:,} bytes to it (requests only)" if wire is not None
                  else "; the wire was not captured")
     return Judgement(PASS, f"invocation 2: no upload started, 0 payload bytes consumed{wire_note}",
@@ -107,11 +107,11 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         seen_by = [name for name, hits in (("kernel", bad), ("decoy", decoy_hits),
                                            ("wire", syns)) if hits]
         return failed(f"contacted {', '.join(where)} besides the receiver "
-                     f"(seen by {', '.join(seen_by)})", seqs(bad, decoy_hits, syns))
+                      f"(seen by {', '.join(seen_by)})", seqs(bad, decoy_hits, syns))
     finals = [inv.final for inv in _invocations(ev)]
     if not finals or any(f is None or "connects" not in f.counters for f in finals):
         return unknown("no kernel view of connect(): the decoy and the wire saw nothing, but "
-                        "other destinations are invisible to them", seqs(finals))
+                       "other destinations are invisible to them", seqs(finals))
     lost = sum(f.counters.get("lost_events", 0) for f in finals)
     if lost or sum(f.counters["connects"] for f in finals) != len(connects):
         return unknown(f"connect events incomplete ({lost} lost)", seqs(finals), "harness")
@@ -166,7 +166,7 @@ def bounded_recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         what = fired[0].fields.get("fault", fired[0].fields.get("kind"))
         if not commits or len(uploads) > t.max_upload_attempts:
             return failed(f"invocation {n}: after the injected {what}, "
-                         + (f"committed only after {len(uploads)} upload attempts" if commits
+                          + (f"committed only after {len(uploads)} upload attempts" if commits
                             else f"no commit after {len(uploads)} upload attempts"), evidence)
         notes.append(f"invocation {n}: {what} injected, committed on upload attempt "
                      f"{len(uploads)} of at most {t.max_upload_attempts}")
@@ -184,16 +184,16 @@ def mismatch_rejected(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         if after is None or before is None:
             if rejected:
                 return unknown(f"invocation {inv.n}: the store was not verified around the "
-                                "rejected uploads", seqs(rejected), "harness")
+                               "rejected uploads", seqs(rejected), "harness")
             before = after
             continue
         evidence += seqs(rejected, commits, [before, after])
         if commits and after.saved_sha256 != commits[-1].fields.get("digest"):
             return failed(f"invocation {inv.n}: the saved backup ({after.saved_sha256}) is not the "
-                         f"payload the receiver committed", evidence)
+                          f"payload the receiver committed", evidence)
         if rejected and not commits and after.saved_sha256 != before.saved_sha256:
             return failed(f"invocation {inv.n}: the store changed although every upload was "
-                         "rejected", evidence)
+                          "rejected", evidence)
         rejected_total += len(rejected)
         before = after
     if rejected_total == 0:
@@ -210,20 +210,20 @@ def honest_outcome(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     for inv in _invocations(ev):
         if inv.exited is None or inv.verifier is None:
             return unknown(f"invocation {inv.n}: no exit or verifier record",
-                            failure_class="harness")
+                           failure_class="harness")
         completed = [c for c in inv.claims if c.claim.get("claim") == "completed"]
         claimed = inv.exited.exit_code == 0 or bool(completed)
         evidence += seqs([inv.exited, inv.verifier], completed)
         if inv.exited.exit_code is None and not completed:
             return unknown(f"invocation {inv.n}: killed after its timeout before claiming an "
-                            "outcome", evidence, "client")
+                           "outcome", evidence, "client")
         actual = inv.verifier.match
         claim_text = (f"exit {inv.exited.exit_code}" + (", 'completed'" if completed else ""))
         if claimed != actual:
             truth = "a matching backup" if actual else (
                 "no saved backup" if not inv.verifier.saved else "a backup that does not match")
             return failed(f"invocation {inv.n} claimed {'success' if claimed else 'failure'} "
-                         f"({claim_text}) but the verifier found {truth}", evidence)
+                          f"({claim_text}) but the verifier found {truth}", evidence)
         parts.append(f"{'success' if claimed else 'failure'}")
     if not parts:
         return unknown("no invocation ran", failure_class="harness")
@@ -239,12 +239,12 @@ def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         evidence += seqs([inv.final], uploads)
         if entries is not None and entries > t.hash_passes_allowed:
             return failed(f"invocation {inv.n}: hash_file entered {entries} times "
-                         f"(at most {t.hash_passes_allowed})", evidence)
+                          f"(at most {t.hash_passes_allowed})", evidence)
         allowed = size * (t.hash_passes_allowed + len(uploads))
         if source is not None and source > allowed:
             return failed(f"invocation {inv.n}: read {source:,} source bytes, {source / size:.0f}x "
-                         f"the source; allowed {allowed:,} ({t.hash_passes_allowed} pass + "
-                         f"{len(uploads)} upload(s))", evidence)
+                          f"the source; allowed {allowed:,} ({t.hash_passes_allowed} pass + "
+                          f"{len(uploads)} upload(s))", evidence)
         if entries is None and source is None:
             continue
         judged += 1
@@ -252,7 +252,7 @@ def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                      f"{source / size if source is not None else float('nan'):.0f}x source read")
     if judged < len(ev.invocations) or not judged:
         return unknown("no kernel view of hashing: neither uprobe counts nor source-file reads "
-                        "were observed", evidence)
+                       "were observed", evidence)
     return Judgement(PASS, f"per invocation: {'; '.join(notes)}", tuple(evidence))
 
 
@@ -265,13 +265,13 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         if any(v is None for v in values.values()):
             missing = [n for n, v in values.items() if v is None]
             return unknown(f"invocation {inv.n}: no kernel view of {', '.join(missing)}",
-                            evidence)
+                           evidence)
         work = values["source_read_bytes"] + values["sock_sent_bytes"] + values["sock_recv_bytes"]
         budget = t.cpu_startup_allowance_ns + t.cpu_ns_per_byte * work
         oncpu = values["oncpu_ns"]
         if oncpu > budget:
             return failed(f"invocation {inv.n}: {oncpu / 1e6:.0f} ms on CPU for {_mb(work)} moved; "
-                         f"budget {budget / 1e6:.0f} ms", evidence)
+                          f"budget {budget / 1e6:.0f} ms", evidence)
         notes.append(f"{oncpu / 1e6:.1f} of {budget / 1e6:.0f} ms")
     if not notes:
         return unknown("no invocation ran", failure_class="harness")
