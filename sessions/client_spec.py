@@ -22,7 +22,6 @@ TOML form (relative paths are relative to the file):
 """
 
 import dataclasses
-import hashlib
 import os
 import re
 import shlex
@@ -31,6 +30,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from fixture.receiver import sha256_of
 from sessions.scenario import PLACEHOLDERS, Scenario, placeholders_of
 
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
@@ -75,11 +75,6 @@ class ClientSpec:
             raise ClientSpecError(f"unknown grade scenario(s) {', '.join(unknown)}; choose from "
                                   f"{', '.join(by_id)}")
         return [by_id[s] for s in wanted]
-
-
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _resolve_executable(token: str, base: Path) -> Path:
@@ -131,14 +126,14 @@ def build(tokens: list[str], base: Path, env: dict[str, str] | None = None,
         candidate = Path(token) if Path(token).is_absolute() else base / token
         if "{" not in token and candidate.is_file():
             token = os.path.abspath(candidate)
-            files[token] = _sha256(Path(token))
+            files[token] = sha256_of(Path(token))
         args.append(token)
     full_env = dict(BASE_ENV)
     for name, value in (env or {}).items():
         if not _ENV_NAME.match(name) or not isinstance(value, str):
             raise ClientSpecError(f"environment: {name!r}={value!r} is not NAME=text")
         full_env[name] = value
-    return ClientSpec(tuple(tokens), executable, _sha256(executable.resolve()), tuple(args),
+    return ClientSpec(tuple(tokens), executable, sha256_of(executable.resolve()), tuple(args),
                       files, full_env, timeout_s, attempts, tuple(scenarios))
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fixture.harness import ServerStartError, start_decoy
+from fixture.receiver import sha256_of
 from fixture.source import SIZE, write_source, write_stale_backup
 from fixture.verifier import verify
 from probes import procmetrics
@@ -382,7 +383,7 @@ class Session:
         then fetch the backup back with GET into a fresh directory (restore)."""
         s = live.scenario
         self._phase(s, "durability")
-        digest = self._verify(live, 0, publish=False)["source_sha256"]
+        digest = sha256_of(live.source)
         live.injector.receiver.kill()
         try:
             self._revive_receiver(live, 0)
@@ -420,15 +421,12 @@ class Session:
             self.stream.publish(ClientClaim(time.monotonic_ns(), scenario, n, claim))
         stdout.close()
 
-    def _verify(self, live: _Live, n: int, publish: bool = True) -> dict:
+    def _verify(self, live: _Live, n: int) -> None:
         if n:
             self._phase(live.scenario, "verify", n)
         v = verify(live.workdir / "store", live.source)
-        if publish:
-            self.stream.publish(VerifierResult(time.monotonic_ns(), live.scenario.id, n,
-                                               v["saved"], v["match"], v["source_sha256"],
-                                               v["saved_sha256"]))
-        return v
+        self.stream.publish(VerifierResult(time.monotonic_ns(), live.scenario.id, n, v["saved"],
+                                           v["match"], v["source_sha256"], v["saved_sha256"]))
 
     def _teardown(self, live: _Live) -> None:
         if live.client is not None and live.client.poll() is None:
