@@ -23,7 +23,7 @@ from sessions.archive import ArchiveError, ArchiveWriter, load_archive
 from sessions.client_spec import ClientSpec, ClientSpecError, from_command, from_file, parse_env
 from sessions.events import Event, GradeStarted, ScenarioJudged, ScenarioStarted, StaleCleaned
 from sessions.evidence import EvidenceBook
-from sessions.grading import grade_status
+from sessions.grading import figure, grade_status, score_text
 from sessions.judge import VerdictEngine
 from sessions.replay import replay
 from sessions.runner import Options, RunError, run_session
@@ -303,15 +303,10 @@ def grade_started(spec: ClientSpec, attempts) -> GradeStarted:
 
 def grade_summary_line(grade: dict) -> str:
     o = grade["overall"]
-
-    def pct(x):
-        return "n/a" if x is None else f"{x:.2f}"
-
-    score = ("n/a" if o["mean_score"] is None else f"{o['mean_score']:.3f}"
-             + (f" ± {o['sem']:.3f}" if o["sem"] is not None else ""))
     risks = sum(len(r["risk_findings"]) for s in grade["scenarios"].values() for r in s["runs"])
-    return (f"evlab: grade of {grade['client']['executable']}: Pass@1 {pct(o['pass_at_1'])}, "
-            f"pass^k {pct(o['pass_hat_k'])}, Best-of-N {pct(o['best_of_n'])}, score {score} "
+    return (f"evlab: grade of {grade['client']['executable']}: Pass@1 {figure(o['pass_at_1'])}, "
+            f"pass^k {figure(o['pass_hat_k'])}, Best-of-N {figure(o['best_of_n'])}, "
+            f"score {score_text(o)} "
             f"over {o['attempts'] - o['invalid']} valid attempts ({o['invalid']} invalid); "
             f"{risks} risk finding(s)")
 

@@ -3,18 +3,9 @@ risk findings. Built from the JSON document's `grade` section (sessions/document
 
 from sessions.contract import CLAUSE_IDS
 from sessions.gates import GATES
+from sessions.grading import figure, score_text
 
 CELL = {"pass": "✓", "fail": "✗", "inconclusive": "?", "not-applicable": "–"}
-
-
-def _num(value, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def _score(m: dict) -> str:
-    if m["mean_score"] is None:
-        return "n/a"
-    return _num(m["mean_score"], 3) + (f" ± {m['sem']:.3f}" if m["sem"] is not None else "")
 
 
 def _outcome(run: dict) -> str:
@@ -37,10 +28,10 @@ def _identity(grade: dict) -> list[str]:
 def _metrics_table(grade: dict) -> list[str]:
     names = list(grade["scenarios"])
     columns = [grade["scenarios"][n] for n in names] + [grade["overall"]]
-    rows = [("Pass@1", lambda m: _num(m["pass_at_1"])),
-            ("pass^k (k = valid attempts)", lambda m: _num(m["pass_hat_k"])),
-            ("Best-of-N", lambda m: _num(m["best_of_n"])),
-            ("mean score ± SEM", _score),
+    rows = [("Pass@1", lambda m: figure(m["pass_at_1"])),
+            ("pass^k (k = valid attempts)", lambda m: figure(m["pass_hat_k"])),
+            ("Best-of-N", lambda m: figure(m["best_of_n"])),
+            ("mean score ± SEM", score_text),
             ("valid / invalid attempts",
              lambda m: f"{m['attempts'] - m['invalid']} / {m['invalid']}")]
     out = ["| metric | " + " | ".join(names) + " | overall |",

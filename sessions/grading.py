@@ -129,6 +129,19 @@ def overall_metrics(by_scenario: dict[str, list[AttemptJudged]]) -> dict:
     }
 
 
+def figure(value: float | None, digits: int = 2) -> str:
+    """A metric as the reports and the dashboard print it: n/a when there was nothing to count."""
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def score_text(metrics: dict, digits: int = 3, sep: str = " ± ") -> str:
+    """mean score ± SEM (the SEM only when there were two valid attempts or more)."""
+    if metrics["mean_score"] is None:
+        return "n/a"
+    return figure(metrics["mean_score"], digits) + (
+        f"{sep}{metrics['sem']:.{digits}f}" if metrics["sem"] is not None else "")
+
+
 def grade_status(overall: dict) -> int:
     """Exit status of `evlab grade`: 0 every valid attempt of every scenario succeeded; 1 an
     attempt failed; 3 nothing failed but some scenario had no valid attempt."""

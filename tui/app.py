@@ -21,6 +21,7 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Input, Sparkline, Static
 
+from sessions.grading import figure, score_text
 from tui.model import DashboardModel, ScenarioView
 from tui.sources import LiveSource, ReplaySource
 from tui.widgets import STATUS_STYLE, STATUS_TEXT, VERDICT_CLASS, VERDICT_TEXT, FollowLog
@@ -150,13 +151,9 @@ class GradeScreen(ModalScreen):
 
 
 def _metrics_text(m: dict) -> str:
-    def num(x):
-        return "n/a" if x is None else f"{x:.2f}"
-
-    score = "n/a" if m["mean_score"] is None else (
-        f"{m['mean_score']:.2f}" + (f"±{m['sem']:.2f}" if m["sem"] is not None else ""))
-    return (f"Pass@1 {num(m['pass_at_1'])}  pass^k {num(m['pass_hat_k'])}  "
-            f"Best-of-N {num(m['best_of_n'])}  score {score}  invalid {m['invalid']}")
+    return (f"Pass@1 {figure(m['pass_at_1'])}  pass^k {figure(m['pass_hat_k'])}  "
+            f"Best-of-N {figure(m['best_of_n'])}  score {score_text(m, 2, '±')}  "
+            f"invalid {m['invalid']}")
 
 
 class EvlabApp(App):
