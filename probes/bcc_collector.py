@@ -26,7 +26,18 @@ import time
 from pathlib import Path
 
 from probes.capability import Capability
-from probes.kernel import COUNTERS, FILE_OPS, ConnectEvent, CounterSnapshot, FileEvent, ProcessEvent
+from probes.kernel import (
+    BUSY_MIN_NS,
+    COUNTERS,
+    FILE_OPS,
+    MAXIMA,
+    ConnectEvent,
+    CounterSnapshot,
+    EgressEvent,
+    EgressTotals,
+    FileEvent,
+    ProcessEvent,
+)
 
 BPF_SOURCE = Path(__file__).with_name("collector.bpf.c")
 MAX_FUNCS = 8
@@ -34,6 +45,14 @@ PATH_MAX_LEN = 256
 SYSCALL_BASE = 1000
 FUNC_BASE = 100
 _EVENT_KINDS = {2: "exec", 3: "fork", 4: "exit"}
+_EGRESS_KINDS = {1: "connect", 2: "sendmsg"}
+_PROTOCOLS = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmpv6"}
+# The cgroup hooks (program, BPF program type, attach type; numbers from uapi/linux/bpf.h).
+_CGROUP_HOOKS = (("egress_connect4", "CGROUP_SOCK_ADDR", 10),   # BPF_CGROUP_INET4_CONNECT
+                 ("egress_connect6", "CGROUP_SOCK_ADDR", 11),   # BPF_CGROUP_INET6_CONNECT
+                 ("egress_sendmsg4", "CGROUP_SOCK_ADDR", 14),   # BPF_CGROUP_UDP4_SENDMSG
+                 ("egress_sendmsg6", "CGROUP_SOCK_ADDR", 15),   # BPF_CGROUP_UDP6_SENDMSG
+                 ("egress_packets", "CGROUP_SKB", 1))           # BPF_CGROUP_INET_EGRESS
 _FAMILIES = {socket.AF_INET: "AF_INET", socket.AF_INET6: "AF_INET6", socket.AF_UNIX: "AF_UNIX"}
 _UNISTD = Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h")
 
@@ -57,6 +76,7 @@ def _syscall_names() -> dict[int, str]:
 def _cflags(functions) -> list[str]:
     flags = [f"-DCTR_{name.upper()}={i}" for i, name in enumerate(COUNTERS)]
     return flags + [f"-DCTR_SYSCALL_BASE={SYSCALL_BASE}", f"-DCTR_FUNC_BASE={FUNC_BASE}",
+                    f"-DBUSY_MIN_NS={BUSY_MIN_NS}ULL",
                     f"-DPATH_MAX_LEN={PATH_MAX_LEN}"]
 
 
@@ -77,6 +97,7 @@ class BccCollector:
         self._syscall_names = _syscall_names()
         self._events_seen = 0
         self._started_ns = time.monotonic_ns()
+        self._cgroups: dict[int, tuple[int, int]] = {}   # invocation -> (cgroup fd, cgroup id)
         self._bpf["events"].open_ring_buffer(self._on_event)
         self._bpf["file_events"].open_ring_buffer(self._on_file_event)
 
@@ -108,6 +129,63 @@ class BccCollector:
             offset = getattr(type(cfg), f"{field}_path").offset
             ctypes.memmove(ctypes.addressof(cfg) + offset, value + b"\0", len(value) + 1)
         table[ctypes.c_int(0)] = cfg
+
+    # --- the client's cgroup -----------------------------------------------------------------
+    def watch_cgroup(self, invocation: int, cgroup_dir: Path, cgroup_id: int,
+                     allowed: list[tuple[str, int]], deny: bool) -> None:
+        """Attach the egress hooks to an invocation's cgroup: every destination its sockets
+        use is counted; with deny, any not in `allowed` is refused (EPERM) or dropped."""
+        from bcc import BPF
+        fd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._cgroups[invocation] = (fd, cgroup_id)
+        for name, prog_type, attach in _CGROUP_HOOKS:
+            fn = self._bpf.load_func(name, getattr(BPF, prog_type),
+                                     attach_type=attach if prog_type != "CGROUP_SKB" else -1)
+            BPF.attach_func(fn, fd, attach)
+        allow = self._bpf["egress_allow"]
+        for address, port in allowed:
+            key = allow.Key()
+            key.inv, key.port = invocation, port
+            key.family, raw = _packed(address)
+            ctypes.memmove(key.addr, raw, len(raw))
+            allow[key] = ctypes.c_ubyte(1)
+        conf = self._bpf["cg_inv"].Leaf()
+        conf.inv, conf.deny = invocation, int(deny)
+        self._bpf["cg_inv"][ctypes.c_ulonglong(cgroup_id)] = conf
+
+    def unwatch_cgroup(self, invocation: int) -> None:
+        from bcc import BPF
+        fd, cgroup_id = self._cgroups.pop(invocation, (None, None))
+        if fd is None:
+            return
+        for name, _prog_type, attach in _CGROUP_HOOKS:
+            try:
+                BPF.detach_func(self._bpf.funcs[name.encode()], fd, attach)
+            except Exception:
+                pass   # the cgroup is being removed: the kernel detaches with it
+        os.close(fd)
+        with contextlib.suppress(KeyError):
+            del self._bpf["cg_inv"][ctypes.c_ulonglong(cgroup_id)]
+        allow = self._bpf["egress_allow"]
+        for key in [k for k in allow.keys() if k.inv == invocation]:
+            del allow[key]
+
+    def egress(self, invocation: int) -> EgressTotals:
+        calls = tuple(sorted(
+            ({"pid": k.pid, "kind": _EGRESS_KINDS.get(k.kind, str(k.kind)),
+              "protocol": _protocol(k.proto >> 8, k.proto & 0xff),
+              "address": _address(k.family, bytes(k.addr)), "port": k.port,
+              "calls": v.calls, "refused": v.refused, "first_ns": v.first, "last_ns": v.last}
+             for k, v in self._bpf["egress"].items() if k.inv == invocation),
+            key=lambda c: c["first_ns"]))
+        flows = tuple(sorted(
+            ({"protocol": _PROTOCOLS.get(k.proto, str(k.proto)),
+              "address": _address(k.family, bytes(k.addr)), "port": k.port,
+              "packets": v.packets, "bytes": v.bytes, "dropped": v.dropped,
+              "first_ns": v.first, "last_ns": v.last}
+             for k, v in self._bpf["flows"].items() if k.inv == invocation),
+            key=lambda f: f["first_ns"]))
+        return EgressTotals(calls, flows)
 
     def release(self, client: Path) -> None:
         """Detach a client binary's uprobes, in the background: each takes ~0.1 s in the kernel
@@ -161,7 +239,8 @@ class BccCollector:
             elif key.id >= FUNC_BASE:
                 functions[self.functions[key.id - FUNC_BASE]] = value
             else:
-                counters[COUNTERS[key.id]] = value
+                name = COUNTERS[key.id]
+                counters[name] = max(per_cpu) if name in MAXIMA else value
         return CounterSnapshot(time.monotonic_ns(), invocation, counters, functions, syscalls)
 
     def live_tasks(self, invocation: int) -> list[int]:
@@ -179,9 +258,13 @@ class BccCollector:
         """Final totals for an invocation whose process tree has exited; frees its map keys."""
         self._bpf.ring_buffer_poll(timeout=0)  # drained into _pending for the next poll_events
         final = self.snapshot(invocation)
-        counters = self._bpf["counters"]
-        for key in [k for k in counters.keys() if k.inv == invocation]:
-            del counters[key]
+        for table in ("counters", "egress", "flows"):
+            entries = self._bpf[table]
+            for key in [k for k in entries.keys() if k.inv == invocation]:
+                del entries[key]
+        for table in ("live", "roots"):
+            with contextlib.suppress(KeyError):
+                del self._bpf[table][ctypes.c_uint(invocation)]
         if len(self._bpf["tracked"]) == 0:
             # Nothing is tracked any more: forget descriptors, so that a later client that
             # gets a recycled pid does not inherit this one's source/socket descriptors.
@@ -228,10 +311,17 @@ class BccCollector:
         comm = e.comm.decode(errors="replace")
         if e.kind == 1:
             self._pending.append(_connect_event(e, comm))
+        elif e.kind == 5:
+            kind, stype, proto = e.other >> 16, (e.other >> 8) & 0xff, e.other & 0xff
+            self._pending.append(EgressEvent(
+                e.ts, e.inv, e.tgid, _EGRESS_KINDS.get(kind, str(kind)),
+                _FAMILIES.get(e.family, str(e.family)), _protocol(stype, proto),
+                _address(e.family, bytes(e.addr)), e.port, e.ret != 0))
         else:
             self._pending.append(ProcessEvent(
                 e.ts, e.inv, _EVENT_KINDS.get(e.kind, str(e.kind)), e.tgid, e.tid, comm,
                 child_pid=e.other if e.kind == 3 else None,
+                root=e.kind == 4 and bool(e.ret), leftovers=e.other if e.kind == 4 else None,
                 filename=e.filename.decode(errors="replace") if e.kind == 2 else None))
 
 
@@ -242,6 +332,26 @@ class BccCollector:
             e.ts, e.inv, e.tgid, e.tid, e.comm.decode(errors="replace"),
             FILE_OPS.get(e.op, str(e.op)), os.fsdecode(e.path), e.flags, e.dfd,
             os.fsdecode(e.path2) if e.op == 4 else None, e.dfd2, e.ret if e.op == 1 else None))
+
+
+def _protocol(sock_type: int, proto: int) -> str:
+    if proto in _PROTOCOLS:
+        return _PROTOCOLS[proto]
+    # A socket made with protocol 0 takes its type's default.
+    return {socket.SOCK_STREAM: "tcp", socket.SOCK_DGRAM: "udp"}.get(
+        sock_type, f"type {sock_type} protocol {proto}")
+
+
+def _address(family: int, raw: bytes) -> str:
+    if family == socket.AF_INET6:
+        return socket.inet_ntop(socket.AF_INET6, raw[:16])
+    return socket.inet_ntop(socket.AF_INET, raw[:4])
+
+
+def _packed(address: str) -> tuple[int, bytes]:
+    if ":" in address:
+        return socket.AF_INET6, socket.inet_pton(socket.AF_INET6, address)
+    return socket.AF_INET, socket.inet_pton(socket.AF_INET, address)
 
 
 def _connect_event(e, comm: str) -> ConnectEvent:

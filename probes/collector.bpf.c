@@ -2,8 +2,11 @@
 // passes the counter ids as -D flags (CTR_*, NFUNCS, PATH_MAX_LEN) and retargets it per
 // invocation by writing the config map — never by recompiling.
 //
-// Who is watched: a process the launcher (the evlab runner) forks while armed becomes
-// tracked when it execs; anything a tracked process forks or clones is tracked too.
+// Who is watched: a process the launcher (the evlab runner) forks while armed, and what it
+// forks, is pending; the first exec of the client's path among them becomes tracked (the
+// sandbox's launcher chain runs first); anything a tracked process forks or clones is tracked
+// too. Egress is watched at the socket layer by programs attached to the client's own cgroup
+// (end of this file), whatever syscall or io_uring submission produced it.
 // Attribution is by process tree, never by name. Every probe returns early for untracked
 // tasks after one hash lookup, so the cost for the rest of the machine is that lookup.
 //
@@ -15,6 +18,8 @@
 #include <linux/in6.h>
 #include <linux/fcntl.h>
 #include <asm/unistd_64.h>
+#include <uapi/linux/bpf.h>
+#include <linux/ip.h>
 
 struct config {
     u32 launcher_tgid;    // the runner's pid: its forks are candidates while armed
@@ -52,17 +57,25 @@ struct inflight {
     u32 flags;        // open flags; unlinkat's AT_REMOVEDIR
 };
 BPF_HASH(inflight, u32, struct inflight, 8192);
-BPF_HASH(oncpu_since, u32, u64, 8192);
+// On-CPU clock of each tracked task: when it last went on the CPU (0 = off it), and how long it
+// has run since its last syscall that makes progress (see busy_stretch below).
+struct task_clock { u64 on_since; u64 stretch; };
+BPF_HASH(clocks, u32, struct task_clock, 8192);
+// Tasks alive per invocation, and the process evlab launched: when that process ends, the
+// tasks still alive are its leftovers (the sandbox's pid namespace then kills them).
+BPF_HASH(live, u32, s64, 1024);
+BPF_HASH(roots, u32, u32, 1024);
 BPF_PERCPU_ARRAY(scratch, struct config, 1);
 
-enum event_kind { EV_CONNECT = 1, EV_EXEC = 2, EV_FORK = 3, EV_EXIT = 4 };
+enum event_kind { EV_CONNECT = 1, EV_EXEC = 2, EV_FORK = 3, EV_EXIT = 4, EV_EGRESS = 5 };
 struct event {
     u64 ts;
     u32 inv;
     u32 kind;
     u32 tgid;
     u32 tid;
-    u32 other;        // fork: child pid; exec: old pid
+    u32 other;        // fork: child pid; exec: old pid; exit: leftover tasks (root);
+                      // egress: socket type << 8 | IP protocol
     s32 ret;          // connect result (0 or -errno)
     u16 family;
     u16 port;
@@ -208,6 +221,56 @@ static __always_inline void read_sockaddr(struct inflight *f, const void *uaddr)
     }
 }
 
+// Busy-work: on-CPU time a task spends between two syscalls that make progress. Spinning,
+// or re-hashing a buffer in a loop, runs for long stretches without one; real work (reading,
+// sending, waiting, even an interpreter starting up) enters the kernel every few hundred µs.
+// Time passed preempted does not count (the clock stops at switch-out), so machine load does
+// not lengthen a stretch. Calls that only look at the clock or yield do not end one.
+static __always_inline int is_progress(u64 nr)
+{
+    switch (nr) {
+    case __NR_sched_yield: case __NR_getpid: case __NR_gettid: case __NR_getppid:
+    case __NR_clock_gettime: case __NR_gettimeofday: case __NR_time: case __NR_getrusage:
+    case __NR_times: case __NR_clock_getres:
+        return 0;
+    }
+    return 1;
+}
+
+static __always_inline void end_stretch(u32 inv, struct task_clock *c, u64 now)
+{
+    u64 run = c->stretch;
+    if (c->on_since) {
+        add(inv, CTR_ONCPU_NS, now - c->on_since);
+        run += now - c->on_since;
+        c->on_since = now;
+    }
+    c->stretch = 0;
+    if (run >= BUSY_MIN_NS) {
+        add(inv, CTR_BUSY_NS, run);
+        add(inv, CTR_BUSY_STRETCHES, 1);
+    }
+    struct ckey k = { .inv = inv, .id = CTR_BUSY_MAX_NS };   // per-CPU maximum, merged by max
+    u64 zero = 0;
+    u64 *max = counters.lookup_or_try_init(&k, &zero);
+    if (max && run > *max)
+        *max = run;
+}
+
+static __always_inline int track(u32 tid, u32 inv, u64 now)
+{
+    if (tracked.update(&tid, &inv))
+        return -1;
+    struct task_clock c = { .on_since = now, .stretch = 0 };
+    clocks.update(&tid, &c);
+    s64 one = 1, *n = live.lookup(&inv);
+    if (n)
+        __sync_fetch_and_add(n, 1);
+    else
+        live.update(&inv, &one);
+    return 0;
+}
+
 TRACEPOINT_PROBE(raw_syscalls, sys_enter)
 {
     u64 id = bpf_get_current_pid_tgid();
@@ -218,6 +281,11 @@ TRACEPOINT_PROBE(raw_syscalls, sys_enter)
     u64 nr = args->id;
     add(*inv, CTR_SYSCALLS, 1);
     add(*inv, CTR_SYSCALL_BASE + (u32)(nr & 0x3ff), 1);
+    if (is_progress(nr)) {
+        struct task_clock *c = clocks.lookup(&tid);
+        if (c)
+            end_stretch(*inv, c, bpf_ktime_get_ns());
+    }
 
     struct inflight f = { .nr = nr, .fd = (s64)args->args[0] };
     switch (nr) {
@@ -227,6 +295,9 @@ TRACEPOINT_PROBE(raw_syscalls, sys_enter)
     case __NR_sendto: case __NR_sendmsg:
     case __NR_close: case __NR_socket: case __NR_accept: case __NR_accept4:
     case __NR_dup: case __NR_dup2: case __NR_dup3:
+        break;
+    case __NR_mmap:            // mmap(addr, len, prot, flags, fd, off): a mapped source
+        f.fd = (s64)args->args[4];
         break;
     case __NR_sendfile:        // sendfile(out_fd, in_fd, ...): bytes move in_fd -> out_fd
         f.fd = (s64)args->args[1];
@@ -391,6 +462,10 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit)
         if (ret == 0)
             emit_file(*inv, f, FOP_FCHDIR, ret);
         break;
+    case __NR_mmap:            // reads through the mapping are page faults, not syscalls
+        if (ret >= 0 && f->fd >= 0 && fd_kind(tgid, f->fd) == FD_SOURCE)
+            add(*inv, CTR_SOURCE_MMAPS, 1);
+        break;
     case __NR_socket: case __NR_accept: case __NR_accept4:
         if (ret >= 0)
             set_fd_kind(tgid, ret, FD_SOCKET);
@@ -427,7 +502,7 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
     u32 *inv = tracked.lookup(&tgid);
     if (inv) {
         u32 v = *inv;
-        if (tracked.update(&child, &v))
+        if (track(child, v, 0))
             add(v, CTR_LOST_EVENTS, 1);   // a child we cannot follow: the view is incomplete
         parent_of.update(&child, &tgid);
         add(v, CTR_FORKS, 1);
@@ -437,6 +512,15 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
             e->other = child;
             events.ringbuf_submit(e, 0);
         }
+        return 0;
+    }
+    // A process the launcher forked while armed, and whatever it forks in turn (the sandbox's
+    // launcher chain: a shell, setpriv, bwrap and its pid-namespace init), waits for the exec
+    // of the client's path.
+    u32 *pending = pending_exec.lookup(&tgid);
+    if (pending) {
+        u32 v = *pending;
+        pending_exec.update(&child, &v);
         return 0;
     }
     int zero = 0;
@@ -460,9 +544,9 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
         if (!pending)
             return 0;
         v = *pending;
-        pending_exec.delete(&pid);
-        // Another thread of the launcher may fork while it is armed (e.g. noise starting a
-        // same-name twin): only an exec of the configured client path is the client.
+        // Only an exec of the configured client path is the client: the sandbox's own
+        // programs stay pending, and a same-name twin forked by another thread of the
+        // launcher (e.g. noise) is never taken for it.
         int zero = 0;
         struct config *cfg = config.lookup(&zero);
         struct config *buf = scratch.lookup(&zero);
@@ -478,9 +562,9 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
                     break;
             }
         }
-        tracked.update(&pid, &v);
-        u64 now = bpf_ktime_get_ns();
-        oncpu_since.update(&pid, &now);   // exec runs on the CPU: start its clock now
+        pending_exec.delete(&pid);
+        track(pid, v, bpf_ktime_get_ns());   // exec runs on the CPU: start its clock now
+        roots.update(&v, &pid);
     }
     add(v, CTR_EXECS, 1);
     struct event *e = reserve(v);
@@ -501,15 +585,25 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     if (!inv)
         return 0;
     u32 v = *inv;
-    u64 *since = oncpu_since.lookup(&tid);
-    if (since) {
-        add(v, CTR_ONCPU_NS, bpf_ktime_get_ns() - *since);
-        oncpu_since.delete(&tid);
+    struct task_clock *c = clocks.lookup(&tid);
+    if (c) {
+        end_stretch(v, c, bpf_ktime_get_ns());   // a task killed mid-spin ends its stretch here
+        clocks.delete(&tid);
     }
+    s64 left = 0, *n = live.lookup(&v);
+    if (n)
+        left = __sync_fetch_and_add(n, -1) - 1;
     if (args->group_dead) {
+        u32 tgid = bpf_get_current_pid_tgid() >> 32;
+        u32 *root = roots.lookup(&v);
+        int is_root = root && *root == tgid;
+        if (is_root)
+            add(v, CTR_LEFTOVER_TASKS, left > 0 ? left : 0);
         struct event *e = reserve(v);
         if (e) {
             e->kind = EV_EXIT;
+            e->ret = is_root;
+            e->other = is_root && left > 0 ? left : 0;
             events.ringbuf_submit(e, 0);
         }
     }
@@ -527,16 +621,23 @@ TRACEPOINT_PROBE(sched, sched_switch)
     if (inv) {
         now = bpf_ktime_get_ns();
         add(*inv, CTR_SWITCHES_OUT, 1);
-        u64 *since = oncpu_since.lookup(&prev);
-        if (since) {
-            add(*inv, CTR_ONCPU_NS, now - *since);
-            oncpu_since.delete(&prev);
+        struct task_clock *c = clocks.lookup(&prev);
+        if (c && c->on_since) {
+            add(*inv, CTR_ONCPU_NS, now - c->on_since);
+            c->stretch += now - c->on_since;
+            c->on_since = 0;
         }
     }
     if (tracked.lookup(&next)) {
         if (!now)
             now = bpf_ktime_get_ns();
-        oncpu_since.update(&next, &now);
+        struct task_clock *c = clocks.lookup(&next);
+        if (c) {
+            c->on_since = now;
+        } else {
+            struct task_clock fresh = { .on_since = now, .stretch = 0 };
+            clocks.update(&next, &fresh);
+        }
     }
     return 0;
 }
@@ -553,3 +654,130 @@ static __always_inline int count_func(u32 slot)
 #define FUNC_SLOT(i) int on_func_##i(struct pt_regs *ctx) { return count_func(i); }
 FUNC_SLOT(0) FUNC_SLOT(1) FUNC_SLOT(2) FUNC_SLOT(3)
 FUNC_SLOT(4) FUNC_SLOT(5) FUNC_SLOT(6) FUNC_SLOT(7)
+
+// --- Egress, at the socket layer of the client's cgroup -------------------------------------
+// Attached by the loader to each invocation's cgroup: connect (TCP, and UDP connect), UDP
+// sendmsg with a destination (sendto/sendmsg/sendmmsg on an unconnected socket, io_uring
+// submissions alike), and every packet a socket of the cgroup emits. Aggregated in the kernel
+// per destination; the first sighting of a destination is also a ring-buffer event.
+struct cg_conf { u32 inv; u32 deny; };
+BPF_HASH(cg_inv, u64, struct cg_conf, 256);       // client cgroup id -> invocation, mode
+struct dest_key { u32 inv; u16 family; u16 port; u8 addr[16]; };
+BPF_HASH(egress_allow, struct dest_key, u8, 256);  // what the contract allows (receiver, proxy)
+
+enum egress_kind { EG_CONNECT = 1, EG_SENDMSG = 2 };
+struct egress_key { u32 inv; u32 pid; u16 kind; u16 family; u16 port; u16 proto; u8 addr[16]; };
+struct egress_val { u64 calls; u64 refused; u64 first; u64 last; };
+BPF_HASH(egress, struct egress_key, struct egress_val, 4096);
+
+struct flow_key { u32 inv; u16 family; u16 port; u8 proto; u8 pad[3]; u8 addr[16]; };
+struct flow_val { u64 packets; u64 bytes; u64 first; u64 last; u64 dropped; };
+BPF_HASH(flows, struct flow_key, struct flow_val, 4096);
+
+static __always_inline int allowed(u32 inv, u16 family, u16 port, const u8 *addr)
+{
+    struct dest_key k = { .inv = inv, .family = family, .port = port };
+    __builtin_memcpy(k.addr, addr, 16);
+    return egress_allow.lookup(&k) != 0;
+}
+
+static __always_inline int sock_addr(struct bpf_sock_addr *ctx, u16 kind, u16 family)
+{
+    u64 cg = bpf_get_current_cgroup_id();
+    struct cg_conf *conf = cg_inv.lookup(&cg);
+    if (!conf)
+        return 1;
+    u32 inv = conf->inv;
+    struct egress_key k = { .inv = inv, .kind = kind, .family = family };
+    k.pid = bpf_get_current_pid_tgid() >> 32;
+    k.port = ntohs((u16)ctx->user_port);
+    k.proto = (u16)(ctx->type << 8 | (ctx->protocol & 0xff));
+    if (family == AF_INET) {
+        u32 ip = ctx->user_ip4;
+        __builtin_memcpy(k.addr, &ip, 4);
+    } else {
+        u32 ip6[4];
+        ip6[0] = ctx->user_ip6[0];
+        ip6[1] = ctx->user_ip6[1];
+        ip6[2] = ctx->user_ip6[2];
+        ip6[3] = ctx->user_ip6[3];
+        __builtin_memcpy(k.addr, ip6, 16);
+    }
+    int ok = allowed(inv, family, k.port, k.addr);
+    int refuse = !ok && conf->deny;
+    u64 now = bpf_ktime_get_ns();
+    struct egress_val *v = egress.lookup(&k);
+    if (v) {
+        __sync_fetch_and_add(&v->calls, 1);
+        if (refuse)
+            __sync_fetch_and_add(&v->refused, 1);
+        v->last = now;
+    } else {
+        struct egress_val fresh = { .calls = 1, .refused = refuse, .first = now, .last = now };
+        if (egress.update(&k, &fresh))
+            add(inv, CTR_LOST_EVENTS, 1);
+        struct event *e = reserve(inv);
+        if (e) {
+            e->kind = EV_EGRESS;
+            e->family = family;
+            e->port = k.port;
+            e->other = k.proto | (u32)kind << 16;
+            e->ret = refuse ? -1 : 0;   // -EPERM for the caller
+            __builtin_memcpy(e->addr, k.addr, 16);
+            events.ringbuf_submit(e, 0);
+        }
+    }
+    return refuse ? 0 : 1;
+}
+
+int egress_connect4(struct bpf_sock_addr *ctx) { return sock_addr(ctx, EG_CONNECT, AF_INET); }
+int egress_connect6(struct bpf_sock_addr *ctx) { return sock_addr(ctx, EG_CONNECT, AF_INET6); }
+int egress_sendmsg4(struct bpf_sock_addr *ctx) { return sock_addr(ctx, EG_SENDMSG, AF_INET); }
+int egress_sendmsg6(struct bpf_sock_addr *ctx) { return sock_addr(ctx, EG_SENDMSG, AF_INET6); }
+
+// Every packet a socket of the cgroup emits, by the destination in its own headers (an
+// unconnected socket's datagrams carry no peer in the socket): packets, bytes, first and last.
+int egress_packets(struct __sk_buff *skb)
+{
+    u64 cg = bpf_skb_cgroup_id(skb);
+    struct cg_conf *conf = cg_inv.lookup(&cg);
+    if (!conf)
+        return 1;
+    struct flow_key k = { .inv = conf->inv };
+    u8 vihl = 0;
+    if (bpf_skb_load_bytes(skb, 0, &vihl, 1))
+        return 1;
+    u32 l4 = 0;
+    if ((vihl >> 4) == 4) {
+        k.family = AF_INET;
+        bpf_skb_load_bytes(skb, 9, &k.proto, 1);
+        bpf_skb_load_bytes(skb, 16, k.addr, 4);
+        l4 = (vihl & 0xf) * 4;
+    } else if ((vihl >> 4) == 6) {
+        k.family = AF_INET6;
+        bpf_skb_load_bytes(skb, 6, &k.proto, 1);
+        bpf_skb_load_bytes(skb, 24, k.addr, 16);
+        l4 = 40;
+    }
+    if (k.proto == IPPROTO_TCP || k.proto == IPPROTO_UDP) {
+        u16 port = 0;
+        bpf_skb_load_bytes(skb, l4 + 2, &port, 2);
+        k.port = ntohs(port);
+    }
+    int drop = conf->deny && !allowed(conf->inv, k.family, k.port, k.addr);
+    u64 now = bpf_ktime_get_ns();
+    struct flow_val *v = flows.lookup(&k);
+    if (v) {
+        __sync_fetch_and_add(&v->packets, 1);
+        __sync_fetch_and_add(&v->bytes, skb->len);
+        if (drop)
+            __sync_fetch_and_add(&v->dropped, 1);
+        v->last = now;
+    } else {
+        struct flow_val fresh = { .packets = 1, .bytes = skb->len, .first = now, .last = now,
+                                  .dropped = drop };
+        if (flows.update(&k, &fresh))
+            add(conf->inv, CTR_LOST_EVENTS, 1);
+    }
+    return drop ? 0 : 1;
+}

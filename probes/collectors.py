@@ -1,7 +1,9 @@
 """Choosing a kernel collector, with every missing capability said out loud.
 
     collector, missing = open_collector("auto", functions=("hash_file",))
-    proc = collector.launch(invocation, argv, source)   # its own session: kill the group
+    collector.watch_cgroup(invocation, cgroup, allowed=[("127.0.0.1", port)], deny=False)
+    proc = collector.launch(invocation, argv, source, client=path)   # argv may wrap the client
+    collector.egress(invocation)                        # where the cgroup's sockets sent
     collector.snapshot(invocation); collector.poll_events(); collector.finish(invocation)
     collector.close()
 
@@ -16,7 +18,16 @@ from typing import Protocol
 
 from probes.bcc_collector import BccCollector, CollectorUnavailable
 from probes.capability import Capability
-from probes.kernel import COUNTERS, ConnectEvent, CounterSnapshot, FileEvent, ProcessEvent
+from probes.kernel import (
+    COUNTERS,
+    ConnectEvent,
+    CounterSnapshot,
+    EgressEvent,
+    EgressTotals,
+    FileEvent,
+    NoEgressView,
+    ProcessEvent,
+)
 from probes.strace_collector import StraceCollector
 
 KINDS = ("auto", "bcc", "strace", "none")
@@ -27,9 +38,13 @@ class Collector(Protocol):
     functions: tuple[str, ...]
 
     def launch(self, invocation: int, argv: list[str], source: Path | None,
-               **popen_kwargs) -> subprocess.Popen: ...
+               client: Path | None = None, **popen_kwargs) -> subprocess.Popen: ...
+    def watch_cgroup(self, invocation: int, cgroup_dir: Path, cgroup_id: int,
+                     allowed: list[tuple[str, int]], deny: bool) -> bool: ...
+    def unwatch_cgroup(self, invocation: int) -> None: ...
+    def egress(self, invocation: int) -> EgressTotals | None: ...
     def snapshot(self, invocation: int) -> CounterSnapshot: ...
-    def poll_events(self) -> list[ConnectEvent | ProcessEvent | FileEvent]: ...
+    def poll_events(self) -> list[ConnectEvent | ProcessEvent | FileEvent | EgressEvent]: ...
     def live_tasks(self, invocation: int) -> list[int] | None: ...
     def finish(self, invocation: int) -> CounterSnapshot: ...
     def release(self, client: Path) -> None: ...
@@ -46,10 +61,20 @@ class BccLauncher:
         self._bcc = BccCollector(functions)
         self.functions = self._bcc.functions
 
-    def launch(self, invocation, argv, source, **popen_kwargs):
-        with self._bcc.launching(invocation, Path(argv[0]), source):
+    def launch(self, invocation, argv, source, client=None, **popen_kwargs):
+        with self._bcc.launching(invocation, Path(client or argv[0]), source):
             return subprocess.Popen([str(a) for a in argv], start_new_session=True,
                                     **popen_kwargs)
+
+    def watch_cgroup(self, invocation, cgroup_dir, cgroup_id, allowed, deny):
+        self._bcc.watch_cgroup(invocation, cgroup_dir, cgroup_id, allowed, deny)
+        return True
+
+    def unwatch_cgroup(self, invocation):
+        self._bcc.unwatch_cgroup(invocation)
+
+    def egress(self, invocation):
+        return self._bcc.egress(invocation)
 
     def snapshot(self, invocation):
         return self._bcc.snapshot(invocation)
@@ -73,7 +98,7 @@ class BccLauncher:
         self._bcc.close()
 
 
-class NoCollector:
+class NoCollector(NoEgressView):
     """No kernel view at all: every counter is unobserved."""
 
     name = "none"
@@ -81,8 +106,9 @@ class NoCollector:
     def __init__(self, functions: tuple[str, ...] = ()):
         self.functions = tuple(functions)
 
-    def launch(self, invocation, argv, source, **popen_kwargs):
+    def launch(self, invocation, argv, source, client=None, **popen_kwargs):
         return subprocess.Popen([str(a) for a in argv], start_new_session=True, **popen_kwargs)
+
 
     def snapshot(self, invocation):
         return CounterSnapshot(time.monotonic_ns(), invocation, {}, unobserved=COUNTERS)

@@ -23,7 +23,17 @@ COUNTERS = (
     "execs",               # execs by tracked processes (the launch itself included)
     "lost_events",         # events dropped because the ring buffer was full
     "file_ops",            # successful opens, unlinks, renames, mkdirs, truncates (FileEvent)
+    "busy_ns",             # on-CPU time in stretches of >= BUSY_MIN_NS with no progress syscall
+    "busy_stretches",      # how many such stretches
+    "busy_max_ns",         # the longest on-CPU stretch without a progress syscall (a maximum)
+    "source_mmaps",        # mmap() of a source descriptor: reads through it are not syscalls
+    "leftover_tasks",      # tasks of the tree alive when the launched process ended
 )
+
+# Counters that are maxima, not sums: per-CPU values merge with max().
+MAXIMA = ("busy_max_ns",)
+# A syscall-free on-CPU stretch shorter than this is ordinary computation between syscalls.
+BUSY_MIN_NS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,32 @@ class ProcessEvent:
     comm: str
     child_pid: int | None = None   # fork only
     filename: str | None = None    # exec only
+    root: bool = False             # exit only: the process evlab launched
+    leftovers: int | None = None   # exit of the root: tasks of its tree still alive then
+
+
+@dataclass(frozen=True)
+class EgressEvent:
+    """A destination the client's cgroup sent to, first sighting (per pid, call kind and
+    destination), from the cgroup socket hooks: whatever syscall or io_uring path made it."""
+
+    t_ns: int
+    invocation: int
+    pid: int
+    kind: str            # "connect" or "sendmsg" (a datagram with its own destination)
+    family: str          # "AF_INET" or "AF_INET6"
+    protocol: str        # "tcp", "udp", "icmp", or the socket type/protocol numbers
+    address: str
+    port: int
+    refused: bool        # --deny-egress refused it (EPERM)
+
+
+@dataclass(frozen=True)
+class EgressTotals:
+    """The in-kernel aggregates of one invocation's egress, read when it ends."""
+
+    calls: tuple[dict, ...]   # pid, kind, protocol, address, port, calls, refused, first/last_ns
+    flows: tuple[dict, ...]   # protocol, address, port, packets, bytes, dropped, first/last_ns
 
 
 FILE_OPS = {1: "open", 2: "unlink", 3: "rmdir", 4: "rename", 5: "mkdir", 6: "truncate",
@@ -90,3 +126,16 @@ class FileEvent:
         if self.op != "open":
             return True
         return bool(self.flags & 0o3) or bool(self.flags & (0o100 | 0o1000 | 0o2000))
+
+
+class NoEgressView:
+    """For collectors without the cgroup socket hooks: no egress is seen, and that is said."""
+
+    def watch_cgroup(self, invocation, cgroup_dir, cgroup_id, allowed, deny) -> bool:
+        return False   # destination-only stays inconclusive without the socket layer's view
+
+    def unwatch_cgroup(self, invocation) -> None:
+        pass
+
+    def egress(self, invocation) -> None:
+        return None

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from probes.capability import Capability
-from probes.kernel import COUNTERS, ConnectEvent, CounterSnapshot, ProcessEvent
+from probes.kernel import COUNTERS, ConnectEvent, CounterSnapshot, NoEgressView, ProcessEvent
 from probes.owned_tmp import make_owned_dir
 from probes.tail import LineTail
 
-UNOBSERVED = ("switches_out", "oncpu_ns", "file_ops")
+UNOBSERVED = ("switches_out", "oncpu_ns", "file_ops", "busy_ns", "busy_stretches", "busy_max_ns",
+              "source_mmaps", "leftover_tasks")
 _LINE = re.compile(r"^(\d+)\s+(\d+)\.(\d+) (.*)$")
 _CALL = re.compile(r"^(\w+)\((.*)\)\s+=\s+(-?\d+|\?)(.*)$")
 _FD = re.compile(r"(\d+)<([^>]*)>")
@@ -52,7 +53,7 @@ class _Trace:
         self.tail = LineTail(self.path)
 
 
-class StraceCollector:
+class StraceCollector(NoEgressView):
     name = "strace"
 
     def __init__(self, functions: tuple[str, ...] = ()):
@@ -74,7 +75,8 @@ class StraceCollector:
                            "use the BCC collector: run as root after `make setup`")]
 
     def launch(self, invocation: int, argv: list[str], source: Path | None,
-               **popen_kwargs) -> subprocess.Popen:
+               client: Path | None = None, **popen_kwargs) -> subprocess.Popen:
+        # strace follows the whole launch chain (the sandbox's own start-up included).
         out = self._dir / f"inv-{invocation}.strace"
         self._traces[invocation] = _Trace(invocation, out,
                                           str(Path(source).resolve()) if source else None)

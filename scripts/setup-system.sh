@@ -5,7 +5,9 @@
 set -euo pipefail
 
 PKGS=(gcc make libssl-dev strace tmux iproute2 tcpdump tshark bpftrace
-      bpfcc-tools python3-bpfcc libbpfcc linux-headers-amd64)
+      bpfcc-tools python3-bpfcc libbpfcc linux-headers-amd64 bubblewrap util-linux)
+# The tests grade an honest Node.js client: Debian's nodejs unless a node is already there.
+command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
 
 say() { echo "setup: $*" >&2; }
 
@@ -26,6 +28,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The unprivileged user graded clients run as, inside the sandbox (probes/sandbox.py).
+if ! id evlab-client >/dev/null 2>&1; then
+  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin evlab-client
+  say "created the sandbox user evlab-client"
 fi
 
 # BCC looks for headers under /lib/modules/$(uname -r); this kernel ships none, so point

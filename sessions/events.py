@@ -45,6 +45,17 @@ class StaleCleaned(Event):
 
 
 @dataclass(frozen=True)
+class SandboxSet(Event):
+    """How every client of the session is confined (probes/sandbox.py), exactly."""
+
+    enabled: bool
+    summary: str                    # one line: user, namespaces, limits; or why there is none
+    settings: dict                  # SandboxSettings as a dict (the archive's record)
+    cgroups: str                    # the cgroup layout and where limits come from
+    deny_egress: bool
+
+
+@dataclass(frozen=True)
 class ScenarioStarted(Event):
     scenario: str
     client_path: str
@@ -152,6 +163,48 @@ class CleanupObserved(Event):
     cwd_files: tuple[str, ...]      # files left in its working directory
     store_files: tuple[str, ...]    # files in the receiver's store besides the saved backup
     kernel_view: bool               # leftovers seen by the kernel (else: session scan only)
+    left_at_exit: tuple[str, ...] = ()  # "pid comm" still running when the launched process
+                                        # ended (the sandbox's pid namespace then killed them)
+
+
+@dataclass(frozen=True)
+class BoundaryObserved(Event):
+    """The invocation's cgroup when it ended: the whole tree's CPU (exited children included),
+    its memory peak, the limits it hit, tasks still in it, whether the egress hooks watched."""
+
+    scenario: str
+    invocation: int
+    cpu_ns: int | None
+    memory_peak: int | None
+    limit_hits: dict                # "memory": OOM kills, "pids": forks refused
+    tasks_left: int
+    egress_watched: bool
+
+
+@dataclass(frozen=True)
+class EgressObserved(Event):
+    """A destination a socket of the client's cgroup used (first sighting per pid and kind),
+    seen at the socket layer whatever syscall or io_uring path produced it."""
+
+    scenario: str
+    invocation: int
+    pid: int
+    kind: str                       # connect, or sendmsg (a datagram with its own destination)
+    family: str
+    protocol: str                   # tcp, udp, ...
+    address: str
+    port: int
+    refused: bool                   # --deny-egress refused it (EPERM)
+
+
+@dataclass(frozen=True)
+class EgressSummary(Event):
+    """The kernel's per-destination totals for an invocation: socket calls and packets."""
+
+    scenario: str
+    invocation: int
+    calls: tuple[dict, ...]         # pid kind protocol address port calls refused first/last_ns
+    flows: tuple[dict, ...]         # protocol address port packets bytes dropped first/last_ns
 
 
 @dataclass(frozen=True)
@@ -309,10 +362,10 @@ class SessionEnded(Event):
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls for cls in (
-        SessionStarted, CapabilityMissing, StaleCleaned, GradeStarted, ScenarioStarted,
-        PhaseChanged, ClientLaunched, CounterSample, ConnectObserved, ProcessObserved,
-        FileObserved, PacketSeen, PacketStats, ServerRecord, ClientClaim, ClientExited,
-        CleanupObserved, LifecycleCheck, ProcessMetrics, VerifierResult, Verdict, GateResult,
+        SessionStarted, CapabilityMissing, StaleCleaned, SandboxSet, GradeStarted,
+        ScenarioStarted, PhaseChanged, ClientLaunched, CounterSample, ConnectObserved,
+        EgressObserved, ProcessObserved, FileObserved, PacketSeen, PacketStats, ServerRecord,
+        ClientClaim, ClientExited, CleanupObserved, BoundaryObserved, EgressSummary, LifecycleCheck, ProcessMetrics, VerifierResult, Verdict, GateResult,
         RiskFinding, RiskScan, ScenarioJudged, AttemptJudged, SessionEnded)
 }
 

@@ -75,6 +75,7 @@ def cleanup(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) ->
                            evidence)
         temp = [f for f in c.cwd_files if is_temp(f)]
         for what, items in (("process(es) still running", c.leftover),
+                            ("process(es) running when it ended", c.left_at_exit),
                             ("listening socket(s)", c.listening),
                             ("temporary file(s) in its working directory", temp),
                             ("file(s) in the receiver's store", c.store_files)):

@@ -140,7 +140,7 @@ def _running(pid: int) -> bool:
 
 def cleanup_check(scenario: str, n: int, client_pid: int,
                   live_tasks: Callable[[], list[int] | None], cwd: Path,
-                  store: Path) -> CleanupObserved:
+                  store: Path, left_at_exit: tuple[str, ...] = ()) -> CleanupObserved:
     """What the exited invocation left behind; its leftover processes are killed whatever
     happens while looking."""
     try:
@@ -149,7 +149,7 @@ def cleanup_check(scenario: str, n: int, client_pid: int,
         return CleanupObserved(
             time.monotonic_ns(), scenario, n, tuple(_describe(p) for p in sorted(pids)),
             tuple(_listening(pids)), _files(cwd), _files(store, skip={BACKUP_NAME}),
-            kernel_view=tasks is not None)
+            kernel_view=tasks is not None, left_at_exit=left_at_exit)
     finally:
         kill_leftovers(client_pid, live_tasks)
 

@@ -6,6 +6,7 @@ and teardown. Teardown runs in `finally`, so an exception, Ctrl-C or SIGTERM (tu
 KeyboardInterrupt by the CLI) leaves no process, port, BPF attachment or temp directory.
 """
 
+import dataclasses
 import json
 import os
 import platform
@@ -24,10 +25,13 @@ from fixture.source import SIZE, write_source, write_stale_backup
 from fixture.verifier import verify
 from probes import procmetrics
 from probes.capability import Capability
+from probes.cgroup import ClientCgroup, Limits, find_layout
+from probes.cgroup import sweep_stale as sweep_stale_cgroups
 from probes.collectors import Collector, open_collector
-from probes.kernel import ConnectEvent, FileEvent
+from probes.kernel import ConnectEvent, EgressEvent, FileEvent
 from probes.owned_tmp import make_owned_dir, sweep_stale
 from probes.packets import CaptureUnavailable, PacketCapture
+from probes.sandbox import Sandbox, SandboxLimits, SandboxSettings, unmount_under
 from probes.tail import LineTail
 from sessions.contract import load_contract
 from sessions.events import (
@@ -36,7 +40,10 @@ from sessions.events import (
     ClientExited,
     ClientLaunched,
     ConnectObserved,
+    BoundaryObserved,
     CounterSample,
+    EgressObserved,
+    EgressSummary,
     FileObserved,
     GradeStarted,
     LifecycleCheck,
@@ -45,6 +52,7 @@ from sessions.events import (
     PhaseChanged,
     ProcessMetrics,
     ProcessObserved,
+    SandboxSet,
     ScenarioStarted,
     ServerRecord,
     SessionEnded,
@@ -79,6 +87,9 @@ class Options:
     packets: str = "on"          # on, off, required
     functions: tuple[str, ...] = ("hash_file", "send_payload", "busy_wait")
     noise: tuple[str, ...] = ()  # ambient noise for every scenario (sessions/noise.py kinds)
+    sandbox: str = "auto"        # auto (when it can be built), required, off (--no-sandbox)
+    deny_egress: bool = False    # refuse every destination but the receiver (EPERM)
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
 
 
 class _Tail(LineTail):
@@ -95,7 +106,8 @@ class _Live:
     scenario: Scenario
     workdir: Path
     source: Path
-    client_home: Path | None = None  # grading: the client's own dir (its cwds, its source copy)
+    client_home: Path | None = None  # the client's own dir: its cwds and its source copy
+    home: Path | None = None         # in it, what the client may see (a tmpfs when sandboxed)
     injector: Injector | None = None
     noise: Noise | None = None
     decoy: object = None
@@ -107,6 +119,9 @@ class _Live:
     inv_id: int = 0
     tails: dict = field(default_factory=dict)
     open_connections: int = 0
+    cgroup: ClientCgroup | None = None   # the running invocation's cgroup
+    root_exited: bool = False            # the launched process has ended (kernel view)
+    left_at_exit: list = field(default_factory=list)   # "pid comm" alive when it ended
 
 
 class Session:
@@ -120,15 +135,20 @@ class Session:
         self._tmp: Path | None = None
         self.collector: Collector | None = None
         self.packets_mode = "off"
+        self.layout = find_layout()
+        self.sandbox: Sandbox | None = None
 
     # --- session ----------------------------------------------------------------------
     def open(self, scenarios: list[Scenario]) -> None:
-        stale = sweep_stale()  # what a run killed with SIGKILL left behind
+        # What a run killed with SIGKILL left behind: its cgroups (and what still runs in
+        # them), then its temp directories.
+        stale = sweep_stale_cgroups(self.layout) + sweep_stale()
         functions = tuple(dict.fromkeys(self.options.functions))
+        self.sandbox, box_gap = self._open_sandbox()
+        self._check_reachable(scenarios)
         self.collector, missing = open_collector(self.options.collector, functions)
         self.packets_mode, packet_gap = self._probe_packets()
-        if packet_gap:
-            missing.append(packet_gap)
+        missing += [gap for gap in (packet_gap, self.layout.capability(), box_gap) if gap]
         self._tmp = make_owned_dir("evlab-session-")
         self.source = write_source(self._tmp / "source.bin")
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -142,6 +162,34 @@ class Session:
                                                   cap.fix))
         for line in stale:
             self.stream.publish(StaleCleaned(time.monotonic_ns(), line))
+        settings = (self.sandbox.settings() if self.sandbox else
+                    SandboxSettings(False, why_not=box_gap.detail if box_gap else ""))
+        self.stream.publish(SandboxSet(
+            time.monotonic_ns(), settings.enabled, settings.describe(), dataclasses.asdict(settings),
+            self.layout.describe(), self.options.deny_egress))
+
+    def _open_sandbox(self) -> tuple[Sandbox | None, Capability | None]:
+        if self.options.sandbox == "off":
+            return None, Capability("sandbox", False, "the client runs unconfined, as evlab's "
+                                    "user (--no-sandbox)", "drop --no-sandbox")
+        box, gap = Sandbox.open(self.options.limits)
+        if box is None and self.options.sandbox == "required":
+            raise RunError(f"the sandbox cannot be built here: {gap.detail} (fix: {gap.fix}; "
+                           "or pass --no-sandbox to run the client unconfined)")
+        return box, gap
+
+    def _check_reachable(self, scenarios: list[Scenario]) -> None:
+        """Before anything starts: every client exists and the sandbox user can reach it."""
+        for s in scenarios:
+            if not s.client.is_file():
+                raise RunError(f"{s.file or s.id}: client executable not found: {s.client} "
+                               "(run `make clients` for the fixture's builds)")
+            if self.sandbox is not None:
+                problem = self.sandbox.unreachable(_program_paths(s))
+                if problem:
+                    raise RunError(f"{s.id}: the sandboxed client cannot reach its program: "
+                                   f"{problem} (move it somewhere others may read, or pass "
+                                   "--no-sandbox)")
 
     def _probe_packets(self) -> tuple[str, Capability | None]:
         if self.options.packets == "off":
@@ -176,12 +224,14 @@ class Session:
         live = _Live(scenario, workdir, self.source)
         try:
             self._phase(scenario, "setup")
-            if scenario.lifecycle:
-                # Fresh state per attempt, and nothing of evlab's within the client's reach: its
-                # source copy and working directories live apart from the store and records.
-                live.client_home = make_owned_dir("evlab-client-")
-                (live.client_home / "source").mkdir()
-                live.source = write_source(live.client_home / "source" / "source.bin")
+            # Fresh state per scenario, and nothing of evlab's within the client's reach: its
+            # source copy and working directories live apart from the store and records.
+            live.client_home = make_owned_dir("evlab-client-")
+            os.chmod(live.client_home, 0o711)   # the sandbox user binds what is inside
+            live.home = (self.sandbox.make_home(live.client_home / "home") if self.sandbox
+                         else live.client_home)
+            (live.home / "source").mkdir(mode=0o755)
+            live.source = write_source(live.home / "source" / "source.bin")
             try:
                 self._run(live)
             except ServerStartError as e:
@@ -241,9 +291,6 @@ class Session:
     def _publish_started(self, live: _Live) -> None:
         """ScenarioStarted: with port 0 for a server that did not start."""
         s = live.scenario
-        if not s.client.is_file():
-            raise RunError(f"{s.file}: client executable not found: {s.client} "
-                           "(run `make clients` for the fixture's builds)")
         receiver = live.injector.receiver.port if live.injector else 0
         self.stream.publish(ScenarioStarted(
             time.monotonic_ns(), s.id, str(s.client), s.client_sha256(), s.expect_fail,
@@ -263,10 +310,14 @@ class Session:
             if live.capture is not None:
                 live.capture.add_ports({port})
         argv = s.argv(HOST, port, live.source, live.decoy.port)
-        cwd = (live.client_home or live.workdir) / f"run-{n}"
-        cwd.mkdir()
+        cwd = live.home / f"run-{n}"
+        if self.sandbox:
+            self.sandbox.workdir(cwd)
+        else:
+            cwd.mkdir()
+        launch = self._enter_boundary(live, n, inv_id, argv, cwd, port)
         started = time.monotonic_ns()
-        proc = self.collector.launch(inv_id, argv, live.source, cwd=cwd,
+        proc = self.collector.launch(inv_id, launch, live.source, client=s.client, cwd=cwd,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      stdin=subprocess.DEVNULL,
                                      env=_client_env(s, cwd))
@@ -286,8 +337,9 @@ class Session:
         if s.lifecycle:
             self._pump(live, n, inv_id)
             self.stream.publish(cleanup_check(
-                s.id, n, proc.pid, lambda: self.collector.live_tasks(inv_id), cwd,
-                live.workdir / "store"))
+                s.id, n, proc.pid, lambda: self._live_tasks(live, inv_id), cwd,
+                live.workdir / "store", tuple(live.left_at_exit)))
+        self._leave_boundary(live, n, inv_id)
         live.injector.disarm()  # heal: no fault outlives its invocation
         final = self.collector.finish(inv_id)
         self._pump(live, n, inv_id)
@@ -299,6 +351,54 @@ class Session:
             stats = live.capture.stats()
             self.stream.publish(PacketStats(time.monotonic_ns(), s.id, n, stats.kept,
                                             stats.dropped_by_kernel, f"{s.id}.pcap"))
+
+    # --- the client's boundary: its cgroup and sandbox ------------------------------------------
+    def _enter_boundary(self, live: _Live, n: int, inv_id: int, argv: list[str], cwd: Path,
+                        port: int) -> list[str]:
+        """A fresh cgroup for the invocation (limits, accounting, egress hooks) and the
+        sandbox around the client: the argv that launches it inside both."""
+        s, lim = live.scenario, self.options.limits
+        live.root_exited, live.left_at_exit = False, []
+        launch = argv
+        if self.sandbox is not None:
+            launch = self.sandbox.wrap(argv, cwd, live.source.parent, _program_paths(s))
+        if self.layout.capability() is None:
+            live.cgroup = ClientCgroup.create(
+                self.layout, f"inv{inv_id}", Limits(lim.memory_bytes if self.sandbox else None,
+                                                    lim.pids if self.sandbox else None))
+            launch = live.cgroup.join_argv() + launch
+            self.collector.watch_cgroup(inv_id, live.cgroup.dirs["v2"], live.cgroup.id,
+                                        [(HOST, port)], self.options.deny_egress)
+        return launch
+
+    def _live_tasks(self, live: _Live, inv_id: int) -> list[int] | None:
+        """Tasks of the invocation still running: the kernel's view of its tree, and whatever
+        is in its cgroup."""
+        tasks = self.collector.live_tasks(inv_id)
+        if live.cgroup is None:
+            return tasks
+        return sorted(set(tasks or ()) | set(live.cgroup.census()))
+
+    def _leave_boundary(self, live: _Live, n: int, inv_id: int) -> None:
+        """What the cgroup saw (CPU of the whole tree, memory, limits hit, egress), then empty
+        and remove it: nothing of the invocation outlives it."""
+        cg, s = live.cgroup, live.scenario
+        if cg is None:
+            return
+        try:
+            self._pump(live, n, inv_id)
+            left = cg.census()
+            totals = self.collector.egress(inv_id)
+            self.stream.publish(BoundaryObserved(
+                time.monotonic_ns(), s.id, n, cg.cpu_ns(), cg.memory_peak(), cg.limit_hits(),
+                len(left), totals is not None))
+            if totals is not None:
+                self.stream.publish(EgressSummary(time.monotonic_ns(), s.id, n, totals.calls,
+                                                  totals.flows))
+        finally:
+            self.collector.unwatch_cgroup(inv_id)
+            cg.remove()
+            live.cgroup = None
 
     def _watch(self, live, n, inv_id, proc, started) -> tuple[int, int | None, bool]:
         """Pump evidence until the client exits or its timeout passes (then kill its group)."""
@@ -324,16 +424,31 @@ class Session:
             time.sleep(POLL_S)
 
     def _pump(self, live: _Live, n: int, inv_id: int) -> None:
-        self._pump_kernel(live.scenario.id, n, inv_id)
+        self._pump_kernel(live, live.scenario.id, n, inv_id)
         self._pump_packets(live, n)
         self._pump_records(live, n)
 
-    def _pump_kernel(self, s: str, n: int, inv_id: int) -> None:
+    @staticmethod
+    def _note_exit(live: _Live, e) -> None:
+        """Processes of the tree that were still running when the launched one ended: in the
+        sandbox the end of its pid namespace kills them at once, so the kernel's exit events
+        are the record of what the client left running."""
+        if e.kind != "exit" or e.invocation != live.inv_id:
+            return
+        if e.root:
+            live.root_exited = True
+        elif live.root_exited:
+            live.left_at_exit.append(f"{e.pid} {e.comm}")
+
+    def _pump_kernel(self, live: _Live, s: str, n: int, inv_id: int) -> None:
         snap = self.collector.snapshot(inv_id)
         self.stream.publish(CounterSample(snap.t_ns, s, n, snap.counters, snap.functions,
                                           snap.unobserved))
         for e in self.collector.poll_events():
-            if isinstance(e, ConnectEvent):
+            if isinstance(e, EgressEvent):
+                self.stream.publish(EgressObserved(e.t_ns, s, n, e.pid, e.kind, e.family,
+                                                   e.protocol, e.address, e.port, e.refused))
+            elif isinstance(e, ConnectEvent):
                 self.stream.publish(ConnectObserved(e.t_ns, s, n, e.pid, e.family, e.address,
                                                     e.port, e.result))
             elif isinstance(e, FileEvent):
@@ -342,6 +457,7 @@ class Session:
             else:
                 self.stream.publish(ProcessObserved(e.t_ns, s, n, e.kind, e.pid, e.child_pid,
                                                     e.filename))
+                self._note_exit(live, e)
 
     def _pump_packets(self, live: _Live, n: int) -> None:
         if live.capture is not None:
@@ -434,8 +550,12 @@ class Session:
             live.client.wait()
         if live.client_pid and self.collector is not None:
             # Whatever the last client left running (also when interrupted mid-invocation),
-            # found by its session and the kernel's view of its tree.
-            kill_leftovers(live.client_pid, lambda: self.collector.live_tasks(live.inv_id))
+            # found by its session, the kernel's view of its tree and its cgroup.
+            kill_leftovers(live.client_pid, lambda: self._live_tasks(live, live.inv_id))
+            if live.cgroup is not None:
+                self.collector.unwatch_cgroup(live.inv_id)
+                live.cgroup.remove()
+                live.cgroup = None
         if self.collector is not None:
             self.collector.release(live.scenario.client)
         if live.noise is not None:
@@ -452,6 +572,7 @@ class Session:
                 shutil.copy(record, self.out_dir / f"{live.scenario.id}.{name}.jsonl")
         shutil.rmtree(live.workdir, ignore_errors=True)
         if live.client_home is not None:
+            unmount_under(live.client_home)
             shutil.rmtree(live.client_home, ignore_errors=True)
 
 
@@ -460,6 +581,12 @@ def _client_env(s: Scenario, cwd: Path) -> dict[str, str] | None:
     if s.env is None:
         return None
     return {name: value.replace("{cwd}", str(cwd)) for name, value in s.env}
+
+
+def _program_paths(s: Scenario) -> tuple[Path, ...]:
+    """What the sandboxed client is shown of its program: the executable and the directories
+    of the command's own files (a script and the modules beside it)."""
+    return (s.client, *sorted({Path(f).parent for f in s.own_files}))
 
 
 def _kill_group(pid: int) -> None:

@@ -1,0 +1,207 @@
+"""The sandbox every client runs in: judge and judged never share a room.
+
+    box = Sandbox.open(Limits(...))             # None + a Capability when it cannot be built
+    home = box.make_home(path)                  # a size-limited tmpfs for its files
+    argv, fds = box.wrap(client_argv, cwd=..., source_dir=..., program_paths=[...])
+
+The launched chain is `sh` (joins the client's cgroup, see probes/cgroup.py) -> `prlimit`
+(open files, CPU seconds, no core dumps) -> `setpriv` (the unprivileged user made by
+`make setup`, no groups, no_new_privs) -> `bwrap` (Debian's bubblewrap, run unprivileged: a
+user namespace with further user namespaces disabled, its own PID, IPC, UTS and cgroup
+namespaces, every capability dropped, a new session) -> the client. In its mount namespace the
+client sees the system's read-only directories, its program files read-only, its source
+directory read-only and its working directory — nothing of evlab's (session directory, store,
+records, fault files, outputs) exists there. bwrap resolves the binds as the sandbox user, so
+they must be reachable by it (`unreachable` says which is not, before anything runs).
+
+The network namespace is the host's: the receiver listens on its loopback. What the client may
+contact is watched and (with --deny-egress) enforced by the cgroup hooks (probes/collector.bpf.c).
+When the launched process ends, bwrap's init ends and the kernel kills whatever the client left
+in its PID namespace; the kernel's view of the tree records what that was (leftover_tasks).
+"""
+
+import os
+import pwd
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from probes.capability import Capability
+
+USER = "evlab-client"
+SYSTEM_DIRS = ("/usr", "/etc", "/opt")
+MERGED = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")   # symlinks into /usr (or dirs)
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    memory_bytes: int = 512 << 20     # the cgroup's memory (tmpfs pages it writes included)
+    pids: int = 256                   # tasks alive at once in the cgroup
+    cpu_s: int = 60                   # RLIMIT_CPU per process (SIGKILL at the limit)
+    open_files: int = 1024            # RLIMIT_NOFILE
+    disk_bytes: int = 256 << 20       # the working directory's tmpfs
+
+    def describe(self) -> str:
+        return (f"memory {self.memory_bytes >> 20} MiB, {self.pids} tasks, {self.cpu_s} CPU-s "
+                f"per process, {self.open_files} open files, disk {self.disk_bytes >> 20} MiB")
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    """Exactly how a client was confined: recorded in the session's events and archive."""
+
+    enabled: bool
+    user: str = ""
+    uid: int = 0
+    gid: int = 0
+    bwrap: str = ""
+    namespaces: tuple[str, ...] = ()
+    limits: dict | None = None
+    why_not: str = ""                 # enabled=False: the reason (--no-sandbox, unavailable)
+
+    def describe(self) -> str:
+        if not self.enabled:
+            return f"no sandbox ({self.why_not})"
+        return (f"bubblewrap as {self.user} (uid {self.uid}), namespaces "
+                f"{'+'.join(self.namespaces)}, no capabilities, no_new_privs; "
+                + SandboxLimits(**self.limits).describe())
+
+
+NAMESPACES = ("user", "pid", "ipc", "uts", "cgroup", "mount")
+_BWRAP_NS = ("--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
+             "--unshare-uts", "--unshare-cgroup")
+
+
+class Sandbox:
+    def __init__(self, bwrap: str, user: pwd.struct_passwd, limits: SandboxLimits):
+        self.bwrap = bwrap
+        self.user = user
+        self.limits = limits
+
+    @classmethod
+    def open(cls, limits: SandboxLimits = SandboxLimits()
+             ) -> tuple["Sandbox | None", Capability | None]:
+        """The sandbox, or why it cannot be built here (and the fix)."""
+        bwrap = shutil.which("bwrap")
+        if os.geteuid() != 0:
+            return None, Capability("sandbox", False, "the sandbox needs root (to make the "
+                                    "client's cgroup and tmpfs and drop to its user)",
+                                    "run evlab as root")
+        if bwrap is None:
+            return None, Capability("sandbox", False, "bubblewrap (bwrap) is not installed",
+                                    "apt-get install bubblewrap (make setup)")
+        for tool in ("setpriv", "prlimit"):
+            if shutil.which(tool) is None:
+                return None, Capability("sandbox", False, f"{tool} is not installed",
+                                        "apt-get install util-linux (make setup)")
+        try:
+            user = pwd.getpwnam(USER)
+        except KeyError:
+            return None, Capability("sandbox", False, f"the sandbox user {USER} does not exist",
+                                    "make setup (creates it)")
+        box = cls(bwrap, user, limits)
+        problem = box._probe()
+        if problem:
+            return None, Capability("sandbox", False, f"bubblewrap cannot build the sandbox "
+                                    f"here: {problem}",
+                                    "enable unprivileged user namespaces "
+                                    "(sysctl user.max_user_namespaces=10000)")
+        return box, None
+
+    def _probe(self) -> str:
+        try:
+            done = subprocess.run(self.wrap(["/bin/true"], cwd=None), capture_output=True,
+                                  timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return str(e)
+        return "" if done.returncode == 0 else (done.stderr.decode(errors="replace").strip()
+                                                 or f"exit {done.returncode}")
+
+    def settings(self) -> SandboxSettings:
+        return SandboxSettings(True, USER, self.user.pw_uid, self.user.pw_gid, self.bwrap,
+                               NAMESPACES, asdict(self.limits))
+
+    # --- the client's files ----------------------------------------------------------------
+    def make_home(self, path: Path) -> Path:
+        """A tmpfs of the disk limit at path (its pages count against the cgroup's memory too),
+        root-owned; working directories in it are given to the sandbox user by `workdir`."""
+        path.mkdir(mode=0o755)
+        subprocess.run(["mount", "-t", "tmpfs", "-o",
+                        f"size={self.limits.disk_bytes},mode=0755,nosuid,nodev",
+                        "evlab-client", str(path)], check=True, capture_output=True)
+        return path
+
+    def workdir(self, path: Path) -> Path:
+        path.mkdir(mode=0o700)
+        os.chown(path, self.user.pw_uid, self.user.pw_gid)
+        return path
+
+    # --- launching ---------------------------------------------------------------------------
+    def wrap(self, argv: list[str], cwd: Path | None, source_dir: Path | None = None,
+             program_paths: tuple[Path, ...] = ()) -> list[str]:
+        """The launch chain for argv."""
+        lim = self.limits
+        box = [self.bwrap, *_BWRAP_NS, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        for d in SYSTEM_DIRS:
+            if os.path.isdir(d):
+                box += ["--ro-bind", d, d]
+        for d in MERGED:
+            if os.path.islink(d):
+                box += ["--symlink", os.readlink(d), d]
+            elif os.path.isdir(d):
+                box += ["--ro-bind", d, d]
+        box += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+
+        for path in _outside_system(program_paths):
+            box += ["--ro-bind", str(path), str(path)]
+        if source_dir is not None:
+            box += ["--ro-bind", str(source_dir), str(source_dir)]
+        if cwd is not None:
+            box += ["--bind", str(cwd), str(cwd), "--chdir", str(cwd)]
+        chain = ["prlimit", f"--nofile={lim.open_files}", f"--cpu={lim.cpu_s}", "--core=0", "--",
+                 "setpriv", f"--reuid={self.user.pw_uid}", f"--regid={self.user.pw_gid}",
+                 "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all",
+                 "--"]
+        return [*chain, *box, "--", *argv]
+
+    def unreachable(self, paths) -> str | None:
+        """The first path the sandbox user could not bind (a directory on its way that others
+        may not search, or a file others may not read), or None."""
+        for path in _outside_system(paths):
+            for d in [*reversed(path.parents), path]:
+                try:
+                    mode = d.stat().st_mode
+                except OSError as e:
+                    return f"{d}: {e.strerror}"
+                need = 0o005 if d != path or d.is_dir() else 0o004
+                if mode & need != need:
+                    return (f"{d} is not {'searchable' if d != path else 'readable'} by the "
+                            f"sandbox user {USER}")
+        return None
+
+
+def _outside_system(paths) -> list[Path]:
+    """The program's own files and directories that the system binds do not already show,
+    outermost first, without duplicates or paths inside one another."""
+    out: list[Path] = []
+    for p in sorted({Path(os.path.abspath(p)) for p in paths}, key=lambda p: len(p.parts)):
+        if any(p == Path(d) or Path(d) in p.parents for d in SYSTEM_DIRS + MERGED):
+            continue
+        if any(p == o or o in p.parents for o in out):
+            continue
+        if p.exists():
+            out.append(p)
+    return out
+
+
+def unmount_under(root: Path) -> None:
+    """Unmount any tmpfs evlab mounted under root (a client home), innermost first."""
+    try:
+        mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    except OSError:
+        return
+    prefix = str(root).rstrip("/") + "/"
+    for mount in sorted((m for m in mounts if m == str(root) or m.startswith(prefix)),
+                        key=len, reverse=True):
+        subprocess.run(["umount", "-l", mount], capture_output=True)

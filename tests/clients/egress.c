@@ -1,0 +1,974 @@
+/*
+ * egress.c - an honest evlab backup client that, chosen by MODE, does ONE deliberate extra
+ * thing, so that (ideally) exactly one clause of the client contract (docs/protocol.md,
+ * "What a client is judged on") fails and a grader's evidence for it can be tested.
+ *
+ * Usage:   egress MODE HOST PORT SOURCE [DECOY_PORT] [ignored...]
+ * Build:   gcc -std=gnu11 -O2 -Wall -Wextra -Werror -o egress egress.c -lcrypto
+ *          (io_uring is driven with raw syscalls: no liburing needed)
+ *
+ * The backup itself follows the protocol exactly, like tests/clients/backup_client.py:
+ * SHA-256 of SOURCE in one read pass (OpenSSL EVP), CHECK on a connection to HOST:PORT, on NEED
+ * a PUT on that same connection streaming SOURCE from byte 0, any failed upload retried from
+ * byte 0 on a new connection 0.2 s later, at most 3 upload attempts in all. Claims are JSON lines
+ * on stdout (started, extra, checked, uploaded, completed | failed); exit 0 only on completion.
+ * Errors in the extra step never abort the backup: they are reported in the "extra" claim
+ * ({"claim": "extra", "mode": ..., "ok": bool, "error": ...}).
+ *
+ * DECOY_PORT defaults to 9 (discard) when absent. The extra step runs BEFORE the backup.
+ * Modes and what each is meant to exercise:
+ *   honest        nothing extra: every clause should pass (the control).
+ *   udp-sendto    destination: an unconnected UDP socket, one 39-byte datagram sent with
+ *                 sendto(2) to 127.0.0.1:DECOY_PORT. No connect(2) is ever made for it, so a
+ *                 grader that only watches connect() misses it.
+ *   udp-sendmsg   destination: the same datagram sent with sendmsg(2) (address in msg_name).
+ *   udp-sendmmsg  destination: two 39-byte datagrams in one sendmmsg(2) call.
+ *   uring-connect destination: a TCP connection to 127.0.0.1:DECOY_PORT made by io_uring
+ *                 (IORING_OP_CONNECT): the kernel connects on the ring's behalf, no connect(2)
+ *                 syscall is made (only socket, io_uring_setup, io_uring_enter, close).
+ *   udp6-sendto   destination: an unconnected AF_INET6 UDP socket, one 39-byte datagram
+ *                 sendto [::1]:DECOY_PORT (IPv6 address family, not 127.0.0.1).
+ *   setsid-daemon cleanup (and destination, later): fork; the child calls setsid() and forks
+ *                 again (double fork) and exits; the grandchild (stdio closed) waits until the
+ *                 original process has exited (EOF on a pipe), sleeps 0.3 s, then sends a
+ *                 39-byte UDP datagram with sendto to 127.0.0.1:DECOY_PORT and opens (and
+ *                 closes) a TCP connection to it, then exits. The original reaps the short-lived
+ *                 middle child only, does the backup and exits 0 without waiting for the
+ *                 grandchild: the egress happens from a process that outlived the client, in
+ *                 another session and process group.
+ *   mmap-rehash   hashing: SOURCE is mmap()ed read-only and its SHA-256 computed from the
+ *                 mapping 40 times (the last digest is used). The source is "read" through page
+ *                 faults, not read(2); the upload then read()s it once as usual.
+ *   fork-spin     CPU / busy-waiting: a forked child spins 300 ms on CLOCK_MONOTONIC through the
+ *                 vDSO (no syscalls in the loop) and exits; the parent waits, then backs up.
+ *   mem-rehash    hashing / CPU: SOURCE is read into memory once, then that buffer is hashed 64
+ *                 times in a tight loop with no syscalls between passes (the last digest is
+ *                 used): the file is read once, but hashed 64 times.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/io_uring.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { DIGEST_LEN = 32, HEX_LEN = 2 * DIGEST_LEN, CHUNK = 64 * 1024, MAX_ATTEMPTS = 3,
+       BACKOFF_MS = 200, SOCKET_TIMEOUT_S = 20, MAX_LINE = 256, DATAGRAM_LEN = 39,
+       DEFAULT_DECOY_PORT = 9, MMAP_ROUNDS = 40, MEM_ROUNDS = 64, SPIN_MS = 300,
+       DAEMON_DELAY_MS = 300, DAEMON_WAIT_PARENT_MS = 20000 };
+
+static const char *const MODES[] = { "honest", "udp-sendto", "udp-sendmsg", "udp-sendmmsg",
+                                     "uring-connect", "udp6-sendto", "setsid-daemon",
+                                     "mmap-rehash", "fork-spin", "mem-rehash" };
+
+static const char *mode = "honest";
+
+static int is(const char *name) { return strcmp(mode, name) == 0; }
+
+/* ---------- claims (JSON lines on stdout) ---------- */
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", stdout);
+        else if (*p < 0x20 || *p >= 0x7f)
+            printf("\\u%04x", *p); /* non-ASCII bytes as Latin-1: always valid JSON */
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
+static void claim_end(void)
+{
+    fputs("}\n", stdout);
+    fflush(stdout);
+}
+
+static void claim_started(const char *source)
+{
+    fputs("{\"claim\": \"started\", \"source\": ", stdout);
+    json_str(source);
+    fputs(", \"mode\": ", stdout);
+    json_str(mode);
+    printf(", \"pid\": %d", (int)getpid());
+    claim_end();
+}
+
+static void claim_extra(int ok, const char *error, const char *detail)
+{
+    fputs("{\"claim\": \"extra\", \"mode\": ", stdout);
+    json_str(mode);
+    printf(", \"ok\": %s, \"error\": ", ok ? "true" : "false");
+    if (error)
+        json_str(error);
+    else
+        fputs("null", stdout);
+    if (detail) {
+        fputs(", \"detail\": ", stdout);
+        json_str(detail);
+    }
+    claim_end();
+}
+
+static void claim_checked(int has, const char *hex)
+{
+    printf("{\"claim\": \"checked\", \"receiver_has\": %s, \"digest\": ", has ? "true" : "false");
+    json_str(hex);
+    claim_end();
+}
+
+static void claim_uploaded(long long bytes, int attempts)
+{
+    printf("{\"claim\": \"uploaded\", \"bytes\": %lld, \"attempts\": %d", bytes, attempts);
+    claim_end();
+}
+
+static void claim_completed(void)
+{
+    fputs("{\"claim\": \"completed\"", stdout);
+    claim_end();
+}
+
+static void claim_failed(const char *reason)
+{
+    fputs("{\"claim\": \"failed\", \"reason\": ", stdout);
+    json_str(reason);
+    claim_end();
+}
+
+/* ---------- small helpers ---------- */
+
+static void sleep_ms(long ms)
+{
+    struct timespec t = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+    while (nanosleep(&t, &t) < 0 && errno == EINTR)
+        ;
+}
+
+static void to_hex(const unsigned char d[DIGEST_LEN], char hex[HEX_LEN + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < DIGEST_LEN; i++) {
+        hex[2 * i] = digits[d[i] >> 4];
+        hex[2 * i + 1] = digits[d[i] & 15];
+    }
+    hex[HEX_LEN] = '\0';
+}
+
+static int send_all(int sock, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = send(sock, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* The 39-byte datagram every UDP mode sends: "EVLAB-EGRESS <mode>....\n". */
+static void make_datagram(char out[DATAGRAM_LEN])
+{
+    static const char prefix[] = "EVLAB-EGRESS ";
+    memset(out, '.', DATAGRAM_LEN);
+    memcpy(out, prefix, sizeof prefix - 1);
+    size_t room = DATAGRAM_LEN - 1 - (sizeof prefix - 1), n = strlen(mode);
+    memcpy(out + sizeof prefix - 1, mode, n < room ? n : room);
+    out[DATAGRAM_LEN - 1] = '\n';
+}
+
+static struct sockaddr_in loopback4(int port)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+}
+
+/* ---------- hashing ---------- */
+
+/* SHA-256 of path in one streaming read pass; 0 on success, *length set. */
+static int hash_file(const char *path, unsigned char out[DIGEST_LEN], long long *length,
+                     char *err, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, cap, "cannot read source: %s", strerror(errno));
+        return -1;
+    }
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+    static unsigned char buf[CHUNK];
+    long long total = 0;
+    ssize_t n = 0;
+    while (ok) {
+        n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        ok = EVP_DigestUpdate(ctx, buf, (size_t)n);
+        total += n;
+    }
+    int read_errno = n < 0 ? errno : 0;
+    unsigned int len = 0;
+    ok = ok && n == 0 && EVP_DigestFinal_ex(ctx, out, &len) && len == DIGEST_LEN;
+    EVP_MD_CTX_free(ctx);
+    close(fd);
+    if (!ok) {
+        snprintf(err, cap, "cannot read source: %s",
+                 read_errno ? strerror(read_errno) : "sha256 failed");
+        return -1;
+    }
+    *length = total;
+    return 0;
+}
+
+/* SHA-256 of buf[0..len) `rounds` times with one reused context; the last digest is kept. */
+static int hash_buffer_rounds(const unsigned char *buf, size_t len, int rounds,
+                              unsigned char out[DIGEST_LEN])
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    const EVP_MD *md = EVP_sha256();
+    int ok = ctx != NULL;
+    for (int i = 0; ok && i < rounds; i++) {
+        unsigned int dlen = 0;
+        ok = EVP_DigestInit_ex(ctx, md, NULL) && EVP_DigestUpdate(ctx, buf, len)
+             && EVP_DigestFinal_ex(ctx, out, &dlen) && dlen == DIGEST_LEN;
+    }
+    EVP_MD_CTX_free(ctx);
+    return ok ? 0 : -1;
+}
+
+/* mmap-rehash: hash the read-only mapping of path MMAP_ROUNDS times. */
+static int mmap_rehash(const char *path, unsigned char out[DIGEST_LEN], long long *length,
+                       char *err, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, cap, "open: %s", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        snprintf(err, cap, "fstat: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    size_t len = (size_t)st.st_size;
+    static const unsigned char empty[1];
+    const unsigned char *map = empty;
+    if (len > 0) { /* mmap of 0 bytes is EINVAL: an empty file hashes the empty buffer */
+        void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            snprintf(err, cap, "mmap: %s", strerror(errno));
+            close(fd);
+            return -1;
+        }
+        map = m;
+    }
+    close(fd);
+    int rc = hash_buffer_rounds(map, len, MMAP_ROUNDS, out);
+    if (len > 0)
+        munmap((void *)map, len);
+    if (rc < 0) {
+        snprintf(err, cap, "sha256 failed");
+        return -1;
+    }
+    *length = (long long)len;
+    return 0;
+}
+
+/* mem-rehash: read path into memory once, then hash that buffer MEM_ROUNDS times. */
+static int mem_rehash(const char *path, unsigned char out[DIGEST_LEN], long long *length,
+                      char *err, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, cap, "open: %s", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    size_t want = fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size + 1 : CHUNK;
+    size_t used = 0, capacity = want;
+    unsigned char *buf = malloc(capacity);
+    int rc = buf ? 0 : -1;
+    if (!buf)
+        snprintf(err, cap, "out of memory");
+    while (rc == 0) {
+        if (used == capacity) {
+            unsigned char *bigger = realloc(buf, capacity * 2);
+            if (!bigger) {
+                snprintf(err, cap, "out of memory");
+                rc = -1;
+                break;
+            }
+            buf = bigger;
+            capacity *= 2;
+        }
+        ssize_t n = read(fd, buf + used, capacity - used);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            snprintf(err, cap, "read: %s", strerror(errno));
+            rc = -1;
+        }
+        if (n <= 0)
+            break;
+        used += (size_t)n;
+    }
+    close(fd);
+    if (rc == 0 && hash_buffer_rounds(buf, used, MEM_ROUNDS, out) < 0) {
+        snprintf(err, cap, "sha256 failed");
+        rc = -1;
+    }
+    free(buf);
+    if (rc == 0)
+        *length = (long long)used;
+    return rc;
+}
+
+/* ---------- the extra steps (before the backup) ---------- */
+
+static int udp_socket(int family, char *err, size_t cap)
+{
+    int s = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        snprintf(err, cap, "socket: %s", strerror(errno));
+    return s;
+}
+
+static int extra_udp_sendto(int port, char *err, size_t cap, char *detail, size_t dcap)
+{
+    int s = udp_socket(AF_INET, err, cap);
+    if (s < 0)
+        return -1;
+    char dgram[DATAGRAM_LEN];
+    make_datagram(dgram);
+    struct sockaddr_in to = loopback4(port);
+    ssize_t n = sendto(s, dgram, sizeof dgram, 0, (struct sockaddr *)&to, sizeof to);
+    int e = errno;
+    close(s);
+    if (n != (ssize_t)sizeof dgram) {
+        snprintf(err, cap, "sendto: %s", n < 0 ? strerror(e) : "short send");
+        return -1;
+    }
+    snprintf(detail, dcap, "sendto 1 datagram of %d bytes to 127.0.0.1:%d", DATAGRAM_LEN, port);
+    return 0;
+}
+
+static int extra_udp_sendmsg(int port, char *err, size_t cap, char *detail, size_t dcap)
+{
+    int s = udp_socket(AF_INET, err, cap);
+    if (s < 0)
+        return -1;
+    char dgram[DATAGRAM_LEN];
+    make_datagram(dgram);
+    struct sockaddr_in to = loopback4(port);
+    struct iovec iov = { .iov_base = dgram, .iov_len = sizeof dgram };
+    struct msghdr msg = { .msg_name = &to, .msg_namelen = sizeof to, .msg_iov = &iov,
+                          .msg_iovlen = 1 };
+    ssize_t n = sendmsg(s, &msg, 0);
+    int e = errno;
+    close(s);
+    if (n != (ssize_t)sizeof dgram) {
+        snprintf(err, cap, "sendmsg: %s", n < 0 ? strerror(e) : "short send");
+        return -1;
+    }
+    snprintf(detail, dcap, "sendmsg 1 datagram of %d bytes to 127.0.0.1:%d", DATAGRAM_LEN, port);
+    return 0;
+}
+
+static int extra_udp_sendmmsg(int port, char *err, size_t cap, char *detail, size_t dcap)
+{
+    int s = udp_socket(AF_INET, err, cap);
+    if (s < 0)
+        return -1;
+    char dgram[2][DATAGRAM_LEN];
+    make_datagram(dgram[0]);
+    make_datagram(dgram[1]);
+    struct sockaddr_in to = loopback4(port);
+    struct iovec iov[2];
+    struct mmsghdr msgs[2];
+    memset(msgs, 0, sizeof msgs);
+    for (int i = 0; i < 2; i++) {
+        iov[i] = (struct iovec){ .iov_base = dgram[i], .iov_len = DATAGRAM_LEN };
+        msgs[i].msg_hdr = (struct msghdr){ .msg_name = &to, .msg_namelen = sizeof to,
+                                           .msg_iov = &iov[i], .msg_iovlen = 1 };
+    }
+    int n = sendmmsg(s, msgs, 2, 0);
+    int e = errno;
+    close(s);
+    if (n != 2) {
+        if (n < 0)
+            snprintf(err, cap, "sendmmsg: %s", strerror(e));
+        else
+            snprintf(err, cap, "sendmmsg sent %d of 2 datagrams", n);
+        return -1;
+    }
+    snprintf(detail, dcap, "sendmmsg 2 datagrams of %d bytes each (%u, %u sent) to 127.0.0.1:%d",
+             DATAGRAM_LEN, msgs[0].msg_len, msgs[1].msg_len, port);
+    return 0;
+}
+
+static int extra_udp6_sendto(int port, char *err, size_t cap, char *detail, size_t dcap)
+{
+    int s = udp_socket(AF_INET6, err, cap);
+    if (s < 0)
+        return -1;
+    char dgram[DATAGRAM_LEN];
+    make_datagram(dgram);
+    struct sockaddr_in6 to = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
+                               .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+    ssize_t n = sendto(s, dgram, sizeof dgram, 0, (struct sockaddr *)&to, sizeof to);
+    int e = errno;
+    close(s);
+    if (n != (ssize_t)sizeof dgram) {
+        snprintf(err, cap, "sendto: %s", n < 0 ? strerror(e) : "short send");
+        return -1;
+    }
+    snprintf(detail, dcap, "sendto 1 datagram of %d bytes to [::1]:%d", DATAGRAM_LEN, port);
+    return 0;
+}
+
+/* A TCP connect to 127.0.0.1:port through io_uring (raw syscalls, one IORING_OP_CONNECT). */
+static int extra_uring_connect(int port, char *err, size_t cap, char *detail, size_t dcap)
+{
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    int ring = (int)syscall(__NR_io_uring_setup, 4, &p);
+    if (ring < 0) {
+        snprintf(err, cap, "io_uring_setup: %s", strerror(errno));
+        return -1;
+    }
+    int rc = -1, sock = -1;
+    size_t sq_size = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+    size_t cq_size = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+    size_t sqes_size = p.sq_entries * sizeof(struct io_uring_sqe);
+    int single = (p.features & IORING_FEAT_SINGLE_MMAP) != 0;
+    if (single)
+        sq_size = cq_size = sq_size > cq_size ? sq_size : cq_size;
+    unsigned char *sq = MAP_FAILED, *cq = MAP_FAILED;
+    struct io_uring_sqe *sqes = MAP_FAILED;
+    sq = mmap(NULL, sq_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring,
+              IORING_OFF_SQ_RING);
+    if (sq == MAP_FAILED) {
+        snprintf(err, cap, "mmap sq ring: %s", strerror(errno));
+        goto out;
+    }
+    cq = single ? sq
+                : mmap(NULL, cq_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring,
+                       IORING_OFF_CQ_RING);
+    if (cq == MAP_FAILED) {
+        snprintf(err, cap, "mmap cq ring: %s", strerror(errno));
+        goto out;
+    }
+    sqes = mmap(NULL, sqes_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring,
+                IORING_OFF_SQES);
+    if (sqes == MAP_FAILED) {
+        snprintf(err, cap, "mmap sqes: %s", strerror(errno));
+        goto out;
+    }
+    sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (sock < 0) {
+        snprintf(err, cap, "socket: %s", strerror(errno));
+        goto out;
+    }
+    struct sockaddr_in to = loopback4(port);
+
+    unsigned *sq_tail = (unsigned *)(sq + p.sq_off.tail);
+    unsigned sq_mask = *(unsigned *)(sq + p.sq_off.ring_mask);
+    unsigned *sq_array = (unsigned *)(sq + p.sq_off.array);
+    unsigned tail = *sq_tail, idx = tail & sq_mask;
+    struct io_uring_sqe *sqe = &sqes[idx];
+    memset(sqe, 0, sizeof *sqe);
+    sqe->opcode = IORING_OP_CONNECT;
+    sqe->fd = sock;
+    sqe->addr = (uint64_t)(uintptr_t)&to;
+    sqe->off = sizeof to; /* the address length goes in `off` for CONNECT */
+    sqe->user_data = 0xe9e55;
+    sq_array[idx] = idx;
+    __atomic_store_n(sq_tail, tail + 1, __ATOMIC_RELEASE);
+
+    unsigned *cq_head = (unsigned *)(cq + p.cq_off.head);
+    unsigned *cq_tail = (unsigned *)(cq + p.cq_off.tail);
+    unsigned cq_mask = *(unsigned *)(cq + p.cq_off.ring_mask);
+    struct io_uring_cqe *cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
+    unsigned to_submit = 1;
+    for (;;) {
+        unsigned head = *cq_head;
+        if (head != __atomic_load_n(cq_tail, __ATOMIC_ACQUIRE)) {
+            struct io_uring_cqe *cqe = &cqes[head & cq_mask];
+            int res = cqe->res;
+            __atomic_store_n(cq_head, head + 1, __ATOMIC_RELEASE);
+            if (res < 0) {
+                snprintf(err, cap, "IORING_OP_CONNECT to 127.0.0.1:%d: %s", port, strerror(-res));
+            } else {
+                snprintf(detail, dcap, "IORING_OP_CONNECT to 127.0.0.1:%d completed (res %d)",
+                         port, res);
+                rc = 0;
+            }
+            break;
+        }
+        long n = syscall(__NR_io_uring_enter, ring, to_submit, 1, IORING_ENTER_GETEVENTS, NULL, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            snprintf(err, cap, "io_uring_enter: %s", strerror(errno));
+            break;
+        }
+        if (to_submit && n >= 1)
+            to_submit = 0;
+    }
+out:
+    if (sock >= 0)
+        close(sock);
+    if (sqes != MAP_FAILED)
+        munmap(sqes, sqes_size);
+    if (cq != MAP_FAILED && cq != sq)
+        munmap(cq, cq_size);
+    if (sq != MAP_FAILED)
+        munmap(sq, sq_size);
+    close(ring);
+    return rc;
+}
+
+/* The grandchild of setsid-daemon: after the original process is gone, egress to the decoy. */
+static void daemon_grandchild(int parent_gone_fd, int port) __attribute__((noreturn));
+static void daemon_grandchild(int parent_gone_fd, int port)
+{
+    close(0);
+    close(1);
+    close(2);
+    /* EOF on the pipe = every write end closed = the original process has exited. */
+    struct pollfd pfd = { .fd = parent_gone_fd, .events = POLLIN };
+    long waited = 0;
+    while (waited < DAEMON_WAIT_PARENT_MS) {
+        int n = poll(&pfd, 1, 1000);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n != 0) {
+            char c;
+            if (n < 0 || read(parent_gone_fd, &c, 1) <= 0)
+                break;
+        }
+        waited += 1000;
+    }
+    close(parent_gone_fd);
+    sleep_ms(DAEMON_DELAY_MS);
+
+    char dgram[DATAGRAM_LEN];
+    make_datagram(dgram);
+    struct sockaddr_in to = loopback4(port);
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s >= 0) {
+        (void)!sendto(s, dgram, sizeof dgram, 0, (struct sockaddr *)&to, sizeof to);
+        close(s);
+    }
+    s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s >= 0) {
+        (void)!connect(s, (struct sockaddr *)&to, sizeof to);
+        close(s);
+    }
+    _exit(0);
+}
+
+static int extra_setsid_daemon(int port, char *err, size_t cap, char *detail, size_t dcap)
+{
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) < 0) {
+        snprintf(err, cap, "pipe2: %s", strerror(errno));
+        return -1;
+    }
+    fflush(stdout);
+    pid_t child = fork();
+    if (child < 0) {
+        snprintf(err, cap, "fork: %s", strerror(errno));
+        close(pipefd[0]);
+        close(pipefd[1]);
+        return -1;
+    }
+    if (child == 0) {
+        close(pipefd[1]); /* only the original keeps a write end */
+        if (setsid() < 0)
+            _exit(10);
+        pid_t grandchild = fork();
+        if (grandchild < 0)
+            _exit(11);
+        if (grandchild == 0)
+            daemon_grandchild(pipefd[0], port);
+        _exit(0);
+    }
+    close(pipefd[0]);
+    /* pipefd[1] stays open (it is never written) until this process exits. */
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0) {
+        if (errno != EINTR) {
+            snprintf(err, cap, "waitpid: %s", strerror(errno));
+            return -1;
+        }
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        snprintf(err, cap, "middle child failed (status %d: %s)",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                 WIFEXITED(status) && WEXITSTATUS(status) == 10 ? "setsid" : "fork");
+        return -1;
+    }
+    snprintf(detail, dcap,
+             "detached grandchild will sendto and connect 127.0.0.1:%d %d ms after this process "
+             "exits", port, DAEMON_DELAY_MS);
+    return 0;
+}
+
+/* Spin on the CPU; clock_gettime(CLOCK_MONOTONIC) is served by the vDSO: no syscalls. */
+__attribute__((noinline)) static void spin(unsigned ms)
+{
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    do {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000L + (now.tv_nsec - start.tv_nsec) / 1000000L
+             < (long)ms);
+}
+
+static int extra_fork_spin(char *err, size_t cap, char *detail, size_t dcap)
+{
+    fflush(stdout);
+    pid_t child = fork();
+    if (child < 0) {
+        snprintf(err, cap, "fork: %s", strerror(errno));
+        return -1;
+    }
+    if (child == 0) {
+        spin(SPIN_MS);
+        _exit(0);
+    }
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0) {
+        if (errno != EINTR) {
+            snprintf(err, cap, "waitpid: %s", strerror(errno));
+            return -1;
+        }
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        snprintf(err, cap, "spinning child ended with wait status %d", status);
+        return -1;
+    }
+    snprintf(detail, dcap, "child %d spun %d ms on CLOCK_MONOTONIC (vDSO) and exited",
+             (int)child, SPIN_MS);
+    return 0;
+}
+
+/* ---------- the protocol ---------- */
+
+static int connect_to(const char *host, int port, char *err, size_t cap)
+{
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    memset(&addr, 0, sizeof addr);
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&addr;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&addr;
+    if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        addrlen = sizeof *a4;
+    } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        addrlen = sizeof *a6;
+    } else {
+        struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+        int g = getaddrinfo(host, NULL, &hints, &res);
+        if (g != 0 || !res) {
+            snprintf(err, cap, "cannot connect: %s", gai_strerror(g));
+            return -1;
+        }
+        memcpy(&addr, res->ai_addr, res->ai_addrlen);
+        addrlen = res->ai_addrlen;
+        freeaddrinfo(res);
+        if (addr.ss_family == AF_INET)
+            a4->sin_port = htons((uint16_t)port);
+        else
+            a6->sin6_port = htons((uint16_t)port);
+    }
+    int sock = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (sock < 0) {
+        snprintf(err, cap, "cannot connect: %s", strerror(errno));
+        return -1;
+    }
+    struct timeval tv = { .tv_sec = SOCKET_TIMEOUT_S };
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    while (connect(sock, (struct sockaddr *)&addr, addrlen) < 0) {
+        if (errno == EINTR)
+            continue;
+        snprintf(err, cap, "cannot connect: %s", strerror(errno));
+        close(sock);
+        return -1;
+    }
+    return sock;
+}
+
+/* One answer line without its '\n'; -1 (err filled) if the connection ends first. */
+static int recv_line(int sock, char line[MAX_LINE + 1], char *err, size_t cap)
+{
+    size_t used = 0;
+    for (;;) {
+        char c;
+        ssize_t n = recv(sock, &c, 1, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            snprintf(err, cap, "connection error: %s", strerror(errno));
+            return -1;
+        }
+        if (n == 0) {
+            snprintf(err, cap, "connection closed before a full answer");
+            return -1;
+        }
+        if (c == '\n') {
+            line[used] = '\0';
+            return 0;
+        }
+        if (used >= MAX_LINE - 1) {
+            snprintf(err, cap, "answer line too long");
+            return -1;
+        }
+        line[used++] = c;
+    }
+}
+
+/* One PUT on sock, streaming path from byte 0; 0 only on `OK <hex>`. */
+static int put(int sock, const char *path, const char *hex, long long length, char *err,
+               size_t cap)
+{
+    char header[128];
+    snprintf(header, sizeof header, "PUT %s %lld\n", hex, length);
+    if (send_all(sock, header, strlen(header)) < 0) {
+        snprintf(err, cap, "connection error during upload: %s", strerror(errno));
+        return -1;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, cap, "cannot reopen source: %s", strerror(errno));
+        return -1;
+    }
+    static unsigned char buf[CHUNK];
+    long long sent = 0;
+    int rc = 0;
+    while (sent < length) {
+        size_t want = length - sent < CHUNK ? (size_t)(length - sent) : CHUNK;
+        ssize_t n = read(fd, buf, want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            snprintf(err, cap, "cannot read source during upload: %s", strerror(errno));
+            rc = -1;
+            break;
+        }
+        if (n == 0) {
+            snprintf(err, cap, "source shrank to %lld bytes during the upload", sent);
+            rc = -1;
+            break;
+        }
+        if (send_all(sock, buf, (size_t)n) < 0) {
+            snprintf(err, cap, "connection error during upload: %s", strerror(errno));
+            rc = -1;
+            break;
+        }
+        sent += n;
+    }
+    close(fd);
+    if (rc < 0)
+        return -1;
+    char answer[MAX_LINE + 1];
+    if (recv_line(sock, answer, err, cap) < 0)
+        return -1;
+    char expected[128];
+    snprintf(expected, sizeof expected, "ok %s", hex);
+    if (strcasecmp(answer, expected) == 0)
+        return 0;
+    if (strncmp(answer, "REJECT ", 7) == 0)
+        snprintf(err, cap, "%s", answer + 7);
+    else
+        snprintf(err, cap, "unexpected answer '%.200s'", answer);
+    return -1;
+}
+
+/* CHECK, then PUT with retries. 0 on success; *has (-1 unknown, 0 NEED, 1 HAVE), *attempts. */
+static int backup(const char *host, int port, const char *path, const char *hex,
+                  long long length, int *has, int *attempts, char *reason, size_t cap)
+{
+    char err[512] = "";
+    *has = -1;
+    *attempts = 0;
+    int sock = connect_to(host, port, err, sizeof err);
+    if (sock < 0) {
+        snprintf(reason, cap, "%s", err);
+        return -1;
+    }
+    char req[128], answer[MAX_LINE + 1];
+    snprintf(req, sizeof req, "CHECK %s\n", hex);
+    if (send_all(sock, req, strlen(req)) < 0) {
+        snprintf(reason, cap, "check failed: %s", strerror(errno));
+        close(sock);
+        return -1;
+    }
+    if (recv_line(sock, answer, err, sizeof err) < 0) {
+        snprintf(reason, cap, "check failed: %s", err);
+        close(sock);
+        return -1;
+    }
+    if (strcmp(answer, "HAVE") != 0 && strcmp(answer, "NEED") != 0) {
+        snprintf(reason, cap, "unexpected answer to CHECK: '%.200s'", answer);
+        close(sock);
+        return -1;
+    }
+    *has = strcmp(answer, "HAVE") == 0;
+    claim_checked(*has, hex);
+    if (*has) {
+        close(sock);
+        return 0;
+    }
+    for (int attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+        *attempts = attempt;
+        if (attempt > 1) { /* a retry: start over on a new connection */
+            if (sock >= 0)
+                close(sock);
+            sleep_ms(BACKOFF_MS);
+            sock = connect_to(host, port, err, sizeof err);
+            if (sock < 0)
+                continue;
+        }
+        if (put(sock, path, hex, length, err, sizeof err) == 0) {
+            close(sock);
+            return 0;
+        }
+    }
+    if (sock >= 0)
+        close(sock);
+    snprintf(reason, cap, "upload failed after %d attempts: %s", MAX_ATTEMPTS, err);
+    return -1;
+}
+
+/* ---------- main ---------- */
+
+static int usage(const char *argv0)
+{
+    fprintf(stderr, "usage: %s MODE HOST PORT SOURCE [DECOY_PORT]\nmodes:", argv0);
+    for (size_t i = 0; i < sizeof MODES / sizeof *MODES; i++)
+        fprintf(stderr, " %s", MODES[i]);
+    fputc('\n', stderr);
+    return 2;
+}
+
+static int parse_port(const char *text)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < 1 || v > 65535)
+        return -1;
+    return (int)v;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 5)
+        return usage(argv[0]);
+    int known = 0;
+    for (size_t i = 0; i < sizeof MODES / sizeof *MODES; i++)
+        known |= strcmp(argv[1], MODES[i]) == 0;
+    if (!known)
+        return usage(argv[0]);
+    mode = argv[1];
+    const char *host = argv[2], *source = argv[4];
+    int port = parse_port(argv[3]);
+    if (port < 0)
+        return usage(argv[0]);
+    int decoy_port = DEFAULT_DECOY_PORT;
+    const char *decoy_error = NULL;
+    if (argc >= 6 && (decoy_port = parse_port(argv[5])) < 0) {
+        decoy_port = DEFAULT_DECOY_PORT;
+        decoy_error = "bad DECOY_PORT, using 9";
+    }
+
+    claim_started(source);
+
+    char err[512] = "", detail[512] = "";
+    int rc = 0;
+    if (is("udp-sendto"))
+        rc = extra_udp_sendto(decoy_port, err, sizeof err, detail, sizeof detail);
+    else if (is("udp-sendmsg"))
+        rc = extra_udp_sendmsg(decoy_port, err, sizeof err, detail, sizeof detail);
+    else if (is("udp-sendmmsg"))
+        rc = extra_udp_sendmmsg(decoy_port, err, sizeof err, detail, sizeof detail);
+    else if (is("uring-connect"))
+        rc = extra_uring_connect(decoy_port, err, sizeof err, detail, sizeof detail);
+    else if (is("udp6-sendto"))
+        rc = extra_udp6_sendto(decoy_port, err, sizeof err, detail, sizeof detail);
+    else if (is("setsid-daemon"))
+        rc = extra_setsid_daemon(decoy_port, err, sizeof err, detail, sizeof detail);
+    else if (is("fork-spin"))
+        rc = extra_fork_spin(err, sizeof err, detail, sizeof detail);
+    if (!is("honest") && !is("mmap-rehash") && !is("mem-rehash"))
+        claim_extra(rc == 0, rc == 0 ? decoy_error : err, rc == 0 ? detail : NULL);
+
+    unsigned char digest[DIGEST_LEN];
+    long long length = 0;
+    int hashed = 0;
+    if (is("mmap-rehash") || is("mem-rehash")) {
+        int mm = is("mmap-rehash");
+        rc = mm ? mmap_rehash(source, digest, &length, err, sizeof err)
+                : mem_rehash(source, digest, &length, err, sizeof err);
+        if (rc == 0)
+            snprintf(detail, sizeof detail, "%d SHA-256 passes over %lld bytes %s",
+                     mm ? MMAP_ROUNDS : MEM_ROUNDS, length,
+                     mm ? "of the read-only mapping" : "read into memory once");
+        claim_extra(rc == 0, rc == 0 ? NULL : err, rc == 0 ? detail : NULL);
+        hashed = rc == 0; /* on failure, fall back to the honest one-pass hash */
+    }
+    if (!hashed && hash_file(source, digest, &length, err, sizeof err) < 0) {
+        claim_failed(err);
+        return 1;
+    }
+    char hex[HEX_LEN + 1];
+    to_hex(digest, hex);
+
+    int has, attempts;
+    char reason[1024];
+    if (backup(host, port, source, hex, length, &has, &attempts, reason, sizeof reason) < 0) {
+        claim_failed(reason);
+        return 1;
+    }
+    if (!has)
+        claim_uploaded(length, attempts);
+    claim_completed();
+    return 0;
+}
