@@ -225,13 +225,15 @@ static __always_inline void read_sockaddr(struct inflight *f, const void *uaddr)
 // or re-hashing a buffer in a loop, runs for long stretches without one; real work (reading,
 // sending, waiting, even an interpreter starting up) enters the kernel every few hundred µs.
 // Time passed preempted does not count (the clock stops at switch-out), so machine load does
-// not lengthen a stretch. Calls that only look at the clock or yield do not end one.
+// not lengthen a stretch. Calls that only look at the clock, yield or sleep do not end one
+// (sleeping costs no CPU, so it cannot lengthen a stretch either).
 static __always_inline int is_progress(u64 nr)
 {
     switch (nr) {
     case __NR_sched_yield: case __NR_getpid: case __NR_gettid: case __NR_getppid:
     case __NR_clock_gettime: case __NR_gettimeofday: case __NR_time: case __NR_getrusage:
-    case __NR_times: case __NR_clock_getres:
+    case __NR_times: case __NR_clock_getres: case __NR_nanosleep: case __NR_clock_nanosleep:
+    case __NR_pause:
         return 0;
     }
     return 1;
@@ -432,6 +434,8 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit)
             if (f->source_open)
                 add(*inv, CTR_SOURCE_OPENS, 1);
             emit_file(*inv, f, FOP_OPEN, ret);
+        } else if (f->flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC)) {
+            emit_file(*inv, f, FOP_OPEN, ret);   // a write the sandbox refused: still an attempt
         }
         break;
     case __NR_unlink: case __NR_unlinkat:

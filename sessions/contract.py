@@ -16,6 +16,8 @@ class Thresholds:
     hash_passes_allowed: int
     cpu_startup_allowance_ns: int
     cpu_ns_per_byte: float
+    cpu_stretch_allowance_ns: int
+    cpu_view_tolerance_ns: int
 
 
 @dataclass(frozen=True)

@@ -365,8 +365,9 @@ EVENT_TYPES: dict[str, type[Event]] = {
         SessionStarted, CapabilityMissing, StaleCleaned, SandboxSet, GradeStarted,
         ScenarioStarted, PhaseChanged, ClientLaunched, CounterSample, ConnectObserved,
         EgressObserved, ProcessObserved, FileObserved, PacketSeen, PacketStats, ServerRecord,
-        ClientClaim, ClientExited, CleanupObserved, BoundaryObserved, EgressSummary, LifecycleCheck, ProcessMetrics, VerifierResult, Verdict, GateResult,
-        RiskFinding, RiskScan, ScenarioJudged, AttemptJudged, SessionEnded)
+        ClientClaim, ClientExited, CleanupObserved, BoundaryObserved, EgressSummary,
+        LifecycleCheck, ProcessMetrics, VerifierResult, Verdict, GateResult, RiskFinding,
+        RiskScan, ScenarioJudged, AttemptJudged, SessionEnded)
 }
 
 

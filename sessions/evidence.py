@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from sessions.events import (
     AttemptJudged,
+    BoundaryObserved,
     CapabilityMissing,
     CleanupObserved,
     ClientClaim,
@@ -12,6 +13,8 @@ from sessions.events import (
     ClientLaunched,
     ConnectObserved,
     CounterSample,
+    EgressObserved,
+    EgressSummary,
     Event,
     FileObserved,
     GateResult,
@@ -23,6 +26,7 @@ from sessions.events import (
     ProcessObserved,
     RiskFinding,
     RiskScan,
+    SandboxSet,
     ScenarioJudged,
     ScenarioStarted,
     ServerRecord,
@@ -40,6 +44,9 @@ class InvocationEvidence:
     final: CounterSample | None = None
     latest: CounterSample | None = None
     connects: list[ConnectObserved] = field(default_factory=list)
+    egress: list[EgressObserved] = field(default_factory=list)
+    egress_summary: EgressSummary | None = None
+    boundary: BoundaryObserved | None = None
     processes: list[ProcessObserved] = field(default_factory=list)
     files: list[FileObserved] = field(default_factory=list)
     cleanup: CleanupObserved | None = None
@@ -97,6 +104,7 @@ class EvidenceBook:
     def __init__(self):
         self.session: SessionStarted | None = None
         self.grade: GradeStarted | None = None
+        self.sandbox: SandboxSet | None = None
         self.ended: SessionEnded | None = None
         self.missing: list[CapabilityMissing] = []
         self.scenarios: dict[str, ScenarioEvidence] = {}
@@ -114,6 +122,8 @@ class EvidenceBook:
                 self.ended = event
             case GradeStarted():
                 self.grade = event
+            case SandboxSet():
+                self.sandbox = event
             case CapabilityMissing():
                 self.missing.append(event)
             case ScenarioStarted():
@@ -166,6 +176,12 @@ class EvidenceBook:
                 inv.latest = event
             case ConnectObserved():
                 inv.connects.append(event)
+            case EgressObserved():
+                inv.egress.append(event)
+            case EgressSummary():
+                inv.egress_summary = event
+            case BoundaryObserved():
+                inv.boundary = event
             case ProcessObserved():
                 inv.processes.append(event)
             case FileObserved():

@@ -88,37 +88,90 @@ def unchanged_no_upload(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                      tuple(evidence))
 
 
+def _allowed_ports(ev: ScenarioEvidence, inv: InvocationEvidence) -> set[int]:
+    # With wire faults the configured receiver, as the client was told, is evlab's proxy.
+    return {ev.started.receiver_port} | {r.fields.get("port") for r in inv.proxy
+                                         if r.event == "listening"}
+
+
+def _egress_line(dest: tuple[str, str, int], calls: list[dict], flows: list[dict]) -> str:
+    """e.g. "1 UDP datagram (39 bytes) to 127.0.0.53:53 from pid 4121"."""
+    protocol, address, port = dest
+    where = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    n = sum(c["calls"] for c in calls)
+    refused = sum(c["refused"] for c in calls) + sum(f["dropped"] for f in flows)
+    sent = sum(f["bytes"] for f in flows)
+    kinds = {c["kind"] for c in calls}
+    what = (f"{n} {protocol.upper()} datagram{'s' * (n != 1)}" if kinds == {"sendmsg"}
+            else f"{n} {protocol.upper()} connect{'s' * (n != 1)}" if calls
+            else f"{sum(f['packets'] for f in flows)} {protocol.upper()} packet(s)")
+    pids = sorted({c["pid"] for c in calls})
+    return (f"{what} ({sent:,} bytes) to {where}"
+            + (f" from pid {', '.join(map(str, pids))}" if pids else "")
+            + (f", refused ({refused}x EPERM/dropped)" if refused else ""))
+
+
+def _bad_egress(ev: ScenarioEvidence, inv: InvocationEvidence) -> dict[tuple, tuple]:
+    """Destinations other than the receiver, from the cgroup socket hooks' totals."""
+    ports, bad = _allowed_ports(ev, inv), {}
+    summary = inv.egress_summary
+    for entry, kind in [(c, "calls") for c in summary.calls] + [(f, "flows")
+                                                                for f in summary.flows]:
+        if entry["address"] == "127.0.0.1" and entry["port"] in ports:
+            continue
+        calls, flows = bad.setdefault((entry["protocol"], entry["address"], entry["port"]),
+                                      ([], []))
+        (calls if kind == "calls" else flows).append(entry)
+    return bad
+
+
 def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     allowed = ("127.0.0.1", ev.started.receiver_port)
-    bad, decoy_hits, syns, connects = [], [], [], []
+    bad, decoy_hits, syns, connects, lines, egress = [], [], [], [], [], []
     for inv in _invocations(ev):
-        # With wire faults the configured receiver, as the client was told, is evlab's proxy.
-        ports = {allowed[1]} | {r.fields.get("port") for r in inv.proxy
-                                if r.event == "listening"}
+        ports = _allowed_ports(ev, inv)
         connects += inv.connects
+        egress += [inv.egress_summary, *inv.egress]
         bad += [c for c in inv.connects if c.address is not None
                 and (c.address != allowed[0] or c.port not in ports)]
         decoy_hits += [r for r in inv.decoy if r.event == "connection_opened"]
         syns += [p for p in inv.packets if p.flags == "SYN" and p.dport not in ports]
-    if bad or decoy_hits or syns:
+        if inv.egress_summary is not None:
+            lines += [f"invocation {inv.n}: {_egress_line(dest, *found)}"
+                      for dest, found in _bad_egress(ev, inv).items()]
+    if bad or decoy_hits or syns or lines:
         where = sorted({f"{c.address}:{c.port}" for c in bad}
                        | {f"127.0.0.1:{ev.started.decoy_port}" for _ in decoy_hits[:1]}
                        | {f"{p.dst}:{p.dport}" for p in syns})
-        seen_by = [name for name, hits in (("kernel", bad), ("decoy", decoy_hits),
-                                           ("wire", syns)) if hits]
-        return failed(f"contacted {', '.join(where)} besides the receiver "
-                      f"(seen by {', '.join(seen_by)})", seqs(bad, decoy_hits, syns))
-    finals = [inv.final for inv in _invocations(ev)]
-    if not finals or any(f is None or "connects" not in f.counters for f in finals):
-        return unknown("no kernel view of connect(): the decoy and the wire saw nothing, but "
-                       "other destinations are invisible to them", seqs(finals))
-    lost = sum(f.counters.get("lost_events", 0) for f in finals)
-    if lost or sum(f.counters["connects"] for f in finals) != len(connects):
-        return unknown(f"connect events incomplete ({lost} lost)", seqs(finals), "harness")
-    calls = (f"all {len(connects)} connect() calls went to {allowed[0]}:{allowed[1]}" if connects
-             else "the kernel saw no connect() call")
-    return Judgement(PASS, f"{calls}; the decoy saw nothing",
-                     tuple(seqs(connects, finals)))
+        seen_by = [name for name, hits in (("socket layer", lines), ("connect()", bad),
+                                           ("decoy", decoy_hits), ("wire", syns)) if hits]
+        detail = "; ".join(lines) if lines else f"contacted {', '.join(where)}"
+        return failed(f"{detail} besides the receiver (seen by {', '.join(seen_by)})",
+                      seqs(egress, bad, decoy_hits, syns))
+    invs = _invocations(ev)
+    finals = [inv.final for inv in invs]
+    summaries = [inv.egress_summary for inv in invs]
+    if not invs or any(s is None for s in summaries):
+        return unknown("no socket-layer view of the client's cgroup: datagrams sent without "
+                       "connect() and io_uring connects would be invisible; the decoy and the "
+                       "wire saw nothing", seqs(finals))
+    lost = sum(f.counters.get("lost_events", 0) for f in finals if f is not None)
+    if lost:
+        return unknown(f"kernel events incomplete ({lost} lost)", seqs(finals), "client")
+    for inv in invs:
+        opened = len(inv.receiver_events("connection_opened"))
+        seen = sum(c["calls"] for c in inv.egress_summary.calls if c["kind"] == "connect")
+        if opened > seen and not inv.proxy:
+            return unknown(f"invocation {inv.n}: the receiver accepted {opened} connection(s) "
+                           f"but the client's cgroup made {seen} connect(s): the kernel view "
+                           "is incomplete", seqs([inv.egress_summary], inv.receiver))
+    total = sum(c["calls"] for s in summaries for c in s.calls)
+    sent = sum(f["bytes"] for s in summaries for f in s.flows)
+    calls = (f"all {total} socket call(s) with a destination went to {allowed[0]}:{allowed[1]}"
+             f" ({sent:,} bytes)" if total
+             else "no socket call with a destination")
+    return Judgement(PASS, f"{calls}, seen at the socket layer of its cgroup; the decoy saw "
+                           "nothing", tuple(seqs(summaries, connects)))
 
 
 def fired_records(inv: InvocationEvidence) -> list[ServerRecord]:
@@ -247,6 +300,10 @@ def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                           f"{len(uploads)} upload(s))", evidence)
         if entries is None and source is None:
             continue
+        if _counter(inv, "source_mmaps"):
+            return unknown(f"invocation {inv.n}: the source was mapped with mmap(); reads "
+                           "through the mapping are page faults, not counted (cpu-budget is "
+                           "the backstop)", evidence, "client")
         judged += 1
         notes.append(f"{entries if entries is not None else '?'} hash_file / "
                      f"{source / size if source is not None else float('nan'):.0f}x source read")
@@ -258,24 +315,41 @@ def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
 
 def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     notes, evidence = [], []
+    stretch_allowed = t.cpu_stretch_allowance_ns + t.cpu_ns_per_byte * ev.started.source_size
     for inv in _invocations(ev):
-        needed = ("oncpu_ns", "source_read_bytes", "sock_sent_bytes", "sock_recv_bytes")
+        needed = ("oncpu_ns", "busy_max_ns", "source_read_bytes", "sock_sent_bytes",
+                  "sock_recv_bytes")
         values = {name: _counter(inv, name) for name in needed}
-        evidence += seqs([inv.final])
+        evidence += seqs([inv.final, inv.boundary])
         if any(v is None for v in values.values()):
             missing = [n for n, v in values.items() if v is None]
             return unknown(f"invocation {inv.n}: no kernel view of {', '.join(missing)}",
                            evidence)
+        stretch = values["busy_max_ns"]
+        if stretch > stretch_allowed:
+            return failed(f"invocation {inv.n}: ran {stretch / 1e6:.1f} ms on the CPU without a "
+                          f"syscall that makes progress (busy-waiting or repeated in-memory "
+                          f"work); allowed {stretch_allowed / 1e6:.1f} ms "
+                          f"({t.cpu_stretch_allowance_ns / 1e6:.0f} ms + one pass over the "
+                          f"source at {t.cpu_ns_per_byte} ns/byte)", evidence)
         work = values["source_read_bytes"] + values["sock_sent_bytes"] + values["sock_recv_bytes"]
         budget = t.cpu_startup_allowance_ns + t.cpu_ns_per_byte * work
         oncpu = values["oncpu_ns"]
-        if oncpu > budget:
-            return failed(f"invocation {inv.n}: {oncpu / 1e6:.0f} ms on CPU for {_mb(work)} moved; "
-                          f"budget {budget / 1e6:.0f} ms", evidence)
-        notes.append(f"{oncpu / 1e6:.1f} of {budget / 1e6:.0f} ms")
+        cgroup = inv.boundary.cpu_ns if inv.boundary else None
+        total, source = (cgroup, "its cgroup") if cgroup is not None else (oncpu, "its tree")
+        if total > budget:
+            return failed(f"invocation {inv.n}: {total / 1e6:.0f} ms of CPU ({source}) for "
+                          f"{_mb(work)} moved; budget {budget / 1e6:.0f} ms", evidence)
+        if cgroup is not None and cgroup - oncpu > max(t.cpu_view_tolerance_ns, cgroup / 2):
+            return unknown(f"invocation {inv.n}: its cgroup used {cgroup / 1e6:.1f} ms of CPU "
+                           f"but the kernel's view of its tree saw {oncpu / 1e6:.1f} ms: the "
+                           "view is incomplete", evidence)
+        notes.append(f"longest stretch {stretch / 1e6:.1f} of {stretch_allowed / 1e6:.1f} ms, "
+                     f"CPU {total / 1e6:.1f} of {budget / 1e6:.0f} ms"
+                     + (f" (tree {oncpu / 1e6:.1f})" if cgroup is not None else ""))
     if not notes:
         return unknown("no invocation ran", failure_class="harness")
-    return Judgement(PASS, f"on-CPU within budget ({' / '.join(notes)})", tuple(evidence))
+    return Judgement(PASS, f"no busy-waiting: {' / '.join(notes)}", tuple(evidence))
 
 
 CLAUSES: dict[str, Callable[[ScenarioEvidence, Thresholds], Judgement]] = {

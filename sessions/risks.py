@@ -69,7 +69,7 @@ class _Places:
 
     def apply(self, e) -> None:
         """What a file event changes: a descriptor opened, the working directory changed."""
-        if e.op == "open" and e.fd is not None:
+        if e.op == "open" and e.fd is not None and e.fd >= 0:
             path = self.resolve(e.pid, e.path, e.dfd)
             if path:
                 self.fds.setdefault(e.pid, {})[e.fd] = path
@@ -118,7 +118,10 @@ def _file_findings(inv: InvocationEvidence) -> list[Finding]:
                 finding = _file_finding(e, places.resolve(e.pid, raw, dfd), raw, dfd, home,
                                         source, own)
                 if finding is not None:
-                    out.append(Finding(inv.n, *finding, (e.seq,)))
+                    severity, kind, detail = finding
+                    if e.op == "open" and e.fd is not None and e.fd < 0:
+                        detail += f" (refused: error {-e.fd})"   # e.g. the sandbox's EROFS
+                    out.append(Finding(inv.n, severity, kind, detail, (e.seq,)))
         places.apply(e)
     return out
 

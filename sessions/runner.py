@@ -35,12 +35,12 @@ from probes.sandbox import Sandbox, SandboxLimits, SandboxSettings, unmount_unde
 from probes.tail import LineTail
 from sessions.contract import load_contract
 from sessions.events import (
+    BoundaryObserved,
     CapabilityMissing,
     ClientClaim,
     ClientExited,
     ClientLaunched,
     ConnectObserved,
-    BoundaryObserved,
     CounterSample,
     EgressObserved,
     EgressSummary,
@@ -165,8 +165,8 @@ class Session:
         settings = (self.sandbox.settings() if self.sandbox else
                     SandboxSettings(False, why_not=box_gap.detail if box_gap else ""))
         self.stream.publish(SandboxSet(
-            time.monotonic_ns(), settings.enabled, settings.describe(), dataclasses.asdict(settings),
-            self.layout.describe(), self.options.deny_egress))
+            time.monotonic_ns(), settings.enabled, settings.describe(),
+            dataclasses.asdict(settings), self.layout.describe(), self.options.deny_egress))
 
     def _open_sandbox(self) -> tuple[Sandbox | None, Capability | None]:
         if self.options.sandbox == "off":
@@ -373,9 +373,10 @@ class Session:
 
     def _live_tasks(self, live: _Live, inv_id: int) -> list[int] | None:
         """Tasks of the invocation still running: the kernel's view of its tree, and whatever
-        is in its cgroup."""
+        is in its cgroup. None without the tree's view: in the sandbox, what the client left
+        is killed when it ends, and only the kernel's exit events record it."""
         tasks = self.collector.live_tasks(inv_id)
-        if live.cgroup is None:
+        if live.cgroup is None or tasks is None:
             return tasks
         return sorted(set(tasks or ()) | set(live.cgroup.census()))
 

@@ -256,8 +256,11 @@ def test_a_temp_file_left_behind_fails_the_cleanup_gate(tmp_path):
 def test_a_child_left_running_fails_the_cleanup_gate_and_is_killed(tmp_path):
     run = runs(grade(py_client("child-left"), tmp_path, attempts=1, scenarios=("normal",)))[0]
     cleanup = run["gates"]["cleanup"]
-    assert cleanup["status"] == "fail" and "process(es) still running" in cleanup["reason"]
-    assert "--variant child-left" in cleanup["reason"]
+    # In the sandbox the end of its pid namespace kills the child at once: the kernel's exit
+    # events are the record of what was still running when the client ended.
+    assert cleanup["status"] == "fail"
+    assert "1 process(es) running when it ended" in cleanup["reason"]
+    assert " python3" in cleanup["reason"]
     survivors = [p for p in psutil.process_iter(["cmdline"])
                  if "child-left" in " ".join(p.info["cmdline"] or ())]
     assert survivors == []
@@ -268,13 +271,15 @@ def test_a_write_to_the_source_is_a_high_risk_finding(tmp_path):
     run = runs(grade(py_client("write-source"), tmp_path, attempts=1, scenarios=("normal",)))[0]
     kinds = {(f["invocation"], f["severity"], f["kind"]) for f in run["risk_findings"]}
     assert kinds == {(1, "high", "source-write"), (2, "high", "source-write")}
-    assert run["success"]   # a finding is reported, not judged
+    # The sandbox shows the source read-only: the attempt is refused (EROFS) and still reported.
+    assert all("refused: error 30" in f["detail"] for f in run["risk_findings"])
 
 
 @root_only
 def test_a_shell_and_another_program_executed_are_risk_findings(tmp_path):
-    # env (the launch) execs a shell, which runs the Python client: two execs after the launch
-    command = (f"/usr/bin/env sh -c '/usr/bin/python3 {PY_CLIENT} \"$@\"' sh "
+    # env (the launch) execs a shell, which runs the Python client: two execs after the launch.
+    # The script is a word of the command, so the sandbox shows it to the client.
+    command = (f"/usr/bin/env sh -c '/usr/bin/python3 \"$0\" \"$@\"' {PY_CLIENT} "
                "{host} {port} {source}")
     run = runs(grade(command, tmp_path, attempts=1, scenarios=("normal",)))[0]
     assert run["success"], run["reason"]
