@@ -15,6 +15,8 @@ from pathlib import Path
 
 import psutil
 
+from probes.sandbox import unmount_under
+
 PREFIXES = ("evlab-session-", "evlab-archive-", "evlab-strace-", "evlab-client-")
 OWNER_FILE = ".evlab-owner"
 
@@ -66,6 +68,7 @@ def sweep_stale(tmp: Path | None = None) -> list[str]:
                     cleaned.append(f"killed pid {proc.info['pid']} left running from {path}")
                 except ProcessLookupError:
                     pass
+        unmount_under(path)   # a sandboxed client's tmpfs home
         shutil.rmtree(path, ignore_errors=True)
         cleaned.append(f"removed stale {path}")
     return cleaned

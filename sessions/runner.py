@@ -166,7 +166,8 @@ class Session:
                     SandboxSettings(False, why_not=box_gap.detail if box_gap else ""))
         self.stream.publish(SandboxSet(
             time.monotonic_ns(), settings.enabled, settings.describe(),
-            dataclasses.asdict(settings), self.layout.describe(), self.options.deny_egress))
+            json.loads(json.dumps(dataclasses.asdict(settings))),   # as an archive reads it
+            self.layout.describe(), self.options.deny_egress))
 
     def _open_sandbox(self) -> tuple[Sandbox | None, Capability | None]:
         if self.options.sandbox == "off":
@@ -546,35 +547,57 @@ class Session:
                                            v["match"], v["source_sha256"], v["saved_sha256"]))
 
     def _teardown(self, live: _Live) -> None:
-        if live.client is not None and live.client.poll() is None:
-            _kill_group(live.client.pid)
-            live.client.wait()
-        if live.client_pid and self.collector is not None:
-            # Whatever the last client left running (also when interrupted mid-invocation),
-            # found by its session, the kernel's view of its tree and its cgroup.
-            kill_leftovers(live.client_pid, lambda: self._live_tasks(live, live.inv_id))
+        """Every step runs, whatever happens in another: an interrupt that arrives during
+        teardown (the one that ends the run) is raised once everything is gone."""
+        first: BaseException | None = None
+        for step in self._teardown_steps(live):
+            try:
+                step()
+            except BaseException as e:   # noqa: BLE001 - re-raised below, after the rest
+                first = first or e
+        if first is not None:
+            raise first
+
+    def _teardown_steps(self, live: _Live):
+        def client():
+            if live.client is not None and live.client.poll() is None:
+                _kill_group(live.client.pid)
+                live.client.wait()
+
+        def leftovers():
+            if live.client_pid and self.collector is not None:
+                # Whatever the last client left running (also when interrupted mid-invocation),
+                # found by its session, the kernel's view of its tree and its cgroup.
+                kill_leftovers(live.client_pid, lambda: self._live_tasks(live, live.inv_id))
+
+        def cgroup():
             if live.cgroup is not None:
                 self.collector.unwatch_cgroup(live.inv_id)
                 live.cgroup.remove()
                 live.cgroup = None
+
+        def records():
+            for name in ("receiver", "decoy"):
+                record = live.workdir / f"{name}.jsonl"
+                if record.exists():
+                    shutil.copy(record, self.out_dir / f"{live.scenario.id}.{name}.jsonl")
+
+        def client_home():
+            if live.client_home is not None:
+                unmount_under(live.client_home)
+                shutil.rmtree(live.client_home, ignore_errors=True)
+
+        yield from (client, leftovers, cgroup)
         if self.collector is not None:
-            self.collector.release(live.scenario.client)
-        if live.noise is not None:
-            live.noise.stop()
-        if live.capture is not None:
-            live.capture.stop()
+            yield lambda: self.collector.release(live.scenario.client)
+        yield from (part.stop for part in (live.noise, live.capture) if part is not None)
         if live.injector is not None:
-            live.injector.close()
+            yield live.injector.close
         if live.decoy is not None:
-            live.decoy.stop()
-        for name in ("receiver", "decoy"):
-            record = live.workdir / f"{name}.jsonl"
-            if record.exists():
-                shutil.copy(record, self.out_dir / f"{live.scenario.id}.{name}.jsonl")
-        shutil.rmtree(live.workdir, ignore_errors=True)
-        if live.client_home is not None:
-            unmount_under(live.client_home)
-            shutil.rmtree(live.client_home, ignore_errors=True)
+            yield live.decoy.stop
+        yield records
+        yield lambda: shutil.rmtree(live.workdir, ignore_errors=True)
+        yield client_home
 
 
 def _client_env(s: Scenario, cwd: Path) -> dict[str, str] | None:

@@ -271,8 +271,9 @@ def test_a_write_to_the_source_is_a_high_risk_finding(tmp_path):
     run = runs(grade(py_client("write-source"), tmp_path, attempts=1, scenarios=("normal",)))[0]
     kinds = {(f["invocation"], f["severity"], f["kind"]) for f in run["risk_findings"]}
     assert kinds == {(1, "high", "source-write"), (2, "high", "source-write")}
-    # The sandbox shows the source read-only: the attempt is refused (EROFS) and still reported.
-    assert all("refused: error 30" in f["detail"] for f in run["risk_findings"])
+    # In the sandbox the source is neither the client's nor writable (EACCES, EROFS): the
+    # attempt is refused and still reported.
+    assert all("(refused: error " in f["detail"] for f in run["risk_findings"])
 
 
 @root_only

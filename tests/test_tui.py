@@ -261,7 +261,7 @@ async def test_new_lines_are_appended_not_redrawn():
 @root_only
 async def test_grade_view_shows_attempts_metrics_and_risks(tmp_path):
     client = ROOT / "tests" / "clients" / "backup_client.py"
-    spec = from_command(f"/usr/bin/python3 {client} --variant write-source {{host}} {{port}} "
+    spec = from_command(f"/usr/bin/python3 {client} --variant chdir-write {{host}} {{port}} "
                         "{source}", attempts=2, scenarios=("normal",))
     attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
     app = EvlabApp(LiveSource(attempts, Options(), grade=grade_started(spec, attempts)))
@@ -278,7 +278,8 @@ async def test_grade_view_shows_attempts_metrics_and_risks(tmp_path):
         text = str(app.screen.query_one("#grade").render())
         assert "normal       ✓ ✓ " in text
         assert "Pass@1 1.00  pass^k 1.00  Best-of-N 1.00" in text
-        assert "risk findings (4, reported, not judged)" in text  # 2 attempts x 2 runs
-        assert "high   normal@1 inv 1 source-write" in text
+        # 2 attempts x 2 runs x (open, unlink) in /tmp, which it may write in its sandbox
+        assert "risk findings (8, reported, not judged)" in text
+        assert "medium normal@1 inv 1 write-outside" in text
         await pilot.press("escape")
         assert not isinstance(app.screen, GradeScreen)
