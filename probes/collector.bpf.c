@@ -740,7 +740,8 @@ int egress_sendmsg4(struct bpf_sock_addr *ctx) { return sock_addr(ctx, EG_SENDMS
 int egress_sendmsg6(struct bpf_sock_addr *ctx) { return sock_addr(ctx, EG_SENDMSG, AF_INET6); }
 
 // Every packet a socket of the cgroup emits, by the destination in its own headers (an
-// unconnected socket's datagrams carry no peer in the socket): packets, bytes, first and last.
+// unconnected socket's datagrams carry no peer in the socket): packets, payload bytes (after the
+// IP and TCP/UDP headers), first and last.
 int egress_packets(struct __sk_buff *skb)
 {
     u64 cg = bpf_skb_cgroup_id(skb);
@@ -763,22 +764,28 @@ int egress_packets(struct __sk_buff *skb)
         bpf_skb_load_bytes(skb, 24, k.addr, 16);
         l4 = 40;
     }
+    u32 header = l4;   // bytes before the transport payload
     if (k.proto == IPPROTO_TCP || k.proto == IPPROTO_UDP) {
         u16 port = 0;
         bpf_skb_load_bytes(skb, l4 + 2, &port, 2);
         k.port = ntohs(port);
+        u8 doff = 0x50;   // TCP data offset (words) in the high nibble; UDP: 8 bytes
+        if (k.proto == IPPROTO_TCP)
+            bpf_skb_load_bytes(skb, l4 + 12, &doff, 1);
+        header += k.proto == IPPROTO_TCP ? (doff >> 4) * 4 : 8;
     }
+    u64 payload = skb->len > header ? skb->len - header : 0;
     int drop = conf->deny && !allowed(conf->inv, k.family, k.port, k.addr);
     u64 now = bpf_ktime_get_ns();
     struct flow_val *v = flows.lookup(&k);
     if (v) {
         __sync_fetch_and_add(&v->packets, 1);
-        __sync_fetch_and_add(&v->bytes, skb->len);
+        __sync_fetch_and_add(&v->bytes, payload);
         if (drop)
             __sync_fetch_and_add(&v->dropped, 1);
         v->last = now;
     } else {
-        struct flow_val fresh = { .packets = 1, .bytes = skb->len, .first = now, .last = now,
+        struct flow_val fresh = { .packets = 1, .bytes = payload, .first = now, .last = now,
                                   .dropped = drop };
         if (flows.update(&k, &fresh))
             add(conf->inv, CTR_LOST_EVENTS, 1);

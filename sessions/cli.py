@@ -18,6 +18,7 @@ from fixture.harness import ServerStartError
 from probes import doctor
 from probes.collectors import KINDS, CollectorUnavailable
 from probes.owned_tmp import make_owned_dir
+from probes.sandbox import SandboxLimits
 from sessions import document, report
 from sessions.archive import ArchiveError, ArchiveWriter, load_archive
 from sessions.client_spec import ClientSpec, ClientSpecError, from_command, from_file, parse_env
@@ -97,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                    f"{','.join(NOISE_KINDS)} (default with --noise: all)")
     r.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
     r.add_argument("--archive", type=Path, metavar="PATH", help="write the session archive here")
+    _boundary_arguments(r)
     rp = sub.add_parser("report", help="render a saved session's report")
     rp.add_argument("archive", type=Path)
     rp.add_argument("--format", choices=("md", "json", "junit"), default="md")
@@ -127,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
     g.add_argument("--archive", type=Path, metavar="PATH", help="write the session archive here")
     g.add_argument("--report", type=Path, metavar="PATH", help="write the Markdown report here")
+    _boundary_arguments(g)
     g.set_defaults(noise="")
     d = sub.add_parser("doctor", help="check what this machine can observe")
     d.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -229,6 +232,45 @@ def cmd_run(args) -> int:
     return document.exit_status(doc)
 
 
+def _boundary_arguments(parser) -> None:
+    b = parser.add_argument_group("the client's boundary (its cgroup and sandbox)")
+    b.add_argument("--deny-egress", action="store_true",
+                   help="refuse (EPERM) every destination but the receiver; still judged")
+    b.add_argument("--no-sandbox", action="store_true",
+                   help="run the client unconfined, as evlab's user (recorded and shown)")
+    d = SandboxLimits()
+    for flag, field, unit, scale in (("--memory", "memory_bytes", "MiB", 1 << 20),
+                                     ("--pids", "pids", "tasks", 1),
+                                     ("--cpu-seconds", "cpu_s", "s", 1),
+                                     ("--open-files", "open_files", "files", 1),
+                                     ("--disk", "disk_bytes", "MiB", 1 << 20)):
+        b.add_argument(flag, type=_positive_int, dest=f"limit_{field}", metavar=unit.upper(),
+                       default=getattr(d, field) // scale,
+                       help=f"sandbox limit (default {getattr(d, field) // scale} {unit})")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 < value <= 1 << 40:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def options_of(args, grading: bool = False) -> Options:
+    """The runner's options from run's or grade's flags. A graded client is untrusted: grade
+    refuses to run it unconfined unless --no-sandbox says so."""
+    scale = {"memory_bytes": 1 << 20, "disk_bytes": 1 << 20}
+    limits = SandboxLimits(**{f: getattr(args, f"limit_{f}") * scale.get(f, 1)
+                              for f in ("memory_bytes", "pids", "cpu_s", "open_files",
+                                        "disk_bytes")})
+    sandbox = "off" if args.no_sandbox else "required" if grading else "auto"
+    return Options(args.collector, args.packets, noise=noise_kinds(getattr(args, "noise", "")),
+                   sandbox=sandbox, deny_egress=args.deny_egress, limits=limits)
+
+
 def record_session(scenarios, args, grade: GradeStarted | None = None) -> dict | None:
     """Run scenarios headless, writing --json, --archive (and --report) whatever happens;
     the JSON document, or None when interrupted."""
@@ -240,8 +282,7 @@ def record_session(scenarios, args, grade: GradeStarted | None = None) -> dict |
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     interrupted = False
     try:
-        run_session(stream, scenarios, staging,
-                    Options(args.collector, args.packets, noise=noise_kinds(args.noise)), grade)
+        run_session(stream, scenarios, staging, options_of(args, grade is not None), grade)
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -31,6 +31,21 @@ def _kernel(inv: InvocationEvidence) -> dict:
         "cpu_ns": get("oncpu_ns"),
         "syscalls": get("syscalls"),
         "lost_events": get("lost_events"),
+        "longest_busy_stretch_ns": get("busy_max_ns"),
+        "source_mmaps": get("source_mmaps"),
+        "tasks_left_at_exit": get("leftover_tasks"),
+    }
+
+
+def _boundary(inv: InvocationEvidence) -> dict:
+    """The invocation's cgroup and what its socket hooks saw leave (null: not observed)."""
+    b, summary = inv.boundary, inv.egress_summary
+    return {
+        "cgroup_cpu_ns": b.cpu_ns if b else None,
+        "memory_peak_bytes": b.memory_peak if b else None,
+        "limit_hits": dict(b.limit_hits) if b else None,
+        "egress": ({"calls": [dict(c) for c in summary.calls],
+                    "packets": [dict(f) for f in summary.flows]} if summary else None),
     }
 
 
@@ -67,6 +82,7 @@ def _invocation(inv: InvocationEvidence, receiver_port: int) -> dict:
         "timed_out": inv.exited.timed_out if inv.exited else None,
         "claims": [c.claim for c in inv.claims],
         "kernel": _kernel(inv),
+        "boundary": _boundary(inv),
         "receiver": _receiver(inv),
         "packets": _packets(inv, receiver_port),
         "verifier": ({"saved": v.saved, "match": v.match, "saved_sha256": v.saved_sha256}
@@ -106,6 +122,9 @@ def session_header(book: EvidenceBook) -> dict:
         "contract_version": session.contract_version if session else None,
         "capabilities": {"missing": [{"name": m.name, "detail": m.detail, "fix": m.fix}
                                      for m in book.missing]},
+        "sandbox": ({"enabled": book.sandbox.enabled, "summary": book.sandbox.summary,
+                     "settings": book.sandbox.settings, "cgroups": book.sandbox.cgroups,
+                     "deny_egress": book.sandbox.deny_egress} if book.sandbox else None),
         "partial": book.ended.partial if book.ended else True,
         "end_reason": book.ended.reason if book.ended else "no end recorded",
     }

@@ -45,6 +45,11 @@ def markdown(events: list[Event]) -> str:
             f"kernel {doc['kernel']}, evlab {doc['evlab_version']}, "
             f"contract v{doc['contract_version']}",
             f"- session: {'**partial** — ' if doc['partial'] else ''}{doc['end_reason']}"]
+    box = doc["sandbox"]
+    if box is not None:
+        confined = box["summary"] if box["enabled"] else f"**NOT SANDBOXED** — {box['summary']}"
+        out.append(f"- client confinement: {confined}; cgroups {box['cgroups']}"
+                   + ("; egress **denied** beyond the receiver" if box["deny_egress"] else ""))
     summary = doc["summary"]
     if doc["grade"] is None:
         out.append(f"- instrument check: {summary['detected']} detected, {summary['missed']} "

@@ -14,8 +14,10 @@ from sessions.evidence import InvocationEvidence, ScenarioEvidence
 
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox", "csh", "tcsh"}
 # Read-only opens under these are the loader, the interpreter and system configuration.
+# Runtimes read these at start-up to size themselves (Node: /proc/meminfo, cgroup limits).
 SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/etc/", "/proc/self/", "/proc/thread-self/",
-                   "/sys/devices/system/cpu/", "/dev/pts/")
+                   "/sys/devices/system/cpu/", "/dev/pts/", "/proc/meminfo", "/proc/cpuinfo",
+                   "/proc/stat", "/sys/fs/cgroup/")
 HARMLESS_DEVICES = {"/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/tty",
                     "/dev/full"}
 # Secrets a backup client has no reason to read, wherever they are (checked before any

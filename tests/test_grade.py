@@ -47,13 +47,13 @@ SEEDED = ("baseline", "false-success", "hash-storm", "unexpected-egress", "redun
 
 
 def grade(command: str, tmp_path: Path, collector: str = "auto", book: EvidenceBook = None,
-          **options) -> dict:
+          deny_egress: bool = False, **options) -> dict:
     """Grade in-process, as `evlab grade --headless` does; the JSON document."""
     spec = from_command(command, **options)
     attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
     book = book if book is not None else EvidenceBook()
     run_session(EventStream([VerdictEngine(), book]), attempts, tmp_path / "out",
-                Options(collector), grade_started(spec, attempts))
+                Options(collector, deny_egress=deny_egress), grade_started(spec, attempts))
     return document.build(book)
 
 

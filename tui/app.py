@@ -401,7 +401,10 @@ class EvlabApp(App):
         header = f"{self.source.mode} · {conditions}" if conditions else self.source.mode
         if self.sub_title != header:
             self.sub_title = header  # noise on/off and faults for the selected scenario
-        parts = [f"collector {model.collector}", f"packets {model.packets_mode}", capabilities,
+        box = model.sandbox
+        sandbox = ("" if box is None else "sandboxed" if box.enabled else "NOT SANDBOXED")
+        parts = [f"collector {model.collector}", f"packets {model.packets_mode}", sandbox,
+                 capabilities,
                  f"lost events {model.lost_events}",
                  f"probe cost {bpf / 1e6:.1f} ms BPF" if bpf is not None else "probe cost n/a",
                  f"{eps:.0f} ev/s" if eps is not None else "",

@@ -48,13 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run" and not args.headless:
             from tui.sources import LiveSource
             scenarios = cli.chosen_scenarios(args.scenarios, args.all, args.suite)
-            options = Options(args.collector, args.packets, noise=cli.noise_kinds(args.noise))
-            return _dashboard(LiveSource(scenarios, options))
+            return _dashboard(LiveSource(scenarios, cli.options_of(args)))
         if args.command == "grade" and not args.headless:
             from tui.sources import LiveSource
             spec = cli.grade_spec(args)
             attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
-            return _dashboard(LiveSource(attempts, Options(args.collector, args.packets),
+            return _dashboard(LiveSource(attempts, cli.options_of(args, grading=True),
                                          grade=cli.grade_started(spec, attempts)))
         if args.command == "replay" and not args.headless:
             from tui.sources import ReplaySource

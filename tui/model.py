@@ -17,6 +17,7 @@ from sessions.events import (
     ClientExited,
     ConnectObserved,
     CounterSample,
+    EgressObserved,
     Event,
     GateResult,
     GradeStarted,
@@ -27,6 +28,7 @@ from sessions.events import (
     ProcessObserved,
     RiskFinding,
     RiskScan,
+    SandboxSet,
     ScenarioJudged,
     ScenarioStarted,
     ServerRecord,
@@ -95,6 +97,7 @@ class DashboardModel:
         self.collector = "…"
         self.packets_mode = "…"
         self.missing: list[CapabilityMissing] = []
+        self.sandbox: SandboxSet | None = None
         self.overhead: dict = {}
         self.lost_events = 0
         self.ended: SessionEnded | None = None
@@ -132,6 +135,9 @@ class DashboardModel:
                 return
             case CapabilityMissing():
                 self.missing.append(event)
+                return
+            case SandboxSet():
+                self.sandbox = event
                 return
             case SessionEnded():
                 self.ended = event
@@ -189,6 +195,11 @@ class DashboardModel:
             case ConnectObserved():
                 view.receiver.append((event.seq, f"{_ms(self, event)} kernel connect "
                                                  f"{event.address}:{event.port} → {event.result}"))
+            case EgressObserved():
+                view.receiver.append((event.seq, f"{_ms(self, event)} socket {event.kind} "
+                                                 f"{event.protocol} {event.address}:{event.port}"
+                                                 f" pid {event.pid}"
+                                                 + (" REFUSED" if event.refused else "")))
             case ProcessObserved():
                 view.claims.append((event.seq, f"{_ms(self, event)} kernel {event.kind} "
                                                f"pid {event.pid}"))
