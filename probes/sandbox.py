@@ -16,8 +16,8 @@ they must be reachable by it (`unreachable` says which is not, before anything r
 
 The network namespace is the host's: the receiver listens on its loopback. What the client may
 contact is watched and (with --deny-egress) enforced by the cgroup hooks (probes/collector.bpf.c).
-When the launched process ends, bwrap's init ends and the kernel kills whatever the client left
-in its PID namespace; the kernel's view of the tree records what that was (leftover_tasks).
+The client is its PID namespace's init: when it ends, the kernel kills whatever it left there;
+the kernel's view of the tree records what that was (leftover_tasks, exit events).
 """
 
 import os
@@ -69,8 +69,10 @@ class SandboxSettings:
 
 
 NAMESPACES = ("user", "pid", "ipc", "uts", "cgroup", "mount")
-_BWRAP_NS = ("--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
-             "--unshare-uts", "--unshare-cgroup")
+# --as-pid-1: the client is its pid namespace's init, so there is no reaper of bwrap's inside
+# for it to ptrace or stop (the namespace ends, killing what it left, when the client ends).
+_BWRAP_NS = ("--unshare-user", "--disable-userns", "--unshare-pid", "--as-pid-1",
+             "--unshare-ipc", "--unshare-uts", "--unshare-cgroup")
 
 
 class Sandbox:

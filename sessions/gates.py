@@ -82,6 +82,11 @@ def cleanup(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) ->
             if items:
                 problems.append(f"invocation {n} left {len(items)} {what}: "
                                 f"{', '.join(items[:3])}")
+        final = ev.invocations[n].final
+        tasks = final.counters.get("leftover_tasks", 0) if final else 0
+        if tasks and not c.left_at_exit:   # the kernel's count, when the exit events were lost
+            problems.append(f"invocation {n} left {tasks} task(s) of its tree running when it "
+                            "ended (kernel count)")
         kept = [f for f in c.cwd_files if f not in temp]
         if kept:
             notes.append(f"invocation {n} kept {', '.join(kept[:3])} in its working directory")
@@ -92,10 +97,32 @@ def cleanup(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) ->
                                                            else ""), tuple(evidence))
 
 
+LIMIT_NAMES = {"memory": "the memory limit (OOM kills)", "pids": "the task limit (forks refused)",
+               "disk": "the working directory's size (its tmpfs filled up)"}
+
+
+def limits(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> Judgement:
+    """Did the client stay within its sandbox's limits? Hitting one is the client's failure,
+    whatever it did to the evidence on the way (never an invalid attempt)."""
+    hits, evidence = [], []
+    for n in sorted(ev.invocations):
+        b = ev.invocations[n].boundary
+        if b is None:
+            return Judgement(NA, "no cgroup: no limits were enforced")
+        evidence.append(b.seq)
+        hits += [f"invocation {n} hit {LIMIT_NAMES.get(name, name)}: {count}x"
+                 for name, count in sorted(b.limit_hits.items()) if count]
+    if hits:
+        return failed("; ".join(hits), evidence)
+    return Judgement(PASS, "within the memory, task and disk limits in every invocation",
+                     tuple(evidence))
+
+
 GATES: dict[str, Callable[[ScenarioEvidence, Thresholds, dict[str, Verdict]], Judgement]] = {
     "immediate": immediate,
     "re-run": rerun,
     "durability": _lifecycle_gate("durability"),
     "restore": _lifecycle_gate("restore"),
     "cleanup": cleanup,
+    "limits": limits,
 }

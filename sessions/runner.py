@@ -391,8 +391,12 @@ class Session:
             self._pump(live, n, inv_id)
             left = cg.census()
             totals = self.collector.egress(inv_id)
+            hits = cg.limit_hits()
+            if self.sandbox is not None:
+                home = os.statvfs(live.home)
+                hits["disk"] = int(home.f_bavail == 0)   # its tmpfs is full
             self.stream.publish(BoundaryObserved(
-                time.monotonic_ns(), s.id, n, cg.cpu_ns(), cg.memory_peak(), cg.limit_hits(),
+                time.monotonic_ns(), s.id, n, cg.cpu_ns(), cg.memory_peak(), hits,
                 len(left), totals is not None))
             if totals is not None:
                 self.stream.publish(EgressSummary(time.monotonic_ns(), s.id, n, totals.calls,

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.test_grade import grade, runs
@@ -116,3 +117,42 @@ def test_honest_clients_pass_every_clause_and_gate_in_the_sandbox(egress, tmp_pa
             assert run["valid"] and run["success"], (scenario, run["reason"])
             assert run["risk_findings"] == [], run["risk_findings"]
     assert doc["sandbox"]["enabled"] and doc["sandbox"]["settings"]["user"] == "evlab-client"
+
+
+# --- hostile clients: nothing forged, nothing harmed, nothing left --------------------------------
+HOSTILE = CLIENTS / "hostile.py"
+
+
+@pytest.mark.parametrize("mode, failing, attempt", [
+    ("forge-store", {"integrity", "honest-outcome", "gate immediate"},
+     {"stores_found": [], "written": []}),
+    ("bpf-tamper", {"cpu-budget"}, {"bpf": "Operation not permitted"}),
+    ("signal-judge", set(), {"pids": {}}),
+    ("ptrace-judge", set(), {"pids": {}}),
+    ("unshare", set(), None),
+    ("fork-flood", {"gate cleanup", "gate limits"}, None),
+    ("memory-hog", {"gate limits"}, None),
+    ("disk-fill", {"gate limits"}, {"error": "No space left on device"}),
+    ("zombie-leader", {"gate cleanup"}, None),
+])
+def test_a_hostile_client_is_refused_or_fails_never_forges(tmp_path, mode, failing, attempt):
+    doc = grade(f"/usr/bin/python3 {HOSTILE} {mode} {{host}} {{port}} {{source}}", tmp_path,
+                attempts=1, scenarios=("normal",))
+    run = runs(doc)[0]
+    failed = {c for c, s in run["clauses"].items() if s == "fail"} | {
+        f"gate {g}" for g, v in run["gates"].items() if v["status"] == "fail"}
+    assert run["valid"], run["reason"]            # never an invalid attempt of its making
+    assert failing <= failed, run["reason"]
+    if not failing:
+        assert run["success"], run["reason"]
+    claims = doc["scenarios"][0]["invocations"][0]["claims"]
+    said = next((c for c in claims if c.get("claim") == "attempt"), None)
+    for key, value in (attempt or {}).items():
+        assert said[key] == value, said
+    if mode == "unshare":
+        assert said["user"] != "ok" and said["net"] != "ok", said
+    if mode == "memory-hog":
+        assert "memory limit" in run["gates"]["limits"]["reason"]
+    survivors = [p.pid for p in psutil.process_iter(["cmdline"])
+                 if str(HOSTILE) in " ".join(p.info["cmdline"] or ())]
+    assert survivors == []
