@@ -34,7 +34,8 @@ from probes.capability import Capability
 BCC = "bcc-collector"
 STRACE = "strace-collector"  # the fallback when BCC cannot load
 PACKETS = "packet-capture"
-OBSERVERS = (BCC, STRACE, PACKETS)
+BOUNDARY = "client-boundary"   # the client's cgroup, its socket hooks and its sandbox
+OBSERVERS = (BCC, STRACE, PACKETS, BOUNDARY)
 
 # Capability name -> the observers that cannot run without it; () means optional.
 NEEDED_FOR: dict[str, tuple[str, ...]] = {
@@ -46,6 +47,9 @@ NEEDED_FOR: dict[str, tuple[str, ...]] = {
     "tracepoints": (BCC,),
     "uprobes": (BCC,),
     "af-packet": (PACKETS,),
+    "cgroup": (BOUNDARY,),
+    "cgroup-hooks": (BOUNDARY,),
+    "sandbox": (BOUNDARY,),
     "btf": (),
     "kprobes": (),
     "strace": (STRACE,),
@@ -346,6 +350,59 @@ def _check_tool(name: str) -> Capability:
                     f"apt-get install -y {_APT[name]}")
 
 
+def check_cgroup() -> Capability:
+    """The layout (v2-only or hybrid), where limits come from, and whether evlab may create
+    client cgroups."""
+    from probes.cgroup import find_layout
+    layout = find_layout()
+    gap = layout.capability()
+    if gap is not None:
+        return _missing("cgroup", f"{layout.describe()}: {gap.detail}", gap.fix)
+    return _ok("cgroup", layout.describe())
+
+
+_HOOK_PROBE = "int hook(struct bpf_sock_addr *ctx) { return 1; }"
+
+
+def check_cgroup_hooks() -> Capability:
+    """Can a socket-address program attach to a client cgroup? (what egress is judged from)"""
+    from probes.cgroup import ClientCgroup, find_layout
+    layout = find_layout()
+    if layout.capability() is not None:
+        return _missing("cgroup-hooks", "no client cgroup can be made (see 'cgroup')",
+                        "fix 'cgroup' first")
+    try:
+        from bcc import BPF
+    except ImportError as e:
+        return _missing("cgroup-hooks", f"cannot import bcc: {e}", "make setup")
+    cg = ClientCgroup.create(layout, "doctor")
+    try:
+        bpf = BPF(text=_HOOK_PROBE)
+        fn = bpf.load_func("hook", BPF.CGROUP_SOCK_ADDR, attach_type=10)
+        fd = os.open(cg.dirs["v2"], os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            BPF.attach_func(fn, fd, 10)
+            BPF.detach_func(fn, fd, 10)
+        finally:
+            os.close(fd)
+            bpf.cleanup()
+    except Exception as e:
+        return _missing("cgroup-hooks", f"a cgroup socket hook did not attach: {_why(e)}",
+                        "a kernel with CONFIG_CGROUP_BPF and BTF; see 'bpf-syscall'")
+    finally:
+        cg.remove()
+    return _ok("cgroup-hooks", "connect/sendmsg (v4, v6) and egress packet hooks attach to "
+               "a client cgroup")
+
+
+def check_sandbox() -> Capability:
+    from probes.sandbox import Sandbox
+    box, gap = Sandbox.open()
+    if box is None:
+        return _missing("sandbox", gap.detail, gap.fix)
+    return _ok("sandbox", box.settings().describe())
+
+
 CHECKS: tuple[tuple[str, Callable[[], Capability]], ...] = (
     ("root", check_root),
     ("bpf-syscall", check_bpf_syscall),
@@ -357,6 +414,9 @@ CHECKS: tuple[tuple[str, Callable[[], Capability]], ...] = (
     ("uprobes", check_uprobes),
     ("kprobes", check_kprobes),
     ("af-packet", check_af_packet),
+    ("cgroup", check_cgroup),
+    ("cgroup-hooks", check_cgroup_hooks),
+    ("sandbox", check_sandbox),
     ("netem", check_netem),
     ("fault-injection", check_fault_injection),
     *((tool, lambda tool=tool: _check_tool(tool)) for tool in _APT),

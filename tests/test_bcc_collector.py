@@ -141,7 +141,7 @@ def test_function_entries_counted(collector, exerciser):
 
 
 def test_oncpu_time_agrees_with_the_kernels_rusage(collector, exerciser):
-    final, _, cpu_s = run(collector, [exerciser, "spin:300"])
+    final, _, cpu_s = run(collector, [exerciser, "spin:300", "sleep:20"])
     oncpu_s = final.counters["oncpu_ns"] / 1e9
     # The spin is 300 ms of wall time; under load the CPU share is less, so compare with the
     # kernel's own accounting of this process (wait4 rusage), not with the wall figure.
@@ -149,7 +149,20 @@ def test_oncpu_time_agrees_with_the_kernels_rusage(collector, exerciser):
     # Seen within 0.5 ms on a quiet or CPU-loaded machine; up to 13% less while other BPF
     # tracing ran concurrently (a tracing program is skipped while another runs on that CPU).
     assert abs(oncpu_s - cpu_s) <= 0.15 * cpu_s + 0.005, (oncpu_s, cpu_s)
-    assert final.counters["switches_out"] >= 1
+    assert final.counters["switches_out"] >= 1   # the sleep blocks: one switch at least
+
+
+def test_busy_stretches_end_at_progress_syscalls_not_at_sleeps(collector, exerciser, data_file):
+    # spin, sleep (not progress: it costs no CPU), spin -> one stretch of both spins; a read
+    # (progress) then ends it, and the last spin is a second stretch.
+    final, _, _ = run(collector, [exerciser, "spin:60", "sleep:5", "spin:60",
+                                  f"read:{data_file}:1000", "spin:30"], source=data_file)
+    c = final.counters
+    assert c["busy_stretches"] == 2
+    # on-CPU time only: preemption under load shortens what a spin gets, never lengthens it
+    assert c["busy_max_ns"] <= 125_000_000 and c["busy_max_ns"] >= c["busy_ns"] / 2
+    assert c["busy_ns"] <= c["oncpu_ns"]
+    assert c["busy_ns"] >= 0.8 * c["oncpu_ns"]   # the spins are nearly all of its CPU
 
 
 def test_untracked_process_with_the_same_executable_is_not_counted(collector, exerciser,

@@ -15,7 +15,8 @@ from probes.capability import Capability
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["root", "bpf-syscall", "tracefs", "kernel-headers", "bcc-import", "btf",
-         "tracepoints", "uprobes", "kprobes", "af-packet", "netem", "fault-injection", "strace",
+         "tracepoints", "uprobes", "kprobes", "af-packet", "cgroup", "cgroup-hooks", "sandbox",
+         "netem", "fault-injection", "strace",
          "tcpdump", "bpftrace", "tshark"]
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

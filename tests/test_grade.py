@@ -233,7 +233,7 @@ def test_python_client_from_the_protocol_document_passes_every_clause_and_gate(t
             assert run["valid"] and run["success"], (scenario, run["reason"])
             assert set(run["clauses"].values()) <= {"pass", "not-applicable"}
             assert {g: v["status"] for g, v in run["gates"].items()} == dict.fromkeys(
-                ("immediate", "re-run", "durability", "restore", "cleanup"), "pass")
+                ("immediate", "re-run", "durability", "restore", "cleanup", "limits"), "pass")
             assert run["risk_findings"] == []
     # the scenarios' own expectations: recovery was exercised, the mismatch was rejected
     assert runs(doc, "interrupted")[0]["clauses"]["bounded-recovery"] == "pass"

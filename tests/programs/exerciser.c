@@ -11,6 +11,7 @@
  *   sendfile:PORT:FILE:N  connect once, sendfile(2) N bytes of FILE to the socket
  *   call:M            call the noinline function counted_fn M times
  *   spin:MS           spin on the CPU for MS milliseconds
+ *   sleep:MS          nanosleep(2) for MS milliseconds (the task blocks: a voluntary switch)
  *   thread:FILE:N     a second thread reads N bytes of FILE with read(2)
  * Exits 0 when every step did exactly what it says.
  */
@@ -170,6 +171,9 @@ int main(int argc, char **argv)
             do
                 clock_gettime(CLOCK_MONOTONIC, &t);
             while ((t.tv_sec - t0.tv_sec) * 1000L + (t.tv_nsec - t0.tv_nsec) / 1000000L < atol(a));
+        } else if (!strcmp(kind, "sleep")) {
+            struct timespec t = { atol(a) / 1000, (atol(a) % 1000) * 1000000L };
+            nanosleep(&t, NULL);
         } else if (!strcmp(kind, "thread")) {
             struct thread_job job = { a, atol(b) };
             pthread_t th;
