@@ -23,11 +23,15 @@ What is measured, each figure the median of repeated runs, each ratio of medians
 6. Grading cost (bench/grade.py): the grade scenarios run plain and as `evlab grade` attempts
    (isolation, cleanup, durability, restore, gates), and a default 3-attempt grade of the
    Python client.
+7. Cgroup socket hooks (bench/hooks.py): what the connect, UDP sendmsg and egress-packet hooks
+   evlab attaches to a client's cgroup add per TCP connect, per UDP datagram and per packet
+   (bench/sockloop.c on loopback, in a fresh cgroup, hooks attached or not, the collector
+   loaded throughout); the egress totals of every hooked run checked against the truth.
 
 Writes bench/results.json (raw samples and medians) and bench/results.md (the table, also
-printed). Progress goes to stderr. About 6-9 minutes on a 2-core machine, most of it strace
+printed). Progress goes to stderr. About 8-11 minutes on a 2-core machine, most of it strace
 doing readloop's 1,000,000 reads (40-105 s a run here, depending on CPU placement).
-Options: --only overhead,suite,dashboard,grade runs some sections (for development).
+Options: --only overhead,suite,dashboard,grade,hooks runs some sections (for development).
 """
 
 import argparse
@@ -44,6 +48,7 @@ from bench import (
     exactness,
     flood,
     grade,
+    hooks,
     overhead,
     report,
     suite,
@@ -53,7 +58,7 @@ from bench import (
 from bench.measure import median, say
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("overhead", "suite", "dashboard", "grade")
+SECTIONS = ("overhead", "suite", "dashboard", "grade", "hooks")
 HASH_STORM_REPEATS = {"untraced": 10, "evlab": 10, "strace": 5, "bpftrace": 10,
                       "evlab-idle": 5, "bpf-floor": 5}
 READLOOP_REPEATS = {"untraced": 3, "evlab": 3, "strace": 1, "bpftrace": 3,
@@ -63,6 +68,7 @@ SUITE_REPEATS = 4
 GRADE_REPEATS = 3
 COST_REPEATS = 2
 TMUX_REPEATS = 3
+HOOKS_ROUNDS = 9
 NOTES = [
     "Rounds: every condition's block runs once per round, in an order rotated each round; "
     "observers are set up before and torn down after their block, so none is loaded while "
@@ -85,6 +91,23 @@ NOTES = [
     "Dashboard CPU: psutil cpu_times of the evlab TUI process only (children excluded), from "
     "its start until the screen shows every scenario detected; the lab runs in that process, "
     "so the headless evlab process's own CPU over the same suite is given beside it.",
+    "Cgroup hooks: bench/sockloop.c, every run in a fresh ClientCgroup (join_argv), to "
+    f"127.0.0.1: {hooks.WORKLOADS['udp']:,} sendto() of 16 bytes on an unconnected UDP socket "
+    "(per datagram: the sendmsg4 hook and the egress hook on its packet); "
+    f"{hooks.WORKLOADS['udp-connected']:,} send() on a connected one (the egress hook alone: "
+    f"per packet); {hooks.WORKLOADS['connect']:,} TCP socket + connect + close with SO_LINGER 0 "
+    "(per connect: the connect4 hook and the egress hook on SYN, ACK, RST). Datagrams go to a "
+    "bound UDP socket of the bench that is never read (a closed port would add an ICMP reply per "
+    "datagram), connects to a listener a thread accepts and closes. Conditions: cgroup-only; "
+    "hooks (watch_cgroup(..., allowed=[the destination], deny=False) before the launch, "
+    "unwatch_cgroup after); hooks-deny (deny=True, the destination allowed). One BccCollector, "
+    "compiled before timing, stays loaded through all three (the client untracked), so only the "
+    f"hooks differ. In each of {HOOKS_ROUNDS} rounds every workload runs once per condition, "
+    "back to back, the order rotated per round. Added per op = (median hooked - median "
+    "cgroup-only) / N, of wall (fork to reaped exit), of the client's own clock around its loop, "
+    "and of client CPU (os.wait4; loopback delivery runs in the sender's context, so the "
+    "receiving side is in it, alike in every condition). Hooks' BPF run time: the kernel's BPF "
+    "stats of this process's cgroup programs (enabled by the collector, as in every evlab run).",
 ]
 
 
@@ -151,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                                tmux=tmux_run.measure(TMUX_REPEATS))),
                            ("dashboard_flood", lambda r: r.setdefault("dashboard", {}).update(
                                flood=flood.measure()))],
-             "grade": [("grade", lambda r: r.update(grade=grade.measure(GRADE_REPEATS)))]}
+             "grade": [("grade", lambda r: r.update(grade=grade.measure(GRADE_REPEATS)))],
+             "hooks": [("hooks", lambda r: r.update(hooks=hooks.measure(HOOKS_ROUNDS)))]}
     for section in only:
         for name, step in steps[section]:
             load = results.setdefault("load_average_1min", {})[name] = [os.getloadavg()[0]]

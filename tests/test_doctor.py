@@ -173,7 +173,8 @@ def _assert_nonroot_report(proc: subprocess.CompletedProcess) -> None:
     assert "EPERM" in caps["bpf-syscall"]["detail"]
     assert "CAP_NET_RAW" in caps["af-packet"]["detail"]
     assert json.loads(proc.stdout)["ready"] == {doctor.BCC: False, doctor.STRACE: True,
-                                                doctor.PACKETS: False}
+                                                doctor.PACKETS: False, doctor.BOUNDARY: False}
+    assert caps["sandbox"]["detail"].startswith("the sandbox needs root")
 
 
 @as_root
