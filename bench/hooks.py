@@ -246,6 +246,13 @@ def summarize(runs: dict, binary: Path) -> dict:
                 "loop_us": _per_op(c["median_loop_s"], base["median_loop_s"], n),
                 "cpu_us": _per_op(c["median_cpu_s"], base["median_cpu_s"], n),
                 "bpf_us": c["median_bpf_run_s"] / n * 1e6,
+                # Paired: the median over rounds of (this run - the same round's cgroup-only
+                # run) / N; the runs of a round are back to back, so drift between rounds (other
+                # work on the machine) cancels out.
+                **{f"paired_{what}_us": median(
+                    (a[f"{what}_s"] - b[f"{what}_s"]) / n * 1e6
+                    for a, b in zip(c["runs"], base["runs"], strict=True))
+                   for what in ("wall", "loop", "cpu")},
                 "wall_ratio": ratio(c["median_wall_s"], base["median_wall_s"]),
                 "loop_ratio": ratio(c["median_loop_s"], base["median_loop_s"]),
                 "cpu_ratio": ratio(c["median_cpu_s"], base["median_cpu_s"]),
@@ -269,7 +276,8 @@ def summarize(runs: dict, binary: Path) -> dict:
     datagram, packet = w["udp"]["per_op"]["hooks"], w["udp-connected"]["per_op"]["hooks"]
     out["per_sendmsg_hook_us"] = {
         what: datagram[what] - packet[what] if None not in (datagram[what], packet[what])
-        else None for what in ("wall_us", "loop_us", "cpu_us", "bpf_us")}
+        else None for what in ("wall_us", "loop_us", "cpu_us", "paired_wall_us",
+                               "paired_cpu_us", "bpf_us")}
     return out
 
 

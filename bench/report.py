@@ -245,40 +245,51 @@ def _hooks(h: dict | None) -> list[str]:
              f"`{h['argv']}`: udp = N sendto() on one unconnected socket, udp-connected = N "
              "send() on a connected one, connect = N TCP socket + connect + close (RST); the "
              "client in a fresh cgroup every run, evlab's collector loaded throughout. "
-             "\"Added\" is (median − median of cgroup-only) / N; \"loop\" is the client's "
-             "own clock around its N calls (start-up and exit excluded).", "",
+             "\"Added\" is (median − median of cgroup-only) / N; \"paired\" the median over "
+             "rounds of (run − the same round's cgroup-only run) / N, which cancels drift "
+             "between rounds; \"loop\" is the client's own clock around its N calls (start-up "
+             "and exit excluded).", "",
              "| workload | condition | wall | loop | client CPU | wall / cgroup-only "
-             "| CPU / cgroup-only | added wall per op | added loop per op | added CPU per op "
-             "| hooks' BPF run time per op | packets per op | runs |",
+             "| CPU / cgroup-only | added wall per op | added CPU per op "
+             "| added per op, paired: wall / CPU | hooks' BPF run time per op | packets per op "
+             "| runs |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for workload, d in w.items():
         for cond in hooks.CONDITIONS:
             m, po = d["conditions"][cond], d["per_op"].get(cond, {})
             base = cond == "cgroup-only"
+            paired = (f"{_value(po.get('paired_wall_us'), '+µs')} / "
+                      f"{_value(po.get('paired_cpu_us'), '+µs')}")
             lines.append(
                 f"| {workload} x{d['n']:,} | {cond} | {_value(m['median_wall_s'], 's')} "
                 f"| {_value(m['median_loop_s'], 's')} | {_value(m['median_cpu_s'], 's')} "
                 f"| {'1' if base else _value(po.get('wall_ratio'), 'x')} "
                 f"| {'1' if base else _value(po.get('cpu_ratio'), 'x')} "
                 f"| {'—' if base else _value(po.get('wall_us'), '+µs')} "
-                f"| {'—' if base else _value(po.get('loop_us'), '+µs')} "
                 f"| {'—' if base else _value(po.get('cpu_us'), '+µs')} "
+                f"| {'—' if base else paired} "
                 f"| {'—' if base else _value(po.get('bpf_us'), 'µs')} "
-                f"| {'—' if base else _value(po.get('packets_per_op'))} | {len(m['runs'])} |")
+                f"| {'—' if base else _value(po.get('packets_per_op'), '2f')} "
+                f"| {len(m['runs'])} |")
     parts = []
     for workload, label in (("connect", "per TCP connect"), ("udp", "per UDP datagram"),
                             ("udp-connected", "per packet")):
         po, base = w[workload]["per_op"]["hooks"], w[workload]["base_per_op_us"]
         parts.append(f"{label} {_value(po['wall_us'], '+µs')} wall, "
-                     f"{_value(po['cpu_us'], '+µs')} CPU (cgroup-only: "
+                     f"{_value(po['cpu_us'], '+µs')} CPU (paired: "
+                     f"{_value(po.get('paired_wall_us'), '+µs')}, "
+                     f"{_value(po.get('paired_cpu_us'), '+µs')}; BPF run time "
+                     f"{_value(po['bpf_us'], 'µs')}; cgroup-only: "
                      f"{_value(base['wall'], 'µs')} wall, {_value(base['cpu'], 'µs')} CPU)")
     alone = h["per_sendmsg_hook_us"]
     lines += ["", "Hooks (deny off) vs cgroup-only: " + "; ".join(parts) + ". The sendmsg hook "
               f"alone (per datagram − per packet): {_value(alone['wall_us'], '+µs')} wall, "
-              f"{_value(alone['cpu_us'], '+µs')} CPU, {_value(alone['bpf_us'], 'µs')} of BPF run "
-              "time. hooks-deny adds one allow-list lookup per packet. Listen-queue overflows "
-              "during the connect runs (host-wide; each a SYN dropped and the client stalled "
-              f"1 s): {w['connect'].get('listen_overflows', '—')}."]
+              f"{_value(alone['cpu_us'], '+µs')} CPU (paired: "
+              f"{_value(alone.get('paired_wall_us'), '+µs')}, "
+              f"{_value(alone.get('paired_cpu_us'), '+µs')}), {_value(alone['bpf_us'], 'µs')} "
+              "of BPF run time. hooks-deny adds one allow-list lookup per packet. Listen-queue "
+              "overflows during the connect runs (host-wide; each a SYN dropped and the client "
+              f"stalled 1 s): {w['connect'].get('listen_overflows', '—')}."]
     lines += ["", "| workload | counter (per hooked run) | truth | observed | status |",
               "|---|---|---|---|---|"]
     for workload, d in w.items():
@@ -320,6 +331,8 @@ def _value(value, unit: str = "") -> str:
         return f"{value:.2f}x"
     if unit == "MB":
         return f"{value:.0f} MB"
+    if unit == "2f":
+        return f"{value:.2f}"
     if unit == "µs":
         return f"{value:.2f} µs"
     if unit == "+µs":

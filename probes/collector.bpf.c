@@ -719,7 +719,7 @@ static __always_inline int sock_addr(struct bpf_sock_addr *ctx, u16 kind, u16 fa
     } else {
         struct egress_val fresh = { .calls = 1, .refused = refuse, .first = now, .last = now };
         if (egress.update(&k, &fresh))
-            add(inv, CTR_LOST_EVENTS, 1);
+            add(inv, CTR_EGRESS_LOST, 1);   // the totals are incomplete: never a pass
         struct event *e = reserve(inv);
         if (e) {
             e->kind = EV_EGRESS;
@@ -788,7 +788,7 @@ int egress_packets(struct __sk_buff *skb)
         struct flow_val fresh = { .packets = 1, .bytes = payload, .first = now, .last = now,
                                   .dropped = drop };
         if (flows.update(&k, &fresh))
-            add(conf->inv, CTR_LOST_EVENTS, 1);
+            add(conf->inv, CTR_EGRESS_LOST, 1);
     }
     return drop ? 0 : 1;
 }

@@ -28,6 +28,7 @@ COUNTERS = (
     "busy_max_ns",         # the longest on-CPU stretch without a progress syscall (a maximum)
     "source_mmaps",        # mmap() of a source descriptor: reads through it are not syscalls
     "leftover_tasks",      # tasks of the tree alive when the launched process ended
+    "egress_lost",         # destinations the cgroup hooks' tables could not hold
 )
 
 # Counters that are maxima, not sums: per-CPU values merge with max().

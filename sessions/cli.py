@@ -8,6 +8,7 @@ Exit status of `run`: 0 the instrument judged every scenario as declared (all de
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import sys
@@ -129,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
     g.add_argument("--archive", type=Path, metavar="PATH", help="write the session archive here")
     g.add_argument("--report", type=Path, metavar="PATH", help="write the Markdown report here")
+    g.add_argument("--noise", nargs="?", const=",".join(NOISE_KINDS), default="",
+                   metavar="KINDS", help="ambient noise during every attempt: "
+                   f"{','.join(NOISE_KINDS)} (default with --noise: all)")
     _boundary_arguments(g)
     g.set_defaults(noise="")
     d = sub.add_parser("doctor", help="check what this machine can observe")
@@ -232,6 +236,14 @@ def cmd_run(args) -> int:
     return document.exit_status(doc)
 
 
+# flag, SandboxLimits field, unit, scale; and each field's key in a grade file's [sandbox]
+LIMIT_FLAGS = (("--memory", "memory_bytes", "MiB", 1 << 20), ("--pids", "pids", "tasks", 1),
+               ("--cpu-seconds", "cpu_s", "s", 1), ("--open-files", "open_files", "files", 1),
+               ("--disk", "disk_bytes", "MiB", 1 << 20))
+TOML_KEYS = {"memory_bytes": "memory_mib", "pids": "pids", "cpu_s": "cpu_seconds",
+             "open_files": "open_files", "disk_bytes": "disk_mib"}
+
+
 def _boundary_arguments(parser) -> None:
     b = parser.add_argument_group("the client's boundary (its cgroup and sandbox)")
     b.add_argument("--deny-egress", action="store_true",
@@ -239,13 +251,8 @@ def _boundary_arguments(parser) -> None:
     b.add_argument("--no-sandbox", action="store_true",
                    help="run the client unconfined, as evlab's user (recorded and shown)")
     d = SandboxLimits()
-    for flag, field, unit, scale in (("--memory", "memory_bytes", "MiB", 1 << 20),
-                                     ("--pids", "pids", "tasks", 1),
-                                     ("--cpu-seconds", "cpu_s", "s", 1),
-                                     ("--open-files", "open_files", "files", 1),
-                                     ("--disk", "disk_bytes", "MiB", 1 << 20)):
+    for flag, field, unit, scale in LIMIT_FLAGS:
         b.add_argument(flag, type=_positive_int, dest=f"limit_{field}", metavar=unit.upper(),
-                       default=getattr(d, field) // scale,
                        help=f"sandbox limit (default {getattr(d, field) // scale} {unit})")
 
 
@@ -259,19 +266,25 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def options_of(args, grading: bool = False) -> Options:
-    """The runner's options from run's or grade's flags. A graded client is untrusted: grade
-    refuses to run it unconfined unless --no-sandbox says so."""
-    scale = {"memory_bytes": 1 << 20, "disk_bytes": 1 << 20}
-    limits = SandboxLimits(**{f: getattr(args, f"limit_{f}") * scale.get(f, 1)
-                              for f in ("memory_bytes", "pids", "cpu_s", "open_files",
-                                        "disk_bytes")})
+def options_of(args, grading: bool = False, from_file: dict | None = None) -> Options:
+    """The runner's options from run's or grade's flags (a grade file's [sandbox] table fills
+    what the flags leave out). A graded client is untrusted: grade refuses to run it
+    unconfined unless --no-sandbox says so."""
+    from_file, d = from_file or {}, SandboxLimits()
+    limits = {}
+    for _flag, field, _unit, scale in LIMIT_FLAGS:
+        given = getattr(args, f"limit_{field}")
+        if given is None:
+            given = from_file.get(TOML_KEYS[field])
+        limits[field] = given * scale if given is not None else getattr(d, field)
     sandbox = "off" if args.no_sandbox else "required" if grading else "auto"
-    return Options(args.collector, args.packets, noise=noise_kinds(getattr(args, "noise", "")),
-                   sandbox=sandbox, deny_egress=args.deny_egress, limits=limits)
+    return Options(args.collector, args.packets, noise=noise_kinds(args.noise),
+                   sandbox=sandbox, deny_egress=args.deny_egress or from_file.get(
+                       "deny_egress", False), limits=SandboxLimits(**limits))
 
 
-def record_session(scenarios, args, grade: GradeStarted | None = None) -> dict | None:
+def record_session(scenarios, args, grade: GradeStarted | None = None,
+                   sandbox: dict | None = None) -> dict | None:
     """Run scenarios headless, writing --json, --archive (and --report) whatever happens;
     the JSON document, or None when interrupted."""
     staging = make_owned_dir("evlab-archive-")
@@ -282,7 +295,8 @@ def record_session(scenarios, args, grade: GradeStarted | None = None) -> dict |
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     interrupted = False
     try:
-        run_session(stream, scenarios, staging, options_of(args, grade is not None), grade)
+        run_session(stream, scenarios, staging, options_of(args, grade is not None, sandbox),
+                    grade)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -291,11 +305,9 @@ def record_session(scenarios, args, grade: GradeStarted | None = None) -> dict |
         try:
             doc = document.build(book)
             if args.json:
-                args.json.parent.mkdir(parents=True, exist_ok=True)
-                args.json.write_text(json.dumps(doc, indent=2) + "\n")
+                _write_atomic(args.json, json.dumps(doc, indent=2) + "\n")
             if getattr(args, "report", None):
-                args.report.parent.mkdir(parents=True, exist_ok=True)
-                args.report.write_text(report.markdown(events))
+                _write_atomic(args.report, report.markdown(events))
             if args.archive:
                 path = writer.finish(args.archive)
                 print(f"evlab: archive written to {path}", file=sys.stderr)
@@ -305,6 +317,17 @@ def record_session(scenarios, args, grade: GradeStarted | None = None) -> dict |
         print("evlab: interrupted; partial results written", file=sys.stderr)
         return None
     return doc
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Whole or not at all: a reader (or a leftover of the client's) never sees a half file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.partial-write")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def grade_spec(args) -> ClientSpec:
@@ -329,7 +352,7 @@ def cmd_grade(args) -> int:
     spec = grade_spec(args)
     attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
     grade = grade_started(spec, attempts)
-    doc = record_session(attempts, args, grade)
+    doc = record_session(attempts, args, grade, spec.sandbox)
     if doc is None:
         return 130
     print(grade_summary_line(doc["grade"]), file=sys.stderr)

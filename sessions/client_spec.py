@@ -19,6 +19,13 @@ TOML form (relative paths are relative to the file):
     [grade]
     attempts = 3
     scenarios = ["normal", "interrupted", "mismatch", "stale"]
+    [sandbox]                      # optional; command-line flags win
+    memory_mib = 512
+    pids = 256
+    cpu_seconds = 60
+    open_files = 1024
+    disk_mib = 256
+    deny_egress = false
 """
 
 import dataclasses
@@ -36,6 +43,8 @@ from sessions.scenario import PLACEHOLDERS, Scenario, placeholders_of
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
             "HOME": "{cwd}", "TMPDIR": "{cwd}"}
 MAX_ATTEMPTS = 50
+SANDBOX_KEYS = {"memory_mib": int, "pids": int, "cpu_seconds": int, "open_files": int,
+                "disk_mib": int, "deny_egress": bool}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -54,6 +63,7 @@ class ClientSpec:
     timeout_s: float | None = None
     attempts: int = 3
     scenarios: tuple[str, ...] = ()
+    sandbox: dict = dataclasses.field(default_factory=dict)   # the grade file's [sandbox]
 
     def attempt_scenarios(self, templates: list[Scenario]) -> list[Scenario]:
         """Every template x attempt, each run from fresh state with this client."""
@@ -163,11 +173,21 @@ def from_file(path: Path, extra_env: dict[str, str] | None = None, **overrides) 
         raise ClientSpecError(f"{path}: cannot read ({e})") from None
     except tomllib.TOMLDecodeError as e:
         raise ClientSpecError(f"{path}: not valid TOML ({e})") from None
-    unknown = set(data) - {"client", "grade"}
+    unknown = set(data) - {"client", "grade", "sandbox"}
     client, grade = data.get("client"), data.get("grade", {})
-    if unknown or not isinstance(client, dict) or not isinstance(grade, dict):
-        raise ClientSpecError(f"{path}: expected a [client] table and an optional [grade] "
-                              "table")
+    sandbox = data.get("sandbox", {})
+    if unknown or not isinstance(client, dict) or not isinstance(grade, dict) \
+            or not isinstance(sandbox, dict):
+        raise ClientSpecError(f"{path}: expected a [client] table and optional [grade] and "
+                              "[sandbox] tables")
+    for key, value in sandbox.items():
+        kind = SANDBOX_KEYS.get(key)
+        if kind is None:
+            raise ClientSpecError(f"{path}: sandbox.{key}: unknown key (one of "
+                                  f"{', '.join(SANDBOX_KEYS)})")
+        if type(value) is not kind or (kind is int and not 0 < value <= 1 << 40):
+            raise ClientSpecError(f"{path}: sandbox.{key}: expected "
+                                  + ("true or false" if kind is bool else "a positive number"))
     extra = (set(client) - {"command", "env", "timeout_s"}) | (set(grade) -
                                                                 {"attempts", "scenarios"})
     if extra:
@@ -192,7 +212,8 @@ def from_file(path: Path, extra_env: dict[str, str] | None = None, **overrides) 
     options = {"timeout_s": float(timeout) if timeout is not None else None,
                "attempts": grade.get("attempts", 3), "scenarios": tuple(scenarios), **overrides}
     try:
-        return build(command, Path(path).parent.resolve(), {**env, **(extra_env or {})},
+        spec = build(command, Path(path).parent.resolve(), {**env, **(extra_env or {})},
                      **options)
     except ClientSpecError as e:
         raise ClientSpecError(f"{path}: {e}") from None
+    return dataclasses.replace(spec, sandbox=dict(sandbox))

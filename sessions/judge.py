@@ -34,6 +34,22 @@ def _counter(inv: InvocationEvidence, name: str) -> int | None:
     return inv.final.counters.get(name) if inv.final else None
 
 
+def _blind(inv: InvocationEvidence, receiver_port: int) -> str | None:
+    """Defence in depth: the receiver consumed payload the kernel never saw the client send
+    (or the wire never carried): one of the views is incomplete, so no kernel clause passes."""
+    consumed = inv.payload_bytes
+    sent = _counter(inv, "sock_sent_bytes")
+    if sent is not None and consumed > sent:
+        return (f"invocation {inv.n}: the receiver consumed {consumed:,} payload bytes but the "
+                f"kernel saw the client send {sent:,}: the kernel view is incomplete")
+    if inv.packet_stats is not None and not inv.proxy:
+        wire = inv.wire_bytes_to(receiver_port)
+        if consumed > wire:
+            return (f"invocation {inv.n}: the receiver consumed {consumed:,} payload bytes but "
+                    f"the wire carried {wire:,} to it: the evidence disagrees")
+    return None
+
+
 def _mb(n: int) -> str:
     return f"{n / 1e6:.2f} MB"
 
@@ -155,9 +171,12 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         return unknown("no socket-layer view of the client's cgroup: datagrams sent without "
                        "connect() and io_uring connects would be invisible; the decoy and the "
                        "wire saw nothing", seqs(finals))
-    lost = sum(f.counters.get("lost_events", 0) for f in finals if f is not None)
+    # The socket hooks' totals are kept in the kernel: only destinations their tables could
+    # not hold are missing (ring-buffer losses of other events do not matter here).
+    lost = sum(f.counters.get("egress_lost", 0) for f in finals if f is not None)
     if lost:
-        return unknown(f"kernel events incomplete ({lost} lost)", seqs(finals), "client")
+        return unknown(f"egress totals incomplete ({lost} destination records lost)",
+                       seqs(finals), "client")
     for inv in invs:
         opened = len(inv.receiver_events("connection_opened"))
         seen = sum(c["calls"] for c in inv.egress_summary.calls if c["kind"] == "connect")
@@ -286,6 +305,9 @@ def honest_outcome(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
 def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     size, judged, evidence, notes = ev.started.source_size, 0, [], []
     for inv in _invocations(ev):
+        blind = _blind(inv, ev.started.receiver_port)
+        if blind:
+            return unknown(blind, seqs([inv.final]))
         uploads = inv.receiver_events("upload_started")
         entries = inv.final.functions.get("hash_file") if inv.final else None
         source = _counter(inv, "source_read_bytes")
@@ -325,6 +347,9 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
             missing = [n for n, v in values.items() if v is None]
             return unknown(f"invocation {inv.n}: no kernel view of {', '.join(missing)}",
                            evidence)
+        blind = _blind(inv, ev.started.receiver_port)
+        if blind:
+            return unknown(blind, evidence)
         stretch = values["busy_max_ns"]
         if stretch > stretch_allowed:
             return failed(f"invocation {inv.n}: ran {stretch / 1e6:.1f} ms on the CPU without a "

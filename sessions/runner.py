@@ -28,7 +28,7 @@ from probes.capability import Capability
 from probes.cgroup import ClientCgroup, Limits, find_layout
 from probes.cgroup import sweep_stale as sweep_stale_cgroups
 from probes.collectors import Collector, open_collector
-from probes.kernel import ConnectEvent, EgressEvent, FileEvent
+from probes.kernel import ConnectEvent, EgressEvent, FileEvent, ProcessEvent
 from probes.owned_tmp import make_owned_dir, sweep_stale
 from probes.packets import CaptureUnavailable, PacketCapture
 from probes.sandbox import Sandbox, SandboxLimits, SandboxSettings, unmount_under
@@ -71,6 +71,7 @@ HOST = "127.0.0.1"
 POLL_S = 0.1            # counters, events, packets and records are pumped at 10 Hz
 METRICS_EVERY_S = 0.25  # psutil samples at 4 Hz
 SETTLE_S = 3.0          # how long to wait for the receiver to finish with a client's connections
+KERNEL_EVENTS_MAX = 20_000   # kernel events kept per invocation (an honest client makes ~500)
 
 
 class RunError(Exception):
@@ -121,6 +122,7 @@ class _Live:
     open_connections: int = 0
     cgroup: ClientCgroup | None = None   # the running invocation's cgroup
     root_exited: bool = False            # the launched process has ended (kernel view)
+    kernel_events: int = 0               # kernel events published for this invocation
     left_at_exit: list = field(default_factory=list)   # "pid comm" alive when it ended
 
 
@@ -359,7 +361,7 @@ class Session:
         """A fresh cgroup for the invocation (limits, accounting, egress hooks) and the
         sandbox around the client: the argv that launches it inside both."""
         s, lim = live.scenario, self.options.limits
-        live.root_exited, live.left_at_exit = False, []
+        live.root_exited, live.left_at_exit, live.kernel_events = False, [], 0
         launch = argv
         if self.sandbox is not None:
             launch = self.sandbox.wrap(argv, cwd, live.source.parent, _program_paths(s))
@@ -369,7 +371,7 @@ class Session:
                                                     lim.pids if self.sandbox else None))
             launch = live.cgroup.join_argv() + launch
             self.collector.watch_cgroup(inv_id, live.cgroup.dirs["v2"], live.cgroup.id,
-                                        [(HOST, port)], self.options.deny_egress)
+                                        [(HOST, port)], self.options.deny_egress or s.deny_egress)
         return launch
 
     def _live_tasks(self, live: _Live, inv_id: int) -> list[int] | None:
@@ -451,6 +453,13 @@ class Session:
         self.stream.publish(CounterSample(snap.t_ns, s, n, snap.counters, snap.functions,
                                           snap.unobserved))
         for e in self.collector.poll_events():
+            if isinstance(e, ProcessEvent):
+                self._note_exit(live, e)
+            # A client that floods events cannot grow evlab without end: past the cap they
+            # are counted by the kernel and not kept (the risk scan then says incomplete).
+            if live.kernel_events >= KERNEL_EVENTS_MAX:
+                continue
+            live.kernel_events += 1
             if isinstance(e, EgressEvent):
                 self.stream.publish(EgressObserved(e.t_ns, s, n, e.pid, e.kind, e.family,
                                                    e.protocol, e.address, e.port, e.refused))
@@ -463,7 +472,6 @@ class Session:
             else:
                 self.stream.publish(ProcessObserved(e.t_ns, s, n, e.kind, e.pid, e.child_pid,
                                                     e.filename))
-                self._note_exit(live, e)
 
     def _pump_packets(self, live: _Live, n: int) -> None:
         if live.capture is not None:

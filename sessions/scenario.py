@@ -56,6 +56,7 @@ class Scenario:
     expect_pass: tuple[str, ...] = ()
     expect_invalid: bool = False    # e.g. a fault that cannot fire: the attempt must be invalid
     store: str = "empty"            # the receiver's store at the start: empty, or stale
+    deny_egress: bool = False       # refuse every destination but the receiver (EPERM)
     order: int = 100
     file: Path | None = None
     # Grading (`evlab grade`): attempt k of grade scenario `base`, run from fresh state with the
@@ -82,7 +83,7 @@ class Scenario:
 _SCHEMA = {
     "": {"id", "description", "order", "client", "environment", "faults", "noise", "expect"},
     "client": {"behaviour", "path", "args", "timeout_s"},
-    "environment": {"source", "store"},
+    "environment": {"source", "store", "deny_egress"},
     "noise": {"kinds"},
     "expect": {"fail", "pass", "invalid"},
 }
@@ -178,6 +179,8 @@ def parse(text: str, file: Path | str) -> Scenario:
     if set(expect_fail) & set(expect_pass):
         raise ScenarioError(file, "expect", "a clause in fail or pass, not both")
     expect_invalid = _typed(file, expect, "invalid", "expect", bool, "true or false", False)
+    deny = _typed(file, data.get("environment", {}), "deny_egress", "environment", bool,
+                  "true or false", False)
     return Scenario(
         id=scenario_id,
         description=_typed(file, data, "description", "", str, "a string", "") or "",
@@ -185,7 +188,7 @@ def parse(text: str, file: Path | str) -> Scenario:
         faults=faults, noise=tuple(noise), expect_fail=expect_fail,
         expect_invalid=expect_invalid,
         expect_pass=expect_pass, order=_typed(file, data, "order", "", int, "an integer", 100),
-        file=Path(file), store=store)
+        file=Path(file), store=store, deny_egress=deny)
 
 
 def load(path: Path) -> Scenario:

@@ -10,21 +10,81 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 
+from probes.capability import Capability
+from probes.cgroup import PARENT, find_layout
+from probes.sandbox import Sandbox
+from sessions.runner import Options, RunError, Session
+from sessions.scenario import load_dir
+from sessions.stream import EventStream
 from tests.test_grade import grade, runs
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS = ROOT / "tests" / "clients"
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox and BCC need root")
-pytestmark = root_only
+
+HYBRID = """cgroup2 /sys/fs/cgroup/unified cgroup2 rw,nosuid,nodev,noexec,relatime 0 0
+cgroup /sys/fs/cgroup/cpu cgroup rw,nosuid,nodev,noexec,relatime,cpu 0 0
+cgroup /sys/fs/cgroup/memory cgroup rw,nosuid,nodev,noexec,relatime,memory 0 0
+cgroup /sys/fs/cgroup/pids cgroup rw,nosuid,nodev,noexec,relatime,pids 0 0
+"""
+V2_ONLY = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate 0 0\n"
+
+
+def test_both_cgroup_layouts_are_understood():
+    hybrid = find_layout(HYBRID)
+    assert (hybrid.kind, str(hybrid.v2)) == ("hybrid", "/sys/fs/cgroup/unified")
+    assert {c: str(p) for c, p in hybrid.v1.items()} == {"memory": "/sys/fs/cgroup/memory",
+                                                          "pids": "/sys/fs/cgroup/pids"}
+    only = find_layout(V2_ONLY)
+    assert (only.kind, str(only.v2), only.v1) == ("v2", "/sys/fs/cgroup", {})
+    assert find_layout("proc /proc proc rw 0 0\n").capability() is not None   # none: said so
+
+
+@root_only
+def test_grade_refuses_to_run_without_a_sandbox_unless_told(monkeypatch, tmp_path):
+    gap = Capability("sandbox", False, "bubblewrap (bwrap) is not installed", "make setup")
+    monkeypatch.setattr(Sandbox, "open", classmethod(lambda cls, limits=None: (None, gap)))
+    session = Session(EventStream([]), tmp_path, Options(sandbox="required"))
+    with pytest.raises(RunError, match="the sandbox cannot be built here: bubblewrap") as e:
+        session.open(load_dir()[:1])
+    assert "\n" not in str(e.value) and "--no-sandbox" in str(e.value)   # one line, the way out
+
+
+@root_only
+def test_a_killed_runs_cgroups_are_swept_by_the_next(tmp_path, built_clients):
+    import signal
+    killed = subprocess.Popen([str(ROOT / ".venv" / "bin" / "evlab"), "run", "busy-wait",
+                               "--headless"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    v2 = find_layout().v2 / PARENT
+    mine = []
+    for _ in range(400):   # until its client's cgroup exists (busy-wait spins 200 ms in it)
+        mine = [d for d in v2.iterdir() if d.name.startswith(f"{killed.pid}-")] \
+            if v2.exists() else []
+        if mine:
+            break
+        time.sleep(0.025)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert mine and all(d.exists() for d in mine)
+    nxt = subprocess.run([str(ROOT / ".venv" / "bin" / "evlab"), "run", "baseline",
+                          "--headless"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert nxt.returncode == 0, nxt.stderr
+    for d in mine:
+        assert f"removed stale cgroup {d}" in nxt.stderr
+        assert not d.exists()
 
 
 @pytest.fixture(scope="module")
 def egress() -> Path:
+    if os.geteuid() != 0:
+        pytest.skip("the sandbox and BCC need root")
     """tests/clients/egress.c, built where the sandbox user may read it."""
     where = Path(tempfile.mkdtemp(prefix="evlab-test-egress-"))
     os.chmod(where, 0o755)
@@ -123,6 +183,7 @@ def test_honest_clients_pass_every_clause_and_gate_in_the_sandbox(egress, tmp_pa
 HOSTILE = CLIENTS / "hostile.py"
 
 
+@root_only
 @pytest.mark.parametrize("mode, failing, attempt", [
     ("forge-store", {"integrity", "honest-outcome", "gate immediate"},
      {"stores_found": [], "written": []}),
@@ -134,6 +195,7 @@ HOSTILE = CLIENTS / "hostile.py"
     ("memory-hog", {"gate limits"}, None),
     ("disk-fill", {"gate limits"}, {"error": "No space left on device"}),
     ("zombie-leader", {"gate cleanup"}, None),
+    ("event-flood", {"cpu-budget"}, None),
 ])
 def test_a_hostile_client_is_refused_or_fails_never_forges(tmp_path, mode, failing, attempt):
     doc = grade(f"/usr/bin/python3 {HOSTILE} {mode} {{host}} {{port}} {{source}}", tmp_path,
@@ -151,6 +213,8 @@ def test_a_hostile_client_is_refused_or_fails_never_forges(tmp_path, mode, faili
         assert said[key] == value, said
     if mode == "unshare":
         assert said["user"] != "ok" and said["net"] != "ok", said
+    if mode == "event-flood":   # lost events are its doing: counted, not an invalid attempt
+        assert not run["risk_scan"]["complete"] and "lost" in run["risk_scan"]["detail"]
     if mode == "memory-hog":
         assert "memory limit" in run["gates"]["limits"]["reason"]
     survivors = [p.pid for p in psutil.process_iter(["cmdline"])

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             from tui.sources import LiveSource
             spec = cli.grade_spec(args)
             attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
-            return _dashboard(LiveSource(attempts, cli.options_of(args, grading=True),
+            return _dashboard(LiveSource(attempts, cli.options_of(args, True, spec.sandbox),
                                          grade=cli.grade_started(spec, attempts)))
         if args.command == "replay" and not args.headless:
             from tui.sources import ReplaySource

@@ -17,6 +17,7 @@ kept minimal) so that only the hostile step can change its grade.
   fork-flood     fork 2,000 sleeping children, then back up and leave them running
   memory-hog     allocate 1 GiB, touching every page, then back up
   disk-fill      fill its working directory with a 1 GiB file, keep it, then back up
+  event-flood    open and close files for 3 s (tens of thousands of kernel events), then back up
   zombie-leader  a setsid child whose main thread exits while another thread lives on and,
                  3 s later, tries to write; the client backs up and exits at once
 """
@@ -148,6 +149,15 @@ def disk_fill() -> None:
     claim(claim="attempt", mode="disk-fill", written=written, error=error)
 
 
+def event_flood() -> None:
+    end, n = time.monotonic() + 3, 0
+    while time.monotonic() < end:
+        for _ in range(100):
+            os.close(os.open("/dev/null", os.O_RDONLY))
+        n += 100
+    claim(claim="attempt", mode="event-flood", opens=n)
+
+
 def zombie_leader() -> None:
     if os.fork() == 0:
         os.setsid()
@@ -167,7 +177,8 @@ def zombie_leader() -> None:
 
 MODES = {"forge-store": None, "bpf-tamper": bpf_tamper, "signal-judge": signal_judge,
          "ptrace-judge": ptrace_judge, "unshare": unshare, "fork-flood": fork_flood,
-         "memory-hog": memory_hog, "disk-fill": disk_fill, "zombie-leader": zombie_leader}
+         "memory-hog": memory_hog, "disk-fill": disk_fill, "event-flood": event_flood,
+         "zombie-leader": zombie_leader}
 
 
 def main() -> int:
