@@ -115,8 +115,9 @@ def truth(workload: str, n: int) -> dict:
     return {"sendmsg_calls": 0, "connect_calls": n, "packets": None, "bytes": 0}
 
 
-def observed(collector, inv: int, port: int, lost: int) -> dict:
-    """The egress totals of one run, folded to what truth() predicts."""
+def observed(collector, inv: int, port: int, counters: dict) -> dict:
+    """The egress totals of one run, folded to what truth() predicts, and the loss counters
+    (egress_lost: destinations the hooks' tables could not hold; lost_events: the rest)."""
     totals = collector.egress(inv)
     ours = [c for c in totals.calls if c["address"] == "127.0.0.1" and c["port"] == port]
     flows = [f for f in totals.flows if f["address"] == "127.0.0.1" and f["port"] == port]
@@ -127,7 +128,8 @@ def observed(collector, inv: int, port: int, lost: int) -> dict:
             "refused": sum(c["refused"] for c in totals.calls),
             "dropped": sum(f["dropped"] for f in totals.flows),
             "other_destinations": len(totals.calls) - len(ours) + len(totals.flows) - len(flows),
-            "lost_events": lost}
+            "egress_lost": counters.get("egress_lost", 0),
+            "lost_events": counters.get("lost_events", 0)}
 
 
 def one_run(collector, layout, binary: Path, workload: str, n: int, port: int,
@@ -156,8 +158,8 @@ def one_run(collector, layout, binary: Path, workload: str, n: int, port: int,
             for key in ("run_cnt", "run_time_ns"):
                 run.extra[f"{kind}_{key}"] = after[kind][key] - before[kind][key]
         if hooked:   # read before finish() frees the invocation's keys
-            lost = collector.snapshot(inv).counters.get("lost_events", 0)
-            run.extra["observed"] = observed(collector, inv, port, lost)
+            counters = collector.snapshot(inv).counters
+            run.extra["observed"] = observed(collector, inv, port, counters)
     finally:
         try:
             if hooked:
@@ -209,7 +211,7 @@ def _check(workload: str, n: int, run: dict) -> list[str]:
     wrong = [f"{key} {obs[key]:,} (truth {value:,})" for key, value in want.items()
              if value is not None and obs[key] != value]
     wrong += [f"{key} {obs[key]}" for key in ("refused", "dropped", "other_destinations",
-                                               "lost_events") if obs[key]]
+                                               "egress_lost", "lost_events") if obs[key]]
     calls = want["sendmsg_calls"] + want["connect_calls"]
     if run["sock_addr_run_cnt"] != calls:
         wrong.append(f"socket-address hook runs {run['sock_addr_run_cnt']:,} (truth {calls:,})")

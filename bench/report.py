@@ -302,7 +302,7 @@ def _hooks(h: dict | None) -> list[str]:
                          f"{'—' if truth is None else f'{truth:,}'} | "
                          f"{_observed([r['observed'] for r in rows], key)} | "
                          f"{'reported' if truth is None else status} |")
-        for key in ("refused", "dropped", "other_destinations", "lost_events"):
+        for key in ("refused", "dropped", "other_destinations", "egress_lost", "lost_events"):
             lines.append(f"| {workload} | {key.replace('_', ' ')} | 0 "
                          f"| {_observed([r['observed'] for r in rows], key)} | {status} |")
         lines.append(f"| {workload} | hook programs' runs (kernel BPF stats) | socket-address "
