@@ -176,10 +176,10 @@ class Sandbox:
                     mode = d.stat().st_mode
                 except OSError as e:
                     return f"{d}: {e.strerror}"
-                need = 0o005 if d != path or d.is_dir() else 0o004
+                need = 0o001 if d != path or d.is_dir() else 0o004   # search; read a file
                 if mode & need != need:
-                    return (f"{d} is not {'searchable' if d != path else 'readable'} by the "
-                            f"sandbox user {USER}")
+                    return (f"{d} is not {'searchable' if need == 0o001 else 'readable'} by "
+                            f"the sandbox user {USER}")
         return None
 
 

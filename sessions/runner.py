@@ -6,7 +6,6 @@ and teardown. Teardown runs in `finally`, so an exception, Ctrl-C or SIGTERM (tu
 KeyboardInterrupt by the CLI) leaves no process, port, BPF attachment or temp directory.
 """
 
-import dataclasses
 import json
 import os
 import platform
@@ -25,17 +24,17 @@ from fixture.source import SIZE, write_source, write_stale_backup
 from fixture.verifier import verify
 from probes import procmetrics
 from probes.capability import Capability
-from probes.cgroup import ClientCgroup, Limits, find_layout
+from probes.cgroup import find_layout
 from probes.cgroup import sweep_stale as sweep_stale_cgroups
 from probes.collectors import Collector, open_collector
 from probes.kernel import ConnectEvent, EgressEvent, FileEvent, ProcessEvent
 from probes.owned_tmp import make_owned_dir, sweep_stale
 from probes.packets import CaptureUnavailable, PacketCapture
-from probes.sandbox import Sandbox, SandboxLimits, SandboxSettings, unmount_under
+from probes.sandbox import SandboxLimits, unmount_under
 from probes.tail import LineTail
+from sessions.boundary import Boundary, BoundaryError
 from sessions.contract import load_contract
 from sessions.events import (
-    BoundaryObserved,
     CapabilityMissing,
     ClientClaim,
     ClientExited,
@@ -43,7 +42,6 @@ from sessions.events import (
     ConnectObserved,
     CounterSample,
     EgressObserved,
-    EgressSummary,
     FileObserved,
     GradeStarted,
     LifecycleCheck,
@@ -52,7 +50,6 @@ from sessions.events import (
     PhaseChanged,
     ProcessMetrics,
     ProcessObserved,
-    SandboxSet,
     ScenarioStarted,
     ServerRecord,
     SessionEnded,
@@ -120,7 +117,6 @@ class _Live:
     inv_id: int = 0
     tails: dict = field(default_factory=dict)
     open_connections: int = 0
-    cgroup: ClientCgroup | None = None   # the running invocation's cgroup
     root_exited: bool = False            # the launched process has ended (kernel view)
     kernel_events: int = 0               # kernel events published for this invocation
     left_at_exit: list = field(default_factory=list)   # "pid comm" alive when it ended
@@ -138,7 +134,7 @@ class Session:
         self.collector: Collector | None = None
         self.packets_mode = "off"
         self.layout = find_layout()
-        self.sandbox: Sandbox | None = None
+        self.boundary: Boundary | None = None
 
     # --- session ----------------------------------------------------------------------
     def open(self, scenarios: list[Scenario]) -> None:
@@ -146,11 +142,14 @@ class Session:
         # them), then its temp directories.
         stale = sweep_stale_cgroups(self.layout) + sweep_stale()
         functions = tuple(dict.fromkeys(self.options.functions))
-        self.sandbox, box_gap = self._open_sandbox()
-        self._check_reachable(scenarios)
+        try:
+            self.boundary = Boundary.open(self.options, self.layout)
+            self.boundary.check_reachable(scenarios)
+        except BoundaryError as e:
+            raise RunError(str(e)) from None
         self.collector, missing = open_collector(self.options.collector, functions)
         self.packets_mode, packet_gap = self._probe_packets()
-        missing += [gap for gap in (packet_gap, self.layout.capability(), box_gap) if gap]
+        missing += [gap for gap in (packet_gap, *self.boundary.gaps) if gap]
         self._tmp = make_owned_dir("evlab-session-")
         self.source = write_source(self._tmp / "source.bin")
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -164,35 +163,7 @@ class Session:
                                                   cap.fix))
         for line in stale:
             self.stream.publish(StaleCleaned(time.monotonic_ns(), line))
-        settings = (self.sandbox.settings() if self.sandbox else
-                    SandboxSettings(False, why_not=box_gap.detail if box_gap else ""))
-        self.stream.publish(SandboxSet(
-            time.monotonic_ns(), settings.enabled, settings.describe(),
-            json.loads(json.dumps(dataclasses.asdict(settings))),   # as an archive reads it
-            self.layout.describe(), self.options.deny_egress))
-
-    def _open_sandbox(self) -> tuple[Sandbox | None, Capability | None]:
-        if self.options.sandbox == "off":
-            return None, Capability("sandbox", False, "the client runs unconfined, as evlab's "
-                                    "user (--no-sandbox)", "drop --no-sandbox")
-        box, gap = Sandbox.open(self.options.limits)
-        if box is None and self.options.sandbox == "required":
-            raise RunError(f"the sandbox cannot be built here: {gap.detail} (fix: {gap.fix}; "
-                           "or pass --no-sandbox to run the client unconfined)")
-        return box, gap
-
-    def _check_reachable(self, scenarios: list[Scenario]) -> None:
-        """Before anything starts: every client exists and the sandbox user can reach it."""
-        for s in scenarios:
-            if not s.client.is_file():
-                raise RunError(f"{s.file or s.id}: client executable not found: {s.client} "
-                               "(run `make clients` for the fixture's builds)")
-            if self.sandbox is not None:
-                problem = self.sandbox.unreachable(_program_paths(s))
-                if problem:
-                    raise RunError(f"{s.id}: the sandboxed client cannot reach its program: "
-                                   f"{problem} (move it somewhere others may read, or pass "
-                                   "--no-sandbox)")
+        self.stream.publish(self.boundary.settings_event())
 
     def _probe_packets(self) -> tuple[str, Capability | None]:
         if self.options.packets == "off":
@@ -230,9 +201,7 @@ class Session:
             # Fresh state per scenario, and nothing of evlab's within the client's reach: its
             # source copy and working directories live apart from the store and records.
             live.client_home = make_owned_dir("evlab-client-")
-            os.chmod(live.client_home, 0o711)   # the sandbox user binds what is inside
-            live.home = (self.sandbox.make_home(live.client_home / "home") if self.sandbox
-                         else live.client_home)
+            live.home = self.boundary.make_home(live.client_home)
             (live.home / "source").mkdir(mode=0o755)
             live.source = write_source(live.home / "source" / "source.bin")
             try:
@@ -313,12 +282,10 @@ class Session:
             if live.capture is not None:
                 live.capture.add_ports({port})
         argv = s.argv(HOST, port, live.source, live.decoy.port)
-        cwd = live.home / f"run-{n}"
-        if self.sandbox:
-            self.sandbox.workdir(cwd)
-        else:
-            cwd.mkdir()
-        launch = self._enter_boundary(live, n, inv_id, argv, cwd, port)
+        cwd = self.boundary.workdir(live.home / f"run-{n}")
+        live.root_exited, live.left_at_exit, live.kernel_events = False, [], 0
+        launch = self.boundary.enter(self.collector, inv_id, s, argv, cwd, live.source.parent,
+                                     port)
         started = time.monotonic_ns()
         proc = self.collector.launch(inv_id, launch, live.source, client=s.client, cwd=cwd,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -340,9 +307,11 @@ class Session:
         if s.lifecycle:
             self._pump(live, n, inv_id)
             self.stream.publish(cleanup_check(
-                s.id, n, proc.pid, lambda: self._live_tasks(live, inv_id), cwd,
+                s.id, n, proc.pid, lambda: self.boundary.tasks(self.collector, inv_id), cwd,
                 live.workdir / "store", tuple(live.left_at_exit)))
-        self._leave_boundary(live, n, inv_id)
+        self._pump(live, n, inv_id)
+        for event in self.boundary.leave(self.collector, s.id, n, inv_id, live.home):
+            self.stream.publish(event)
         live.injector.disarm()  # heal: no fault outlives its invocation
         final = self.collector.finish(inv_id)
         self._pump(live, n, inv_id)
@@ -354,59 +323,6 @@ class Session:
             stats = live.capture.stats()
             self.stream.publish(PacketStats(time.monotonic_ns(), s.id, n, stats.kept,
                                             stats.dropped_by_kernel, f"{s.id}.pcap"))
-
-    # --- the client's boundary: its cgroup and sandbox ------------------------------------------
-    def _enter_boundary(self, live: _Live, n: int, inv_id: int, argv: list[str], cwd: Path,
-                        port: int) -> list[str]:
-        """A fresh cgroup for the invocation (limits, accounting, egress hooks) and the
-        sandbox around the client: the argv that launches it inside both."""
-        s, lim = live.scenario, self.options.limits
-        live.root_exited, live.left_at_exit, live.kernel_events = False, [], 0
-        launch = argv
-        if self.sandbox is not None:
-            launch = self.sandbox.wrap(argv, cwd, live.source.parent, _program_paths(s))
-        if self.layout.capability() is None:
-            live.cgroup = ClientCgroup.create(
-                self.layout, f"inv{inv_id}", Limits(lim.memory_bytes if self.sandbox else None,
-                                                    lim.pids if self.sandbox else None))
-            launch = live.cgroup.join_argv() + launch
-            self.collector.watch_cgroup(inv_id, live.cgroup.dirs["v2"], live.cgroup.id,
-                                        [(HOST, port)], self.options.deny_egress or s.deny_egress)
-        return launch
-
-    def _live_tasks(self, live: _Live, inv_id: int) -> list[int] | None:
-        """Tasks of the invocation still running: the kernel's view of its tree, and whatever
-        is in its cgroup. None without the tree's view: in the sandbox, what the client left
-        is killed when it ends, and only the kernel's exit events record it."""
-        tasks = self.collector.live_tasks(inv_id)
-        if live.cgroup is None or tasks is None:
-            return tasks
-        return sorted(set(tasks or ()) | set(live.cgroup.census()))
-
-    def _leave_boundary(self, live: _Live, n: int, inv_id: int) -> None:
-        """What the cgroup saw (CPU of the whole tree, memory, limits hit, egress), then empty
-        and remove it: nothing of the invocation outlives it."""
-        cg, s = live.cgroup, live.scenario
-        if cg is None:
-            return
-        try:
-            self._pump(live, n, inv_id)
-            left = cg.census()
-            totals = self.collector.egress(inv_id)
-            hits = cg.limit_hits()
-            if self.sandbox is not None:
-                home = os.statvfs(live.home)
-                hits["disk"] = int(home.f_bavail == 0)   # its tmpfs is full
-            self.stream.publish(BoundaryObserved(
-                time.monotonic_ns(), s.id, n, cg.cpu_ns(), cg.memory_peak(), hits,
-                len(left), totals is not None))
-            if totals is not None:
-                self.stream.publish(EgressSummary(time.monotonic_ns(), s.id, n, totals.calls,
-                                                  totals.flows))
-        finally:
-            self.collector.unwatch_cgroup(inv_id)
-            cg.remove()
-            live.cgroup = None
 
     def _watch(self, live, n, inv_id, proc, started) -> tuple[int, int | None, bool]:
         """Pump evidence until the client exits or its timeout passes (then kill its group)."""
@@ -580,13 +496,12 @@ class Session:
             if live.client_pid and self.collector is not None:
                 # Whatever the last client left running (also when interrupted mid-invocation),
                 # found by its session, the kernel's view of its tree and its cgroup.
-                kill_leftovers(live.client_pid, lambda: self._live_tasks(live, live.inv_id))
+                kill_leftovers(live.client_pid,
+                               lambda: self.boundary.tasks(self.collector, live.inv_id))
 
         def cgroup():
-            if live.cgroup is not None:
-                self.collector.unwatch_cgroup(live.inv_id)
-                live.cgroup.remove()
-                live.cgroup = None
+            if self.boundary is not None and self.collector is not None:
+                self.boundary.abandon(self.collector)
 
         def records():
             for name in ("receiver", "decoy"):
@@ -617,12 +532,6 @@ def _client_env(s: Scenario, cwd: Path) -> dict[str, str] | None:
     if s.env is None:
         return None
     return {name: value.replace("{cwd}", str(cwd)) for name, value in s.env}
-
-
-def _program_paths(s: Scenario) -> tuple[Path, ...]:
-    """What the sandboxed client is shown of its program: the executable and the directories
-    of the command's own files (a script and the modules beside it)."""
-    return (s.client, *sorted({Path(f).parent for f in s.own_files}))
 
 
 def _kill_group(pid: int) -> None:

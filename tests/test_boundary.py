@@ -220,3 +220,22 @@ def test_a_hostile_client_is_refused_or_fails_never_forges(tmp_path, mode, faili
     survivors = [p.pid for p in psutil.process_iter(["cmdline"])
                  if str(HOSTILE) in " ".join(p.info["cmdline"] or ())]
     assert survivors == []
+
+
+@root_only
+def test_no_sandbox_is_recorded_and_shown_everywhere(tmp_path, built_clients):
+    evlab = str(ROOT / ".venv" / "bin" / "evlab")
+    out = subprocess.run([evlab, "run", "baseline", "--headless", "--no-sandbox", "--json",
+                          str(tmp_path / "s.json"), "--archive", str(tmp_path / "s.tar.gz")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    import json
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["sandbox"]["enabled"] is False and "--no-sandbox" in doc["sandbox"]["summary"]
+    assert any(m["name"] == "sandbox" for m in doc["capabilities"]["missing"])
+    report = subprocess.run([evlab, "report", str(tmp_path / "s.tar.gz")], capture_output=True,
+                            text=True, timeout=60)
+    assert "**NOT SANDBOXED**" in report.stdout
+    # the cgroup is still its own: attribution and egress do not depend on the sandbox
+    inv = doc["scenarios"][0]["invocations"][0]
+    assert inv["boundary"]["cgroup_cpu_ns"] > 0 and inv["boundary"]["egress"]["calls"]

@@ -1,0 +1,149 @@
+"""The client's boundary, for the runner: its own cgroup per invocation and its sandbox.
+
+    boundary = Boundary.open(options)            # BoundaryError when a required sandbox is absent
+    boundary.check_reachable(scenarios)          # before anything starts
+    home = boundary.make_home(client_home)       # what the client may see (a tmpfs in the sandbox)
+    cwd = boundary.workdir(home / "run-1")
+    argv = boundary.enter(collector, inv, scenario, argv, cwd, source_dir, port)
+    boundary.tasks(collector, inv)               # its tree, and whatever is in its cgroup
+    events = boundary.leave(collector, scenario_id, n, inv, home)   # then the cgroup is gone
+
+The pieces are probes/cgroup.py (attribution, accounting, limits, kill) and probes/sandbox.py
+(bubblewrap as the unprivileged user); the collector's cgroup hooks watch what leaves.
+"""
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+
+from probes.capability import Capability
+from probes.cgroup import ClientCgroup, Layout, Limits, find_layout
+from probes.collectors import Collector
+from probes.sandbox import Sandbox, SandboxSettings
+from sessions.events import BoundaryObserved, EgressSummary, Event, SandboxSet
+from sessions.scenario import Scenario
+
+HOST = "127.0.0.1"
+
+
+class BoundaryError(Exception):
+    """The client cannot be confined as asked; the message is one line with the way out."""
+
+
+def program_paths(s: Scenario) -> tuple[Path, ...]:
+    """What the sandboxed client is shown of its program: the executable and the directories
+    of the command's own files (a script and the modules beside it)."""
+    return (s.client, *sorted({Path(f).parent for f in s.own_files}))
+
+
+class Boundary:
+    def __init__(self, options, layout: Layout, sandbox: Sandbox | None,
+                 sandbox_gap: Capability | None):
+        self.options = options
+        self.layout = layout
+        self.sandbox = sandbox
+        self.gaps = [gap for gap in (layout.capability(), sandbox_gap) if gap]
+        self._why_not = sandbox_gap.detail if sandbox_gap else ""
+        self._cgroup: ClientCgroup | None = None   # the running invocation's
+        self._inv = 0
+
+    @classmethod
+    def open(cls, options, layout: Layout | None = None) -> "Boundary":
+        layout = layout or find_layout()
+        if options.sandbox == "off":
+            return cls(options, layout, None, Capability(
+                "sandbox", False, "the client runs unconfined, as evlab's user (--no-sandbox)",
+                "drop --no-sandbox"))
+        box, gap = Sandbox.open(options.limits)
+        if box is None and options.sandbox == "required":
+            raise BoundaryError(f"the sandbox cannot be built here: {gap.detail} (fix: "
+                                f"{gap.fix}; or pass --no-sandbox to run the client unconfined)")
+        return cls(options, layout, box, gap)
+
+    def settings_event(self) -> SandboxSet:
+        settings = (self.sandbox.settings() if self.sandbox
+                    else SandboxSettings(False, why_not=self._why_not))
+        return SandboxSet(time.monotonic_ns(), settings.enabled, settings.describe(),
+                          json.loads(json.dumps(dataclasses.asdict(settings))),  # as read back
+                          self.layout.describe(), self.options.deny_egress)
+
+    def check_reachable(self, scenarios: list[Scenario]) -> None:
+        """Every client exists and the sandbox user can reach it."""
+        for s in scenarios:
+            if not s.client.is_file():
+                raise BoundaryError(f"{s.file or s.id}: client executable not found: "
+                                    f"{s.client} (run `make clients` for the fixture's builds)")
+            problem = self.sandbox.unreachable(program_paths(s)) if self.sandbox else None
+            if problem:
+                raise BoundaryError(f"{s.id}: the sandboxed client cannot reach its program: "
+                                    f"{problem} (move it somewhere others may read, or pass "
+                                    "--no-sandbox)")
+
+    # --- the client's files ------------------------------------------------------------------
+    def make_home(self, client_home: Path) -> Path:
+        os.chmod(client_home, 0o711)   # the sandbox user binds what is inside
+        return self.sandbox.make_home(client_home / "home") if self.sandbox else client_home
+
+    def workdir(self, path: Path) -> Path:
+        return self.sandbox.workdir(path) if self.sandbox else path.mkdir() or path
+
+    # --- one invocation ------------------------------------------------------------------------
+    def enter(self, collector: Collector, inv: int, s: Scenario, argv: list[str], cwd: Path,
+              source_dir: Path, port: int) -> list[str]:
+        """A fresh cgroup (limits, accounting, egress hooks) and the sandbox around the
+        client: the argv that launches it inside both."""
+        lim = self.options.limits
+        launch = argv
+        if self.sandbox is not None:
+            launch = self.sandbox.wrap(argv, cwd, source_dir, program_paths(s))
+        if self.layout.capability() is None:
+            confined = self.sandbox is not None
+            self._cgroup = ClientCgroup.create(self.layout, f"inv{inv}", Limits(
+                lim.memory_bytes if confined else None, lim.pids if confined else None))
+            self._inv = inv
+            launch = self._cgroup.join_argv() + launch
+            collector.watch_cgroup(inv, self._cgroup.dirs["v2"], self._cgroup.id,
+                                   [(HOST, port)], self.options.deny_egress or s.deny_egress)
+        return launch
+
+    def tasks(self, collector: Collector, inv: int) -> list[int] | None:
+        """Tasks of the invocation still running: the kernel's view of its tree, and whatever
+        is in its cgroup. None without the tree's view: in the sandbox, what the client left
+        is killed when it ends, and only the kernel's exit events record it."""
+        tasks = collector.live_tasks(inv)
+        if self._cgroup is None or tasks is None:
+            return tasks
+        return sorted(set(tasks) | set(self._cgroup.census()))
+
+    def leave(self, collector: Collector, scenario: str, n: int, inv: int,
+              home: Path) -> list[Event]:
+        """What the cgroup saw (CPU of the whole tree, memory, limits hit, egress), then empty
+        and remove it: nothing of the invocation outlives it."""
+        cg = self._cgroup
+        if cg is None:
+            return []
+        try:
+            hits = cg.limit_hits()
+            if self.sandbox is not None:
+                hits["disk"] = int(os.statvfs(home).f_bavail == 0)   # its tmpfs is full
+            totals = collector.egress(inv)
+            events: list[Event] = [BoundaryObserved(
+                time.monotonic_ns(), scenario, n, cg.cpu_ns(), cg.memory_peak(), hits,
+                len(cg.census()), totals is not None)]
+            if totals is not None:
+                events.append(EgressSummary(time.monotonic_ns(), scenario, n, totals.calls,
+                                            totals.flows))
+            return events
+        finally:
+            self.abandon(collector)
+
+    def abandon(self, collector: Collector) -> None:
+        """Unwatch, kill and remove the running invocation's cgroup (teardown, interrupts)."""
+        cg, self._cgroup = self._cgroup, None
+        if cg is not None:
+            try:
+                collector.unwatch_cgroup(self._inv)
+            finally:
+                cg.remove()
