@@ -261,6 +261,15 @@ class ClientCgroup:
                     time.sleep(0.01)   # the last task is still being reaped
 
 
+def remove_parents(layout: Layout) -> None:
+    """Remove the shared evlab/ parents once empty (another evlab's children keep them)."""
+    for root in ([layout.v2] if layout.v2 else []) + list(layout.v1.values()):
+        try:
+            (root / PARENT).rmdir()
+        except OSError:
+            pass
+
+
 def sweep_stale(layout: Layout | None = None) -> list[str]:
     """Kill and remove client cgroups whose evlab is gone (killed with SIGKILL)."""
     layout = layout or find_layout()
@@ -281,9 +290,7 @@ def sweep_stale(layout: Layout | None = None) -> list[str]:
                 alive = False
             if alive:
                 continue
-            cg = ClientCgroup(layout, {"v2" if root == layout.v2 else "v1": d}, Limits())
-            if root != layout.v2:
-                cg.dirs = {"v2": d}   # census and kill by tasks; cgroup.kill absent in v1
+            cg = ClientCgroup(layout, {"v2": d}, Limits())   # v1: census and kill by tasks
             left = cg.census()
             cg.remove()
             cleaned.append(f"removed stale cgroup {d}"

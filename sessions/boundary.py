@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from probes.capability import Capability
-from probes.cgroup import ClientCgroup, Layout, Limits, find_layout
+from probes.cgroup import ClientCgroup, Layout, Limits, find_layout, remove_parents
 from probes.collectors import Collector
 from probes.sandbox import Sandbox, SandboxSettings
 from sessions.events import BoundaryObserved, EgressSummary, Event, SandboxSet
@@ -147,3 +147,8 @@ class Boundary:
                 collector.unwatch_cgroup(self._inv)
             finally:
                 cg.remove()
+
+    def close(self, collector: Collector | None) -> None:
+        if collector is not None:
+            self.abandon(collector)
+        remove_parents(self.layout)

@@ -180,6 +180,8 @@ class Session:
 
     def close(self, reason: str = "complete") -> None:
         try:
+            if self.boundary is not None:
+                self.boundary.close(self.collector)
             if self.collector is not None:
                 self.collector.close()
                 self.collector = None

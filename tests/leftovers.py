@@ -70,3 +70,12 @@ def wait_gone(dirs: set[Path], seconds: float = 5.0) -> list[psutil.Process]:
         time.sleep(0.05)
     return procs
 
+
+
+def cgroups_of(pid: int) -> set[Path]:
+    """evlab client cgroups (every hierarchy) whose name says pid made them."""
+    from probes.cgroup import PARENT, find_layout
+    layout = find_layout()
+    roots = ([layout.v2] if layout.v2 else []) + list(layout.v1.values())
+    return {d for root in roots if (root / PARENT).is_dir()
+            for d in (root / PARENT).iterdir() if d.name.startswith(f"{pid}-")}

@@ -23,6 +23,7 @@ from sessions.runner import Options, run_session
 from sessions.scenario import load_dir
 from sessions.stream import EventStream
 from tests.leftovers import (
+    cgroups_of,
     listening_ports,
     loaded_prog_ids,
     owned_dirs,
@@ -180,6 +181,7 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path, built_clients, sig):
     assert wait_gone(dirs) == []                       # no receiver, decoy or client
     assert [d for d in dirs if d.exists()] == []        # no temp dir
     assert programs.isdisjoint(loaded_prog_ids())      # no BPF program of its own
+    assert cgroups_of(proc.pid) == set()               # no client cgroup
     assert listening_ports(servers) == set()           # no bound port
     partial = load_archive(tmp_path / "partial.tar.gz")
     assert partial.partial and partial.manifest["partial"]
