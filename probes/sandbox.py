@@ -11,8 +11,10 @@ user namespace with further user namespaces disabled, its own PID, IPC, UTS and 
 namespaces, every capability dropped, a new session) -> the client. In its mount namespace the
 client sees the system's read-only directories, its program files read-only, its source
 directory read-only and its working directory — nothing of evlab's (session directory, store,
-records, fault files, outputs) exists there. bwrap resolves the binds as the sandbox user, so
-they must be reachable by it (`unreachable` says which is not, before anything runs).
+records, fault files, outputs) exists there. bwrap resolves its binds as the sandbox user, so
+the program's files are first bind-mounted by root into the client's own (searchable) home
+(`stage`): a client in a directory only root may enter (a checkout under /root) still runs,
+at its own path. Only the files themselves must be readable by others (`unreadable`).
 
 The network namespace is the host's: the receiver listens on its loopback. What the client may
 contact is watched and (with --deny-egress) enforced by the cgroup hooks (probes/collector.bpf.c).
@@ -141,7 +143,7 @@ class Sandbox:
 
     # --- launching ---------------------------------------------------------------------------
     def wrap(self, argv: list[str], cwd: Path | None, source_dir: Path | None = None,
-             program_paths: tuple[Path, ...] = ()) -> list[str]:
+             programs: list[tuple[Path, Path]] = ()) -> list[str]:
         """The launch chain for argv."""
         lim = self.limits
         box = [self.bwrap, *_BWRAP_NS, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
@@ -155,8 +157,8 @@ class Sandbox:
                 box += ["--ro-bind", d, d]
         box += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
 
-        for path in _outside_system(program_paths):
-            box += ["--ro-bind", str(path), str(path)]
+        for staged, original in programs:
+            box += ["--ro-bind", str(staged), str(original)]
         if source_dir is not None:
             box += ["--ro-bind", str(source_dir), str(source_dir)]
         if cwd is not None:
@@ -167,20 +169,41 @@ class Sandbox:
                  "--"]
         return [*chain, *box, "--", *argv]
 
-    def unreachable(self, paths) -> str | None:
-        """The first path the sandbox user could not bind (a directory on its way that others
-        may not search, or a file others may not read), or None."""
-        for path in _outside_system(paths):
-            for d in [*reversed(path.parents), path]:
-                try:
-                    mode = d.stat().st_mode
-                except OSError as e:
-                    return f"{d}: {e.strerror}"
-                need = 0o001 if d != path or d.is_dir() else 0o004   # search; read a file
-                if mode & need != need:
-                    return (f"{d} is not {'searchable' if need == 0o001 else 'readable'} by "
-                            f"the sandbox user {USER}")
+    def unreadable(self, paths) -> str | None:
+        """The first program file the sandbox user may not read (or directory it may not
+        search), or None: only the files' own modes matter (see `stage`)."""
+        for path in map(Path, paths):
+            if _is_system(path):
+                continue
+            try:
+                mode = path.stat().st_mode
+            except OSError as e:
+                return f"{path}: {e.strerror}"
+            need, fix = (0o005, "o+rx") if path.is_dir() else (0o004, "o+r")
+            if mode & need != need:
+                return f"{path} is not readable by the sandbox user {USER} (chmod {fix})"
         return None
+
+    @staticmethod
+    def stage(paths, under: Path) -> list[tuple[Path, Path]]:
+        """Bind-mount the program's files (as root) under `under`, which the sandbox user can
+        search: (staged, original) pairs for `wrap`. Unmounted with the home (unmount_under)."""
+        pairs = []
+        for i, path in enumerate(_outside_system(paths)):
+            staged = under / "program" / str(i)
+            staged.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            if path.is_dir():
+                staged.mkdir()
+            else:
+                staged.touch()
+            subprocess.run(["mount", "--bind", str(path), str(staged)], check=True,
+                           capture_output=True)
+            pairs.append((staged, path))
+        return pairs
+
+
+def _is_system(path: Path) -> bool:
+    return any(path == Path(d) or Path(d) in path.parents for d in SYSTEM_DIRS + MERGED)
 
 
 def _outside_system(paths) -> list[Path]:
@@ -188,7 +211,7 @@ def _outside_system(paths) -> list[Path]:
     outermost first, without duplicates or paths inside one another."""
     out: list[Path] = []
     for p in sorted({Path(os.path.abspath(p)) for p in paths}, key=lambda p: len(p.parts)):
-        if any(p == Path(d) or Path(d) in p.parents for d in SYSTEM_DIRS + MERGED):
+        if _is_system(p):
             continue
         if any(p == o or o in p.parents for o in out):
             continue

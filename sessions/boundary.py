@@ -48,6 +48,7 @@ class Boundary:
         self._why_not = sandbox_gap.detail if sandbox_gap else ""
         self._cgroup: ClientCgroup | None = None   # the running invocation's
         self._inv = 0
+        self._programs: list[tuple[Path, Path]] = []   # the scenario's staged program files
 
     @classmethod
     def open(cls, options, layout: Layout | None = None) -> "Boundary":
@@ -75,16 +76,21 @@ class Boundary:
             if not s.client.is_file():
                 raise BoundaryError(f"{s.file or s.id}: client executable not found: "
                                     f"{s.client} (run `make clients` for the fixture's builds)")
-            problem = self.sandbox.unreachable(program_paths(s)) if self.sandbox else None
+            problem = (self.sandbox.unreadable((*program_paths(s), *s.own_files))
+                       if self.sandbox else None)
             if problem:
-                raise BoundaryError(f"{s.id}: the sandboxed client cannot reach its program: "
-                                    f"{problem} (move it somewhere others may read, or pass "
-                                    "--no-sandbox)")
+                raise BoundaryError(f"{s.id}: the sandboxed client cannot read its program: "
+                                    f"{problem}, or pass --no-sandbox")
 
     # --- the client's files ------------------------------------------------------------------
-    def make_home(self, client_home: Path) -> Path:
+    def make_home(self, client_home: Path, s: Scenario) -> Path:
+        """The scenario's home for the client; in the sandbox a tmpfs, its program staged
+        beside it."""
+        if self.sandbox is None:
+            return client_home
         os.chmod(client_home, 0o711)   # the sandbox user binds what is inside
-        return self.sandbox.make_home(client_home / "home") if self.sandbox else client_home
+        self._programs = self.sandbox.stage(program_paths(s), client_home)
+        return self.sandbox.make_home(client_home / "home")
 
     def workdir(self, path: Path) -> Path:
         return self.sandbox.workdir(path) if self.sandbox else path.mkdir() or path
@@ -97,7 +103,7 @@ class Boundary:
         lim = self.options.limits
         launch = argv
         if self.sandbox is not None:
-            launch = self.sandbox.wrap(argv, cwd, source_dir, program_paths(s))
+            launch = self.sandbox.wrap(argv, cwd, source_dir, self._programs)
         if self.layout.capability() is None:
             confined = self.sandbox is not None
             self._cgroup = ClientCgroup.create(self.layout, f"inv{inv}", Limits(

@@ -203,7 +203,7 @@ class Session:
             # Fresh state per scenario, and nothing of evlab's within the client's reach: its
             # source copy and working directories live apart from the store and records.
             live.client_home = make_owned_dir("evlab-client-")
-            live.home = self.boundary.make_home(live.client_home)
+            live.home = self.boundary.make_home(live.client_home, scenario)
             (live.home / "source").mkdir(mode=0o755)
             live.source = write_source(live.home / "source" / "source.bin")
             try:

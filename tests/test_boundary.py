@@ -239,3 +239,23 @@ def test_no_sandbox_is_recorded_and_shown_everywhere(tmp_path, built_clients):
     # the cgroup is still its own: attribution and egress do not depend on the sandbox
     inv = doc["scenarios"][0]["invocations"][0]
     assert inv["boundary"]["cgroup_cpu_ns"] > 0 and inv["boundary"]["egress"]["calls"]
+
+
+@root_only
+def test_a_client_only_root_may_reach_still_runs_at_its_own_path(tmp_path):
+    # pytest's tmp_path is under a directory only root may enter, as a checkout under /root is:
+    # the program is staged for the sandbox user and shown at its own path.
+    hidden = tmp_path / "deep"
+    hidden.mkdir()
+    client = hidden / "client.py"
+    shutil.copy(CLIENTS / "backup_client.py", client)
+    doc = grade(f"/usr/bin/python3 {client} {{host}} {{port}} {{source}}", tmp_path,
+                attempts=1, scenarios=("normal",))
+    run = runs(doc)[0]
+    assert run["success"], run["reason"]
+    client.chmod(0o600)   # but a file others may not read is refused before anything runs
+    r = subprocess.run([str(ROOT / ".venv" / "bin" / "evlab"), "grade", "--headless",
+                        "--client", f"/usr/bin/python3 {client} {{host}} {{port}} {{source}}"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "is not readable by the sandbox user evlab-client (chmod o+r)" in r.stderr
