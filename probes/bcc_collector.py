@@ -262,7 +262,7 @@ class BccCollector:
             entries = self._bpf[table]
             for key in [k for k in entries.keys() if k.inv == invocation]:
                 del entries[key]
-        for table in ("live", "roots"):
+        for table in ("live", "roots", "source_seen"):
             with contextlib.suppress(KeyError):
                 del self._bpf[table][ctypes.c_uint(invocation)]
         if len(self._bpf["tracked"]) == 0:

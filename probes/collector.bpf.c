@@ -65,6 +65,9 @@ BPF_HASH(clocks, u32, struct task_clock, 8192);
 // tasks still alive are its leftovers (the sandbox's pid namespace then kills them).
 BPF_HASH(live, u32, s64, 1024);
 BPF_HASH(roots, u32, u32, 1024);
+// Invocations whose tree has opened the source: stretches before that are start-up (an
+// interpreter loading itself), judged apart from those during the work.
+BPF_HASH(source_seen, u32, u8, 1024);
 BPF_PERCPU_ARRAY(scratch, struct config, 1);
 
 enum event_kind { EV_CONNECT = 1, EV_EXEC = 2, EV_FORK = 3, EV_EXIT = 4, EV_EGRESS = 5 };
@@ -252,7 +255,8 @@ static __always_inline void end_stretch(u32 inv, struct task_clock *c, u64 now)
         add(inv, CTR_BUSY_NS, run);
         add(inv, CTR_BUSY_STRETCHES, 1);
     }
-    struct ckey k = { .inv = inv, .id = CTR_BUSY_MAX_NS };   // per-CPU maximum, merged by max
+    u32 id = source_seen.lookup(&inv) ? CTR_BUSY_MAX_NS : CTR_BUSY_START_MAX_NS;
+    struct ckey k = { .inv = inv, .id = id };   // per-CPU maximum, merged by max
     u64 zero = 0;
     u64 *max = counters.lookup_or_try_init(&k, &zero);
     if (max && run > *max)
@@ -431,8 +435,11 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit)
     case __NR_open: case __NR_openat: case __NR_openat2: case __NR_creat:
         if (ret >= 0) {
             set_fd_kind(tgid, ret, f->source_open ? FD_SOURCE : FD_OTHER);
-            if (f->source_open)
+            if (f->source_open) {
+                u8 one = 1;
                 add(*inv, CTR_SOURCE_OPENS, 1);
+                source_seen.update(inv, &one);
+            }
             emit_file(*inv, f, FOP_OPEN, ret);
         } else if (f->flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC)) {
             emit_file(*inv, f, FOP_OPEN, ret);   // a write the sandbox refused: still an attempt

@@ -25,14 +25,16 @@ COUNTERS = (
     "file_ops",            # successful opens, unlinks, renames, mkdirs, truncates (FileEvent)
     "busy_ns",             # on-CPU time in stretches of >= BUSY_MIN_NS with no progress syscall
     "busy_stretches",      # how many such stretches
-    "busy_max_ns",         # the longest on-CPU stretch without a progress syscall (a maximum)
+    "busy_max_ns",         # the longest on-CPU stretch without a progress syscall, once the
+                           # tree had opened the source (a maximum)
     "source_mmaps",        # mmap() of a source descriptor: reads through it are not syscalls
     "leftover_tasks",      # tasks of the tree alive when the launched process ended
     "egress_lost",         # destinations the cgroup hooks' tables could not hold
+    "busy_start_max_ns",   # the same before the source was opened: start-up (a maximum)
 )
 
 # Counters that are maxima, not sums: per-CPU values merge with max().
-MAXIMA = ("busy_max_ns",)
+MAXIMA = ("busy_max_ns", "busy_start_max_ns")
 # A syscall-free on-CPU stretch shorter than this is ordinary computation between syscalls.
 BUSY_MIN_NS = 2_000_000
 

@@ -17,6 +17,7 @@ class Thresholds:
     cpu_startup_allowance_ns: int
     cpu_ns_per_byte: float
     cpu_stretch_allowance_ns: int
+    cpu_startup_stretch_ns: int
     cpu_view_tolerance_ns: int
 
 

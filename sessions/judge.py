@@ -339,8 +339,8 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     notes, evidence = [], []
     stretch_allowed = t.cpu_stretch_allowance_ns + t.cpu_ns_per_byte * ev.started.source_size
     for inv in _invocations(ev):
-        needed = ("oncpu_ns", "busy_max_ns", "source_read_bytes", "sock_sent_bytes",
-                  "sock_recv_bytes")
+        needed = ("oncpu_ns", "busy_max_ns", "busy_start_max_ns", "source_read_bytes",
+                  "sock_sent_bytes", "sock_recv_bytes")
         values = {name: _counter(inv, name) for name in needed}
         evidence += seqs([inv.final, inv.boundary])
         if any(v is None for v in values.values()):
@@ -350,13 +350,18 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         blind = _blind(inv, ev.started.receiver_port)
         if blind:
             return unknown(blind, evidence)
-        stretch = values["busy_max_ns"]
+        stretch, start = values["busy_max_ns"], values["busy_start_max_ns"]
         if stretch > stretch_allowed:
             return failed(f"invocation {inv.n}: ran {stretch / 1e6:.1f} ms on the CPU without a "
                           f"syscall that makes progress (busy-waiting or repeated in-memory "
                           f"work); allowed {stretch_allowed / 1e6:.1f} ms "
                           f"({t.cpu_stretch_allowance_ns / 1e6:.0f} ms + one pass over the "
                           f"source at {t.cpu_ns_per_byte} ns/byte)", evidence)
+        if start > t.cpu_startup_stretch_ns:
+            return failed(f"invocation {inv.n}: ran {start / 1e6:.1f} ms on the CPU without a "
+                          f"syscall that makes progress before it opened the source "
+                          f"(busy-waiting); start-up may take "
+                          f"{t.cpu_startup_stretch_ns / 1e6:.0f} ms", evidence)
         work = values["source_read_bytes"] + values["sock_sent_bytes"] + values["sock_recv_bytes"]
         budget = t.cpu_startup_allowance_ns + t.cpu_ns_per_byte * work
         oncpu = values["oncpu_ns"]
@@ -369,7 +374,8 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
             return unknown(f"invocation {inv.n}: its cgroup used {cgroup / 1e6:.1f} ms of CPU "
                            f"but the kernel's view of its tree saw {oncpu / 1e6:.1f} ms: the "
                            "view is incomplete", evidence)
-        notes.append(f"longest stretch {stretch / 1e6:.1f} of {stretch_allowed / 1e6:.1f} ms, "
+        notes.append(f"longest stretch {stretch / 1e6:.1f} of {stretch_allowed / 1e6:.1f} ms "
+                     f"(start-up {start / 1e6:.1f} of {t.cpu_startup_stretch_ns / 1e6:.0f}), "
                      f"CPU {total / 1e6:.1f} of {budget / 1e6:.0f} ms"
                      + (f" (tree {oncpu / 1e6:.1f})" if cgroup is not None else ""))
     if not notes:
