@@ -57,9 +57,11 @@ struct inflight {
     u32 flags;        // open flags; unlinkat's AT_REMOVEDIR
 };
 BPF_HASH(inflight, u32, struct inflight, 8192);
-// On-CPU clock of each tracked task: when it last went on the CPU (0 = off it), and how long it
-// has run since its last syscall that makes progress (see busy_stretch below).
-struct task_clock { u64 on_since; u64 stretch; };
+// On-CPU clock of each tracked task: when it last went on the CPU (0 = off it), how long it
+// has run since its last syscall that makes progress (see is_progress below), and how much of
+// that the kernel spent in softirqs on its time (loopback traffic of other processes, say).
+struct task_clock { u64 on_since; u64 stretch; u64 softirq; };
+BPF_PERCPU_ARRAY(softirq_since, u64, 1);   // a softirq running on a tracked task's time
 BPF_HASH(clocks, u32, struct task_clock, 8192);
 // Tasks alive per invocation, and the process evlab launched: when that process ends, the
 // tasks still alive are its leftovers (the sandbox's pid namespace then kills them).
@@ -250,7 +252,9 @@ static __always_inline void end_stretch(u32 inv, struct task_clock *c, u64 now)
         run += now - c->on_since;
         c->on_since = now;
     }
+    run = run > c->softirq ? run - c->softirq : 0;   // not the task's own computing
     c->stretch = 0;
+    c->softirq = 0;
     if (run >= BUSY_MIN_NS) {
         add(inv, CTR_BUSY_NS, run);
         add(inv, CTR_BUSY_STRETCHES, 1);
@@ -267,7 +271,7 @@ static __always_inline int track(u32 tid, u32 inv, u64 now)
 {
     if (tracked.update(&tid, &inv))
         return -1;
-    struct task_clock c = { .on_since = now, .stretch = 0 };
+    struct task_clock c = { .on_since = now };
     clocks.update(&tid, &c);
     s64 one = 1, *n = live.lookup(&inv);
     if (n)
@@ -646,9 +650,42 @@ TRACEPOINT_PROBE(sched, sched_switch)
         if (c) {
             c->on_since = now;
         } else {
-            struct task_clock fresh = { .on_since = now, .stretch = 0 };
+            struct task_clock fresh = { .on_since = now };
             clocks.update(&next, &fresh);
         }
+    }
+    return 0;
+}
+
+// Softirqs that run on a tracked task's time (the kernel charges them to whoever is current)
+// are subtracted from its busy stretch: the rest of the machine's traffic is not its waste.
+TRACEPOINT_PROBE(irq, softirq_entry)
+{
+    u32 tid = (u32)bpf_get_current_pid_tgid();
+    if (!tid || !tracked.lookup(&tid))
+        return 0;
+    int zero = 0;
+    u64 *since = softirq_since.lookup(&zero);
+    if (since)
+        *since = bpf_ktime_get_ns();
+    return 0;
+}
+
+TRACEPOINT_PROBE(irq, softirq_exit)
+{
+    int zero = 0;
+    u64 *since = softirq_since.lookup(&zero);
+    if (!since || !*since)
+        return 0;
+    u64 took = bpf_ktime_get_ns() - *since;
+    *since = 0;
+    u32 tid = (u32)bpf_get_current_pid_tgid();
+    struct task_clock *c = clocks.lookup(&tid);
+    if (c) {
+        c->softirq += took;
+        u32 *inv = tracked.lookup(&tid);
+        if (inv)
+            add(*inv, CTR_SOFTIRQ_NS, took);
     }
     return 0;
 }

@@ -69,6 +69,7 @@ COLLECTOR_SOURCE = os.path.join(os.path.dirname(__file__), "collector.bpf.c")
 _FALLBACK_TRACEPOINTS = (
     "raw_syscalls/sys_enter", "raw_syscalls/sys_exit", "sched/sched_process_fork",
     "sched/sched_process_exec", "sched/sched_process_exit", "sched/sched_switch",
+    "irq/softirq_entry", "irq/softirq_exit",
 )
 
 

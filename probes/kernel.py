@@ -31,6 +31,7 @@ COUNTERS = (
     "leftover_tasks",      # tasks of the tree alive when the launched process ended
     "egress_lost",         # destinations the cgroup hooks' tables could not hold
     "busy_start_max_ns",   # the same before the source was opened: start-up (a maximum)
+    "softirq_ns",          # softirqs the kernel ran on the tree's time (not in busy stretches)
 )
 
 # Counters that are maxima, not sums: per-CPU values merge with max().

@@ -22,7 +22,8 @@ from probes.owned_tmp import make_owned_dir
 from probes.tail import LineTail
 
 UNOBSERVED = ("switches_out", "oncpu_ns", "file_ops", "busy_ns", "busy_stretches", "busy_max_ns",
-              "source_mmaps", "leftover_tasks", "egress_lost", "busy_start_max_ns")
+              "source_mmaps", "leftover_tasks", "egress_lost", "busy_start_max_ns",
+              "softirq_ns")
 _LINE = re.compile(r"^(\d+)\s+(\d+)\.(\d+) (.*)$")
 _CALL = re.compile(r"^(\w+)\((.*)\)\s+=\s+(-?\d+|\?)(.*)$")
 _FD = re.compile(r"(\d+)<([^>]*)>")
