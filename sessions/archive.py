@@ -33,8 +33,9 @@ from sessions.evidence import EvidenceBook
 
 FORMAT = "evlab-archive"
 VERSION = 1
-MAX_MEMBER_BYTES = 512 << 20
-MAX_TOTAL_BYTES = 2 << 30
+MAX_MEMBER_BYTES = 256 << 20   # and what is kept in memory: the manifest and the events
+MAX_TOTAL_BYTES = 2 << 30      # every member is read (a damaged one is found) but not kept
+KEPT = ("manifest.json", "events.jsonl")
 MAX_MEMBERS = 10_000
 
 
@@ -137,14 +138,20 @@ def manifest(book: EvidenceBook) -> dict:
 
 def parse_events(text: str, where: str) -> list[Event]:
     """Events from JSON lines; a last line cut off by an interruption is dropped."""
-    events = []
+    events: list[Event] = []
+    last = 0
     for number, line in enumerate(io.StringIO(text), 1):
         if not line.endswith("\n"):
             break
         try:
-            events.append(from_json(line))
+            event = from_json(line)
         except EventFormatError as e:
             raise ArchiveError(f"{where} line {number}: {e}") from None
+        if event.seq and event.seq <= last:   # a stream repeated or spliced
+            raise ArchiveError(f"{where} line {number}: event number {event.seq} after "
+                               f"{last} (events must come in order, once)")
+        last = max(last, event.seq)
+        events.append(event)
     return events
 
 
@@ -198,7 +205,13 @@ def load_archive(path: Path) -> LoadedArchive:
                 if total > MAX_TOTAL_BYTES:
                     raise ArchiveError(f"{path}: members add up to more than {MAX_TOTAL_BYTES:,} "
                                        "bytes")
-                members[str(PurePosixPath(member.name))] = tar.extractfile(member).read()
+                name = str(PurePosixPath(member.name))
+                data = tar.extractfile(member)
+                if name in KEPT:   # read what is judged; only check the rest (pcaps, records)
+                    members[name] = data.read()
+                else:
+                    while data.read(1 << 20):
+                        pass
     except (tarfile.TarError, EOFError, OSError) as e:
         raise ArchiveError(f"{path}: not a readable .tar.gz archive ({e})") from None
     for required in ("manifest.json", "events.jsonl"):
@@ -206,6 +219,8 @@ def load_archive(path: Path) -> LoadedArchive:
             raise ArchiveError(f"{path}: missing {required}; not an evlab archive")
     try:
         man = json.loads(members["manifest.json"])
+    except RecursionError:
+        raise ArchiveError(f"{path}: manifest.json is nested too deeply") from None
     except ValueError as e:
         raise ArchiveError(f"{path}: manifest.json is not JSON ({e})") from None
     if not isinstance(man, dict) or man.get("format") != FORMAT:

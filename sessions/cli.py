@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -68,18 +69,35 @@ class _Interrupted(KeyboardInterrupt):
     pass
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:  # also rejects nan
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
+def _bounded_float(low: float, high: float, what: str):
+    """An argparse type: a number in [low, high] (so a replay cannot take 10^300 times as
+    long as the recording, nor a timeout outlast the machine)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not low <= value <= high:   # also rejects nan and ±inf
+            raise argparse.ArgumentTypeError(f"expected {what} from {low:g} to {high:g}, "
+                                             f"got {text!r}")
+        return value
+    return parse
+
+
+SPEED = _bounded_float(0.01, 1000, "a speed")
+SECONDS = _bounded_float(0.1, 600, "seconds")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with evlab's one-line usage errors (exit status 2, no usage dump)."""
+
+    def error(self, message: str):
+        self.exit(2, f"evlab: {self.prog.removeprefix('evlab ')}: {message}\n"
+                     if self.prog != "evlab" else f"evlab: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="evlab", epilog=EPILOG,
+    p = _Parser(prog="evlab", epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 description="Execution-evidence lab: judge what a client "
                                 "did from the kernel, the wire, the receiver and a verifier.")
@@ -107,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     rl = sub.add_parser("replay", help="replay a saved session")
     rl.add_argument("archive", type=Path)
     rl.add_argument("--headless", action="store_true", help="re-judge and print, no dashboard")
-    rl.add_argument("--speed", type=_positive_float, default=None,
+    rl.add_argument("--speed", type=SPEED, default=None,
                     help="1.0 = as recorded; default: as fast as possible")
     g = sub.add_parser("grade", help="grade any client: attempts, lifecycle gates, risks",
                        description="Run a client of your own through the grade scenarios "
@@ -122,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="grade scenario(s) to run (default: all; see `evlab list`)")
     g.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="add to the client's environment")
-    g.add_argument("--timeout", type=_positive_float, metavar="S",
+    g.add_argument("--timeout", type=SECONDS, metavar="S",
                    help="kill an invocation after S seconds (default 20)")
     g.add_argument("--headless", action="store_true", help="no dashboard; progress lines only")
     g.add_argument("--collector", choices=KINDS, default="auto")
@@ -287,6 +305,8 @@ def record_session(scenarios, args, grade: GradeStarted | None = None,
                    sandbox: dict | None = None) -> dict | None:
     """Run scenarios headless, writing --json, --archive (and --report) whatever happens;
     the JSON document, or None when interrupted."""
+    check_outputs(("--json", args.json), ("--report", getattr(args, "report", None)),
+                  ("--archive", args.archive))
     staging = make_owned_dir("evlab-archive-")
     book, writer, events = EvidenceBook(), ArchiveWriter(staging), []
     stream = EventStream([VerdictEngine(), book, writer, events.append,
@@ -305,11 +325,13 @@ def record_session(scenarios, args, grade: GradeStarted | None = None,
         try:
             doc = document.build(book)
             if args.json:
-                _write_atomic(args.json, json.dumps(doc, indent=2) + "\n")
+                _deliver("--json", args.json,
+                         lambda p: _write_atomic(p, json.dumps(doc, indent=2) + "\n"))
             if getattr(args, "report", None):
-                _write_atomic(args.report, report.markdown(events))
+                _deliver("--report", args.report,
+                         lambda p: _write_atomic(p, report.markdown(events)))
             if args.archive:
-                path = writer.finish(args.archive)
+                path = _deliver("--archive", args.archive, writer.finish)
                 print(f"evlab: archive written to {path}", file=sys.stderr)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -317,6 +339,38 @@ def record_session(scenarios, args, grade: GradeStarted | None = None,
         print("evlab: interrupted; partial results written", file=sys.stderr)
         return None
     return doc
+
+
+def check_outputs(*outputs: tuple[str, Path | None]) -> None:
+    """Before anything runs: every output can go where it is asked to (a regular file in a
+    directory evlab may write), so a long run is never lost to a typo."""
+    for flag, path in outputs:
+        if path is None:
+            continue
+        if path.exists() and not path.is_file():
+            raise UsageError(f"{flag} {path}: not a regular file (a directory or a device)")
+        where = path.parent
+        while not where.exists() and where != where.parent:
+            where = where.parent
+        try:
+            tempfile.TemporaryFile(dir=where).close()
+        except OSError as e:
+            raise UsageError(f"{flag} {path}: cannot write in {where} ({e.strerror})") from None
+
+
+def _deliver(flag: str, path: Path, write) -> Path:
+    """Write an output; if that still fails at the end, keep it in the temp directory and say
+    where, instead of losing the run's result."""
+    try:
+        write(path)
+        return path
+    except OSError as e:
+        fd, kept = tempfile.mkstemp(prefix="evlab-kept-", suffix="".join(path.suffixes))
+        os.close(fd)
+        write(Path(kept))
+        print(f"evlab: could not write {flag} {path} ({e.strerror or e}); kept at {kept}",
+              file=sys.stderr)
+        return Path(kept)
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -375,11 +429,24 @@ def grade_summary_line(grade: dict) -> str:
             f"{risks} risk finding(s)")
 
 
+def untrusted(archive: Path, work):
+    """Judge an archive's events: well-typed (sessions/events.py checks every field) yet still
+    untrusted. Anything they make fail is the archive's fault, said in one line."""
+    try:
+        return work()
+    except (ArchiveError, UsageError):
+        raise
+    except Exception as e:   # noqa: BLE001 - turned into the archive's one-line error
+        raise ArchiveError(f"{archive}: its events cannot be judged ({type(e).__name__}: "
+                           f"{str(e)[:200]})") from None
+
+
 def cmd_report(args) -> int:
     loaded = load_archive(args.archive)
-    text = report.render(loaded.events, args.format)
+    text = untrusted(args.archive, lambda: report.render(loaded.events, args.format))
     if args.output:
-        args.output.write_text(text)
+        check_outputs(("--output", args.output))
+        _deliver("--output", args.output, lambda p: _write_atomic(p, text))
     else:
         sys.stdout.write(text)
     return 0
@@ -390,9 +457,15 @@ def cmd_replay(args) -> int:
         raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
     loaded = load_archive(args.archive)
     book = EvidenceBook()
-    stream = EventStream([VerdictEngine(), book, Progress(len(loaded.manifest.get("clients", {})))])
-    replay(loaded.events, stream, speed=args.speed)
-    doc = document.build(book)
+
+    def rejudge() -> dict:
+        clients = loaded.manifest.get("clients")
+        stream = EventStream([VerdictEngine(), book, Progress(
+            len(clients) if isinstance(clients, dict) else 0)])
+        replay(loaded.events, stream, speed=args.speed)
+        return document.build(book)
+
+    doc = untrusted(args.archive, rejudge)
     if loaded.partial:
         print("evlab: this archive is partial (the session was cut short)", file=sys.stderr)
     if doc["grade"] is not None:

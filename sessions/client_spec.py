@@ -173,6 +173,8 @@ def from_file(path: Path, extra_env: dict[str, str] | None = None, **overrides) 
         raise ClientSpecError(f"{path}: cannot read ({e})") from None
     except tomllib.TOMLDecodeError as e:
         raise ClientSpecError(f"{path}: not valid TOML ({e})") from None
+    except RecursionError:
+        raise ClientSpecError(f"{path}: not valid TOML (nested too deeply)") from None
     unknown = set(data) - {"client", "grade", "sandbox"}
     client, grade = data.get("client"), data.get("grade", {})
     sandbox = data.get("sandbox", {})

@@ -25,16 +25,20 @@ TRIGGERS = {"after_bytes": "a byte count", "after_ms": "milliseconds into the up
 # kind -> {key: (type, description)} beyond the common kind/invocation/upload/direction
 _PARAMS = {
     "drop": {},
-    "stall": {"seconds": ((int, float), "seconds")},
+    "stall": {"seconds": ((int, float), "seconds from 0 to 600")},
     "disk-full": {},
     "reject": {},
     "crash": {"phase": (str, f"one of {', '.join(PHASES)}")},
     "reset": {"at_byte": (int, "a byte offset")},
     "corrupt": {"at_byte": (int, "a byte offset")},
-    "latency": {"ms": (int, "milliseconds")},
-    "bandwidth": {"bytes_per_s": (int, "bytes per second")},
+    "latency": {"ms": (int, "milliseconds from 0 to 600,000")},
+    "bandwidth": {"bytes_per_s": (int, "bytes per second from 1 to 10^12")},
     "blackhole": {},
 }
+# Upper bounds (a fault longer than any invocation's timeout is a mistake, not a scenario);
+# byte offsets and counts are bounded by what 64 bits and the protocol allow.
+_MAX = {"seconds": 600, "ms": 600_000, "bytes_per_s": 10 ** 12, "at_byte": 2 ** 62,
+        "after_bytes": 2 ** 62, "after_ms": 600_000}
 
 
 class FaultSpecError(ValueError):
@@ -75,7 +79,9 @@ def parse_faults(raw, scenario_id: str) -> tuple[dict, ...]:
         for key, (kind_type, expected) in _PARAMS[kind].items():
             value = spec.get(key)
             if value is None or isinstance(value, bool) or not isinstance(value, kind_type) \
-                    or (not isinstance(value, str) and value < 0):
+                    or (not isinstance(value, str)
+                        and not 0 <= value <= _MAX.get(key, float("inf"))) \
+                    or (key == "bytes_per_s" and value < 1):
                 raise FaultSpecError(f"{where}.{key}", expected)
             if key == "phase" and value not in PHASES:
                 raise FaultSpecError(f"{where}.{key}", expected)
@@ -86,7 +92,8 @@ def parse_faults(raw, scenario_id: str) -> tuple[dict, ...]:
                 raise FaultSpecError(f"{where}.after_bytes",
                                      "exactly one trigger: after_bytes or after_ms")
             value = spec[given[0]]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, int) \
+                    or not 0 <= value <= _MAX[given[0]]:
                 raise FaultSpecError(f"{where}.{given[0]}", TRIGGERS[given[0]])
             fault[given[0]] = value
         faults.append(fault)
@@ -95,8 +102,8 @@ def parse_faults(raw, scenario_id: str) -> tuple[dict, ...]:
 
 def _positive(spec: dict, key: str, where: str, default: int) -> int:
     value = spec.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise FaultSpecError(f"{where}.{key}", "a whole number >= 1")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
+        raise FaultSpecError(f"{where}.{key}", "a whole number from 1 to 1000")
     return value
 
 

@@ -25,17 +25,34 @@ NOISE_KINDS = ("traffic", "twin", "churn", "cpu")
 STORES = ("empty", "stale")   # stale: the store already holds an older, different backup
 
 
+# A template is literal text, `{{` and `}}` for braces, and `{name}` for a documented name —
+# nothing else: no attribute access, format specs or conversions (str.format would take them).
+_TEMPLATE = re.compile(r"\{\{|\}\}|\{([a-z_]+)\}|[{}]")
+
+
 def placeholders_of(arg: str) -> set[str] | None:
     """The placeholders an argument uses, or None when it is not a valid template (an unknown
     name, a lone brace): caught when the scenario or command is read, not mid-run."""
-    names = set(re.findall(r"{(\w*)}", arg))
-    if names - PLACEHOLDERS:
-        return None
-    try:
-        arg.format(**dict.fromkeys(PLACEHOLDERS, ""))
-    except (ValueError, KeyError, IndexError):
-        return None
+    names = set()
+    for m in _TEMPLATE.finditer(arg):
+        if m.group(0) in ("{{", "}}"):
+            continue
+        if m.group(1) not in PLACEHOLDERS:
+            return None
+        names.add(m.group(1))
     return names
+
+
+def expand(arg: str, values: dict[str, str]) -> str:
+    """The template with each documented name replaced by its value, literally."""
+    def one(m: re.Match) -> str:
+        token = m.group(0)
+        if token in ("{{", "}}"):
+            return token[0]
+        if m.group(1) not in values:
+            raise ValueError(f"not a template: {arg!r}")
+        return values[m.group(1)]
+    return _TEMPLATE.sub(one, arg)
 
 
 class ScenarioError(ValueError):
@@ -77,7 +94,7 @@ class Scenario:
     def argv(self, host: str, port: int, source: Path, decoy_port: int) -> list[str]:
         values = {"host": host, "port": str(port), "source": str(source),
                   "decoy_port": str(decoy_port)}
-        return [str(self.client), *(a.format(**values) for a in self.args)]
+        return [str(self.client), *(expand(a, values) for a in self.args)]
 
 
 _SCHEMA = {
@@ -138,6 +155,8 @@ def parse(text: str, file: Path | str) -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(file, "(syntax)", f"valid TOML ({e})") from None
+    except RecursionError:
+        raise ScenarioError(file, "(syntax)", "TOML nested less deeply") from None
     _check_keys(file, data, "")
     for table in ("client", "environment", "noise", "expect"):
         if not isinstance(data.get(table, {}), dict):
@@ -217,13 +236,19 @@ def load_all() -> list[Scenario]:
 def select(names: list[str], available: list[Scenario]) -> list[Scenario]:
     """Scenarios by id, or by file path for a scenario outside the built-in folder."""
     by_id = {s.id: s for s in available}
-    chosen = []
+    chosen: dict[str, Scenario] = {}
     for name in names:
         if name in by_id:
-            chosen.append(by_id[name])
+            scenario = by_id[name]
         elif name.endswith(".toml"):
-            chosen.append(load(Path(name)))
+            scenario = load(Path(name))
         else:
             raise ScenarioError(name, "(scenario)",
                                 f"a scenario id ({', '.join(by_id)}) or a .toml file")
-    return chosen
+        other = chosen.get(scenario.id)
+        if other is not None and other.file != scenario.file:
+            # one id, two files: the second would silently replace the first's evidence
+            raise ScenarioError(scenario.file, "id", f"an id not already used by {other.file} "
+                                f"({scenario.id!r})")
+        chosen[scenario.id] = scenario
+    return list(chosen.values())

@@ -37,7 +37,10 @@ def _strategy_for(tp):
         return st.text(max_size=30)
     if tp is bool:
         return st.booleans()
-    if tp is dict or origin is dict:
+    if origin is dict:
+        return st.dictionaries(st.text(max_size=10), _strategy_for(typing.get_args(tp)[1]),
+                               max_size=5)
+    if tp is dict:
         return _json_dict
     if origin is tuple:
         return st.tuples() if not typing.get_args(tp) else st.lists(
@@ -51,8 +54,9 @@ def _strategy_for(tp):
 
 def _event_strategy(cls):
     hints = typing.get_type_hints(cls)
-    return st.builds(cls, **{f.name: _strategy_for(hints[f.name])
-                             for f in dataclasses.fields(cls)})
+    fields = {f.name: _strategy_for(hints[f.name]) for f in dataclasses.fields(cls)}
+    fields["t_ns"] = st.integers(0, 2**53)   # CLOCK_MONOTONIC: never negative (refused if so)
+    return st.builds(cls, **fields)
 
 
 @pytest.mark.parametrize("cls", EVENT_TYPES.values(), ids=EVENT_TYPES.keys())

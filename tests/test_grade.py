@@ -121,6 +121,11 @@ def test_identity_resolves_the_executable_and_the_script(tmp_path):
     ("/no/such/client {port} {source}", "not found"),
     ("'unbalanced {port} {source}", "client command"),
     ("/bin/true {port} {source} a}b", "a literal brace"),
+    # documented names only, substituted literally: nothing str.format would evaluate
+    ("/bin/true {port} {source} {source.foo}", "placeholders are"),
+    ("/bin/true {port} {source} {port:>99999999999999}", "placeholders are"),
+    ("/bin/true {port} {source} {host.__class__.__mro__}", "placeholders are"),
+    ("/bin/true {port} {source} {source!r}", "placeholders are"),
 ])
 def test_bad_client_commands_are_one_clear_line(command, message):
     with pytest.raises(ClientSpecError, match=message):

@@ -4,9 +4,19 @@ expected."""
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fixture.harness import BEHAVIOURS, client_path
-from sessions.scenario import BUILTIN_DIR, ScenarioError, load_dir, parse, select
+from sessions.scenario import (
+    BUILTIN_DIR,
+    ScenarioError,
+    expand,
+    load_dir,
+    parse,
+    placeholders_of,
+    select,
+)
 
 SEEDED_FAILURES = {
     "baseline": (), "retry": (), "false-success": ("integrity", "honest-outcome"),
@@ -102,3 +112,13 @@ def test_duplicate_ids_are_rejected(tmp_path):
         (tmp_path / name).write_text('id = "same"\n[client]\nbehaviour = "baseline"\n')
     with pytest.raises(ScenarioError, match="a unique id"):
         load_dir(tmp_path)
+
+
+@given(st.text(alphabet="{}abhostpruced_:.!0 ", max_size=40))
+def test_templates_substitute_documented_names_literally_or_are_refused(text):
+    values = {"host": "H", "port": "P", "source": "S", "decoy_port": "D"}
+    names = placeholders_of(text)
+    if names is None:
+        return   # refused when the scenario or command is read
+    # for what it accepts (plain documented names, doubled braces) str.format agrees
+    assert names <= set(values) and expand(text, values) == text.format(**values)
