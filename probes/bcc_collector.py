@@ -98,8 +98,9 @@ class BccCollector:
         self._events_seen = 0
         self._started_ns = time.monotonic_ns()
         self._cgroups: dict[int, tuple[int, int]] = {}   # invocation -> (cgroup fd, cgroup id)
-        self._bpf["events"].open_ring_buffer(self._on_event)
-        self._bpf["file_events"].open_ring_buffer(self._on_file_event)
+        self._raised: BaseException | None = None   # see _guarded
+        self._bpf["events"].open_ring_buffer(self._guarded(self._on_event))
+        self._bpf["file_events"].open_ring_buffer(self._guarded(self._on_file_event))
 
     # --- retargeting -------------------------------------------------------------------
     @contextlib.contextmanager
@@ -250,13 +251,33 @@ class BccCollector:
         return sorted(k.value for k, v in self._bpf["tracked"].items() if v.value == invocation)
 
     def poll_events(self) -> list[ConnectEvent | ProcessEvent | FileEvent]:
-        self._bpf.ring_buffer_poll(timeout=0)
+        self._poll()
         out, self._pending = self._pending, []
         return out
 
+    def _poll(self) -> None:
+        self._bpf.ring_buffer_poll(timeout=0)
+        raised, self._raised = self._raised, None
+        if raised is not None:
+            raise raised
+
+    def _guarded(self, callback):
+        """ctypes swallows what a callback raises ("Exception ignored on calling ctypes
+        callback function"): a Ctrl-C or SIGTERM that lands while BCC is delivering events
+        would be lost. Keep it, stop consuming, and raise it once the poll returns."""
+        def call(ctx, data, size):
+            if self._raised is not None:
+                return 0
+            try:
+                callback(ctx, data, size)
+            except BaseException as e:   # noqa: BLE001 - re-raised by _poll
+                self._raised = e
+            return 0
+        return call
+
     def finish(self, invocation: int) -> CounterSnapshot:
         """Final totals for an invocation whose process tree has exited; frees its map keys."""
-        self._bpf.ring_buffer_poll(timeout=0)  # drained into _pending for the next poll_events
+        self._poll()  # drained into _pending for the next poll_events
         final = self.snapshot(invocation)
         for table in ("counters", "egress", "flows"):
             entries = self._bpf[table]

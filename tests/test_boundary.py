@@ -8,6 +8,7 @@ Honest clients in three runtimes (C, Python, Node.js) must pass every clause and
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -58,7 +59,6 @@ def test_grade_refuses_to_run_without_a_sandbox_unless_told(monkeypatch, tmp_pat
 
 @root_only
 def test_a_killed_runs_cgroups_are_swept_by_the_next(tmp_path, built_clients):
-    import signal
     killed = subprocess.Popen([str(ROOT / ".venv" / "bin" / "evlab"), "run", "busy-wait",
                                "--headless"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     v2 = find_layout().v2 / PARENT
@@ -259,3 +259,30 @@ def test_a_client_only_root_may_reach_still_runs_at_its_own_path(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "is not readable by the sandbox user evlab-client (chmod o+r)" in r.stderr
+
+
+@root_only
+@pytest.mark.parametrize("delay", [0.7, 1.6, 3.2])
+def test_sigterm_during_an_event_flood_ends_evlab_promptly_with_nothing_left(tmp_path, delay):
+    from tests.leftovers import cgroups_of, owned_dirs, wait_gone
+    archive = tmp_path / "partial.tar.gz"
+    proc = subprocess.Popen(
+        [str(ROOT / ".venv" / "bin" / "evlab"), "grade", "--headless", "--attempts", "2",
+         "--client", f"/usr/bin/python3 {HOSTILE} event-flood {{host}} {{port}} {{source}}",
+         "--archive", str(archive)], stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)   # somewhere in set-up, the flood, its judging or the next attempt
+    dirs = owned_dirs(proc.pid)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    took = time.monotonic() - sent
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    # liveness, not speed (the figure is in the closing note): it used to run on for 60 s+
+    assert took < 10, f"{took:.1f} s after SIGTERM"
+    assert archive.exists() and "partial results written" in err
+    assert wait_gone(dirs) == [] and not any(d.exists() for d in dirs)
+    assert cgroups_of(proc.pid) == set()
+    assert [p.pid for p in psutil.process_iter(["cmdline"])
+            if str(HOSTILE) in " ".join(p.info["cmdline"] or ())] == []
+    print(f"SIGTERM after {delay} s: exited in {took:.2f} s")
