@@ -52,3 +52,45 @@ def test_unknown_command_is_one_line_not_a_traceback():
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert "invalid choice: 'frobnicate'" in out.stderr
+
+
+DATA = ROOT / "tests" / "data" / "session.tar.gz"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["report", str(DATA), "--output", "/dev/full"], "not a regular file"),
+    (["report", str(DATA), "--output", "/tmp"], "not a regular file"),
+    (["report", str(DATA), "--output", "/proc/version"], "cannot write in /proc"),
+    (["run", "baseline", "--headless", "--json", "/tmp"], "--json /tmp: not a regular file"),
+    (["run", "baseline", "--headless", "--report", "/dev/null"], "unrecognized arguments"),
+    (["grade", "--headless", "--client", "x {port} {source}", "--report", "/dev/full"],
+     "--report /dev/full: not a regular file"),
+    (["run", "baseline", "--headless", "--archive", "/proc/x.tar.gz"], "cannot write in /proc"),
+    (["replay", str(DATA), "--headless", "--speed", "1e-300"], "expected a speed"),
+    (["replay", str(DATA), "--headless", "--speed", "nan"], "expected a speed"),
+    (["grade", "--headless", "--client", "x {port} {source}", "--timeout", "1e18"],
+     "expected seconds"),
+    (["run", "baseline", "--headless", "--memory", "0"], "expected a positive number"),
+])
+def test_bad_outputs_and_numbers_are_refused_before_anything_runs(args, message):
+    out = evlab(*args)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("evlab: "), out.stderr
+    assert message in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_an_output_that_fails_at_the_end_is_kept_and_its_place_named(tmp_path, monkeypatch):
+    from sessions import cli
+    target = tmp_path / "out.json"
+    calls = []
+
+    def write(path):
+        calls.append(path)
+        if path == target:
+            raise OSError(28, "No space left on device")
+        path.write_text("{}")
+
+    kept = cli._deliver("--json", target, write)
+    assert kept != target and kept.read_text() == "{}" and calls == [target, kept]
+    kept.unlink()

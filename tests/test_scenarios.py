@@ -122,3 +122,54 @@ def test_templates_substitute_documented_names_literally_or_are_refused(text):
         return   # refused when the scenario or command is read
     # for what it accepts (plain documented names, doubled braces) str.format agrees
     assert names <= set(values) and expand(text, values) == text.format(**values)
+
+
+_toml_value = st.recursive(
+    st.one_of(st.integers(-10**20, 10**20), st.floats(), st.booleans(), st.text(max_size=8)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.text("abcdefghijklmnopqrstuvwxyz_", max_size=8),
+                                            inner, max_size=3)), max_leaves=12)
+_keys = st.sampled_from(["id", "client", "behaviour", "path", "args", "timeout_s", "faults",
+                         "kind", "after_bytes", "seconds", "expect", "fail", "noise", "kinds",
+                         "environment", "store", "deny_egress", "invocation", "x"])
+
+
+def _toml(value, depth=0) -> str:
+    import json as _json
+    if isinstance(value, dict):
+        return "{" + ", ".join(f'"{k}" = {_toml(v, depth + 1)}' for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v, depth + 1) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value).replace("inf", "inf").replace("nan", "nan")
+    return _json.dumps(value) if isinstance(value, str) else str(value)
+
+
+@given(st.dictionaries(_keys, st.one_of(_toml_value, st.dictionaries(_keys, _toml_value,
+                                                                       max_size=4)),
+                       max_size=6), st.text(max_size=30))
+def test_any_scenario_file_is_a_scenario_or_one_scenario_error(tables, junk):
+    text = "\n".join(f"{k} = {_toml(v)}" for k, v in tables.items())
+    for candidate in (text, junk, text + "\n" + junk, "a = " + "[" * 3000 + "]" * 3000):
+        try:
+            parse(candidate, "fuzz.toml")
+        except ScenarioError as e:
+            assert "\n" not in str(e) and str(e).startswith("fuzz.toml: ")
+
+
+@given(st.dictionaries(st.sampled_from(["client", "grade", "sandbox", "x"]),
+                       st.dictionaries(st.sampled_from(["command", "env", "timeout_s",
+                                                        "attempts", "scenarios", "memory_mib",
+                                                        "pids", "deny_egress", "y"]),
+                                       _toml_value, max_size=4), max_size=3))
+def test_any_grade_file_is_a_spec_or_one_client_spec_error(tmp_path_factory, tables):
+    from sessions.client_spec import ClientSpecError, from_file
+    path = tmp_path_factory.mktemp("g") / "g.toml"
+    path.write_text("\n".join(f"[{t}]\n" + "\n".join(f"{k} = {_toml(v)}" for k, v in body.items())
+                              for t, body in tables.items()))
+    try:
+        from_file(path)
+    except ClientSpecError as e:
+        assert "\n" not in str(e)
