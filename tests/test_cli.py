@@ -63,7 +63,7 @@ DATA = ROOT / "tests" / "data" / "session.tar.gz"
     (["report", str(DATA), "--output", "/proc/version"], "cannot write in /proc"),
     (["run", "baseline", "--headless", "--json", "/tmp"], "--json /tmp: not a regular file"),
     (["run", "baseline", "--headless", "--report", "/dev/null"], "unrecognized arguments"),
-    (["grade", "--headless", "--client", "x {port} {source}", "--report", "/dev/full"],
+    (["grade", "--headless", "--client", "/bin/true {port} {source}", "--report", "/dev/full"],
      "--report /dev/full: not a regular file"),
     (["run", "baseline", "--headless", "--archive", "/proc/x.tar.gz"], "cannot write in /proc"),
     (["replay", str(DATA), "--headless", "--speed", "1e-300"], "expected a speed"),
