@@ -11,6 +11,7 @@ from sessions.events import (
     ClientClaim,
     ClientExited,
     ConnectObserved,
+    EgressObserved,
     Event,
     LifecycleCheck,
     PhaseChanged,
@@ -113,12 +114,15 @@ _FIGURES = (
     ("connects (kernel)", lambda i: i["kernel"]["connects"]),
     ("destinations (kernel)", lambda i: ", ".join(i["kernel"]["connect_destinations"])
      if i["kernel"]["connect_destinations"] is not None else None),
+    ("egress (socket layer)", lambda i: _egress(i["boundary"]["egress"])),
     ("source bytes read (kernel)", lambda i: i["kernel"]["source_read_bytes"]),
     ("socket bytes sent (kernel)", lambda i: i["kernel"]["sent_bytes"]),
     ("hash_file entries (uprobe)", lambda i: i["kernel"]["hash_file_calls"]),
     ("switches out (sched)", lambda i: i["kernel"]["switches_out"]),
     ("on-CPU ms (sched)", lambda i: None if i["kernel"]["cpu_ns"] is None
      else round(i["kernel"]["cpu_ns"] / 1e6, 1)),
+    ("CPU ms (its cgroup)", lambda i: None if i["boundary"]["cgroup_cpu_ns"] is None
+     else round(i["boundary"]["cgroup_cpu_ns"] / 1e6, 1)),
     ("payload bytes consumed (receiver)", lambda i: i["receiver"]["payload_bytes"]),
     ("commits / rejections (receiver)",
      lambda i: f"{i['receiver']['commits']} / {i['receiver']['rejections']}"),
@@ -127,6 +131,17 @@ _FIGURES = (
      else f"{i['packets']['count']} / {i['packets']['payload_bytes']:,}"),
     ("saved / match (verifier)", lambda i: f"{i['verifier']['saved']} / {i['verifier']['match']}"),
 )
+
+
+def _egress(egress: dict | None) -> str | None:
+    """Each destination its cgroup's sockets used: calls, and payload bytes on the wire."""
+    if egress is None:
+        return None
+    sent = {(f["protocol"], f["address"], f["port"]): f["bytes"] for f in egress["packets"]}
+    return ", ".join(f"{c['kind']} {c['protocol']} {c['address']}:{c['port']} x{c['calls']} "
+                     f"({sent.get((c['protocol'], c['address'], c['port']), 0):,} B)"
+                     + (" REFUSED" if c["refused"] else "")
+                     for c in egress["calls"]) or "none"
 
 
 def _fmt(value) -> str:
@@ -157,6 +172,9 @@ def _timeline_text(e: Event) -> str | None:
             return f"phase {phase}" + (f" {n}" if n else "")
         case ConnectObserved():
             return f"[kernel] connect {e.address}:{e.port} -> {e.result}"
+        case EgressObserved():
+            return (f"[socket] {e.kind} {e.protocol} {e.address}:{e.port} pid {e.pid}"
+                    + (" REFUSED" if e.refused else ""))
         case ServerRecord(server=server, event=name) if server == "decoy" or name in \
                 _TIMELINE_RECORDS:
             detail = e.fields.get("reason") or e.fields.get("answer") or ""
