@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from probes.capability import Capability
+from probes.interrupts import deferred
 from probes.kernel import (
     BUSY_MIN_NS,
     COUNTERS,
@@ -256,15 +257,16 @@ class BccCollector:
         return out
 
     def _poll(self) -> None:
-        self._bpf.ring_buffer_poll(timeout=0)
+        with deferred():   # an interrupt during the callbacks is raised when they are done
+            self._bpf.ring_buffer_poll(timeout=0)
         raised, self._raised = self._raised, None
         if raised is not None:
             raise raised
 
     def _guarded(self, callback):
         """ctypes swallows what a callback raises ("Exception ignored on calling ctypes
-        callback function"): a Ctrl-C or SIGTERM that lands while BCC is delivering events
-        would be lost. Keep it, stop consuming, and raise it once the poll returns."""
+        callback function"): keep it, stop consuming, and raise it once the poll returns
+        (interrupts are deferred by probes/interrupts.py; this catches the rest)."""
         def call(ctx, data, size):
             if self._raised is not None:
                 return 0

@@ -19,6 +19,7 @@ from pathlib import Path
 from fixture.harness import ServerStartError
 from probes import doctor
 from probes.collectors import KINDS, CollectorUnavailable
+from probes.interrupts import raise_or_defer
 from probes.owned_tmp import make_owned_dir
 from probes.sandbox import SandboxLimits
 from sessions import document, report
@@ -218,7 +219,7 @@ def _raise_interrupt(signum, frame):
     # Once: a second Ctrl-C or SIGTERM must not cut the teardown that the first one started.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    raise _Interrupted()
+    raise_or_defer(_Interrupted())   # not inside BCC's callbacks, where it would be lost
 
 
 class Progress:

@@ -1,0 +1,46 @@
+"""Interrupts that must not be lost inside C callbacks.
+
+Python runs a signal handler in the main thread at its next bytecode, wherever that is: inside
+BCC's ring-buffer callback (Python called from C through ctypes), an exception the handler
+raises is swallowed ("Exception ignored on calling ctypes callback function") and the run goes
+on after Ctrl-C or SIGTERM. Holding signals with pthread_sigmask does not help: the kernel then
+hands them to another thread and the handler still runs in the main one.
+
+    with deferred():                 # around the C call that calls back into Python
+        bpf.ring_buffer_poll(0)
+    ...
+    def on_signal(signum, frame):    # the handler
+        raise_or_defer(KeyboardInterrupt())
+
+A deferred interrupt is raised when the outermost `deferred` block ends.
+"""
+
+import contextlib
+import threading
+
+_state = threading.local()
+
+
+def _depth() -> int:
+    return getattr(_state, "depth", 0)
+
+
+@contextlib.contextmanager
+def deferred():
+    _state.depth = _depth() + 1
+    try:
+        yield
+    finally:
+        _state.depth -= 1
+        pending = getattr(_state, "pending", None)
+        if _state.depth == 0 and pending is not None:
+            _state.pending = None
+            raise pending
+
+
+def raise_or_defer(exc: BaseException) -> None:
+    """For a signal handler: raise now, or when the current `deferred` block ends."""
+    if _depth():
+        _state.pending = getattr(_state, "pending", None) or exc
+        return
+    raise exc
