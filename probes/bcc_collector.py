@@ -344,7 +344,7 @@ class BccCollector:
             self._pending.append(ProcessEvent(
                 e.ts, e.inv, _EVENT_KINDS.get(e.kind, str(e.kind)), e.tgid, e.tid, comm,
                 child_pid=e.other if e.kind == 3 else None,
-                root=e.kind == 4 and bool(e.ret), leftovers=e.other if e.kind == 4 else None,
+                root=e.kind == 4 and bool(e.ret),
                 filename=e.filename.decode(errors="replace") if e.kind == 2 else None))
 
 

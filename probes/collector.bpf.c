@@ -79,7 +79,7 @@ struct event {
     u32 kind;
     u32 tgid;
     u32 tid;
-    u32 other;        // fork: child pid; exec: old pid; exit: leftover tasks (root);
+    u32 other;        // fork: child pid; exec: old pid;
                       // egress: socket type << 8 | IP protocol
     s32 ret;          // connect result (0 or -errno)
     u16 family;
@@ -618,7 +618,6 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
         if (e) {
             e->kind = EV_EXIT;
             e->ret = is_root;
-            e->other = is_root && left > 0 ? left : 0;
             events.ringbuf_submit(e, 0);
         }
     }

@@ -76,7 +76,6 @@ class ProcessEvent:
     child_pid: int | None = None   # fork only
     filename: str | None = None    # exec only
     root: bool = False             # exit only: the process evlab launched
-    leftovers: int | None = None   # exit of the root: tasks of its tree still alive then
 
 
 @dataclass(frozen=True)
