@@ -16,8 +16,8 @@ import threading
 import time
 
 from bench.measure import median, say
-from sessions.events import PacketSeen, ScenarioStarted, SessionStarted
-from sessions.stream import EventStream
+from sessions.stream.events import PacketSeen, ScenarioStarted, SessionStarted
+from sessions.stream.stream import EventStream
 from tui.model import DashboardModel
 
 RATE = 50_000

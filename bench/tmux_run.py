@@ -18,7 +18,7 @@ import psutil
 
 from bench.measure import median, say
 from bench.suite import EVLAB
-from sessions.scenario import load_dir
+from sessions.spec.scenario import load_dir
 
 SIZE = ("120", "40")
 IDLE_S = 3.0

@@ -22,16 +22,19 @@ from probes.collectors import KINDS, CollectorUnavailable
 from probes.interrupts import raise_or_defer
 from probes.owned_tmp import make_owned_dir
 from probes.sandbox import SandboxLimits
-from sessions import document, report
-from sessions.archive import ArchiveError, ArchiveWriter, load_archive
-from sessions.client_spec import ClientSpec, ClientSpecError, from_command, from_file, parse_env
-from sessions.events import Event, GradeStarted, ScenarioJudged, ScenarioStarted, StaleCleaned
-from sessions.evidence import EvidenceBook
-from sessions.grading import figure, grade_status, score_text
-from sessions.judge import VerdictEngine
-from sessions.replay import replay
-from sessions.runner import Options, RunError, run_session
-from sessions.scenario import (
+from sessions.judging.grading import figure, grade_status, score_text
+from sessions.judging.judge import VerdictEngine
+from sessions.lab.runner import Options, RunError, run_session
+from sessions.output import document, report
+from sessions.output.archive import ArchiveError, ArchiveWriter, load_archive
+from sessions.spec.client_spec import (
+    ClientSpec,
+    ClientSpecError,
+    from_command,
+    from_file,
+    parse_env,
+)
+from sessions.spec.scenario import (
     GRADE_DIR,
     NOISE_KINDS,
     SUITES,
@@ -40,7 +43,16 @@ from sessions.scenario import (
     load_dir,
     select,
 )
-from sessions.stream import EventStream
+from sessions.stream.events import (
+    Event,
+    GradeStarted,
+    ScenarioJudged,
+    ScenarioStarted,
+    StaleCleaned,
+)
+from sessions.stream.evidence import EvidenceBook
+from sessions.stream.replay import replay
+from sessions.stream.stream import EventStream
 
 EPILOG = """examples:
   evlab list                                    the scenarios and what each must fail

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sessions import archive
-from sessions.archive import ArchiveError, load_archive
-from sessions.events import PhaseChanged, SessionEnded, to_json
+from sessions.output import archive
+from sessions.output.archive import ArchiveError, load_archive
+from sessions.stream.events import PhaseChanged, SessionEnded, to_json
 
 ROOT = Path(__file__).resolve().parent.parent
 EVLAB = str(ROOT / ".venv" / "bin" / "evlab")

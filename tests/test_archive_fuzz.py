@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessions import cli
-from sessions.events import EVENT_TYPES, _hints
+from sessions.stream.events import EVENT_TYPES, _hints
 
 DATA = Path(__file__).parent / "data" / "session.tar.gz"
 with tarfile.open(DATA) as _tar:

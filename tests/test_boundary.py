@@ -20,9 +20,9 @@ import pytest
 from probes.capability import Capability
 from probes.cgroup import PARENT, find_layout
 from probes.sandbox import Sandbox
-from sessions.runner import Options, RunError, Session
-from sessions.scenario import load_dir
-from sessions.stream import EventStream
+from sessions.lab.runner import Options, RunError, Session
+from sessions.spec.scenario import load_dir
+from sessions.stream.stream import EventStream
 from tests.test_grade import grade, runs
 
 ROOT = Path(__file__).resolve().parent.parent

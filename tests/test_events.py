@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessions.events import (
+from sessions.judging.judge import INCONCLUSIVE, PASS, VerdictEngine
+from sessions.stream.events import (
     EVENT_TYPES,
     CounterSample,
     EventFormatError,
@@ -19,8 +20,7 @@ from sessions.events import (
     from_json,
     to_json,
 )
-from sessions.judge import INCONCLUSIVE, PASS, VerdictEngine
-from sessions.stream import EventStream
+from sessions.stream.stream import EventStream
 
 _json_scalar = st.one_of(st.none(), st.booleans(), st.integers(-2**53, 2**53),
                          st.text(max_size=20))

@@ -12,13 +12,13 @@ import pytest
 
 from fixture.harness import backup_path, client_path, start_receiver
 from fixture.verifier import verify
-from sessions.events import ScenarioJudged, ServerRecord, Verdict
-from sessions.evidence import InvocationEvidence
-from sessions.faults import PHASES, could_fire
-from sessions.judge import VerdictEngine
-from sessions.runner import Options, run_session
-from sessions.scenario import FAULTS_DIR, load_dir
-from sessions.stream import EventStream
+from sessions.judging.judge import VerdictEngine
+from sessions.lab.runner import Options, run_session
+from sessions.spec.faults import PHASES, could_fire
+from sessions.spec.scenario import FAULTS_DIR, load_dir
+from sessions.stream.events import ScenarioJudged, ServerRecord, Verdict
+from sessions.stream.evidence import InvocationEvidence
+from sessions.stream.stream import EventStream
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the BCC collector needs root")
 
@@ -173,7 +173,7 @@ def test_noise_leaves_the_verdict_matrix_unchanged(built_clients, tmp_path):
                if isinstance(e, ScenarioJudged))
     time.sleep(0.5)  # noise helpers and twins are gone with their scenarios
     leftovers = [p for p in psutil.process_iter(["cmdline"])
-                 if "sessions.noise" in " ".join(p.info["cmdline"] or [])
+                 if "sessions.lab.noise" in " ".join(p.info["cmdline"] or [])
                  or "/noise/twin/" in " ".join(p.info["cmdline"] or [])]
     assert leftovers == []
 
@@ -203,7 +203,7 @@ def test_a_time_triggered_fault_fires_on_time(fault_suite):
     assert {r.fields["kind"] for r in proxy_fired} == {"bandwidth"}
 
 
-# --- did an unfired fault have its chance? (sessions.faults.could_fire) ----------------------
+# --- did an unfired fault have its chance? (sessions.spec.faults.could_fire) ----------------------
 
 def _inv(uploads=(), proxy_closed=()):
     """An invocation's receiver and proxy records: uploads are (length, consumed, rejection)."""

@@ -18,25 +18,26 @@ import psutil
 import pytest
 
 from fixture.harness import ServerStartError, client_path
-from sessions import document, runner
 from sessions.cli import grade_started
-from sessions.client_spec import BASE_ENV, ClientSpecError, from_command, from_file
-from sessions.events import (
+from sessions.judging.grading import grade_status, overall_metrics, scenario_metrics
+from sessions.judging.judge import VerdictEngine
+from sessions.judging.judgement import is_temp
+from sessions.judging.risks import findings as risk_findings
+from sessions.lab import runner
+from sessions.lab.runner import Options, run_session
+from sessions.output import document
+from sessions.output.grade_report import grade_markdown
+from sessions.spec.client_spec import BASE_ENV, ClientSpecError, from_command, from_file
+from sessions.spec.scenario import GRADE_DIR, load_dir
+from sessions.stream.events import (
     AttemptJudged,
     ClientLaunched,
     FileObserved,
     ProcessObserved,
     ScenarioStarted,
 )
-from sessions.evidence import EvidenceBook, ScenarioEvidence
-from sessions.grade_report import grade_markdown
-from sessions.grading import grade_status, overall_metrics, scenario_metrics
-from sessions.judge import VerdictEngine
-from sessions.lifecycle import is_temp
-from sessions.risks import findings as risk_findings
-from sessions.runner import Options, run_session
-from sessions.scenario import GRADE_DIR, load_dir
-from sessions.stream import EventStream
+from sessions.stream.evidence import EvidenceBook, ScenarioEvidence
+from sessions.stream.stream import EventStream
 
 ROOT = Path(__file__).resolve().parent.parent
 PY_CLIENT = ROOT / "tests" / "clients" / "backup_client.py"

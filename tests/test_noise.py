@@ -20,7 +20,7 @@ import pytest
 
 from fixture.harness import client_path
 from probes.packets import CaptureUnavailable, PacketCapture
-from sessions.noise import CPU_SPINNERS, Noise
+from sessions.lab.noise import CPU_SPINNERS, Noise
 
 RUN_S = 2.5
 SAMPLE_S = 0.1
@@ -291,7 +291,7 @@ def test_adjacent_port_taken_uses_free_ports(built_clients, tmp_path):
 STARTER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
-    from sessions.noise import Noise
+    from sessions.lab.noise import Noise
     noise = Noise(Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])).start()
     time.sleep(0.5)
     print(json.dumps(noise.pids()), flush=True)

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fixture.harness import BEHAVIOURS, client_path
-from sessions.scenario import (
+from sessions.spec.scenario import (
     BUILTIN_DIR,
     ScenarioError,
     expand,
@@ -165,7 +165,7 @@ def test_any_scenario_file_is_a_scenario_or_one_scenario_error(tables, junk):
                                                         "pids", "deny_egress", "y"]),
                                        _toml_value, max_size=4), max_size=3))
 def test_any_grade_file_is_a_spec_or_one_client_spec_error(tmp_path_factory, tables):
-    from sessions.client_spec import ClientSpecError, from_file
+    from sessions.spec.client_spec import ClientSpecError, from_file
     path = tmp_path_factory.mktemp("g") / "g.toml"
     path.write_text("\n".join(f"[{t}]\n" + "\n".join(f"{k} = {_toml(v)}" for k, v in body.items())
                               for t, body in tables.items()))

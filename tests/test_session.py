@@ -14,14 +14,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sessions import report
-from sessions.archive import ArchiveWriter, load_archive
-from sessions.events import ScenarioJudged, Verdict
-from sessions.judge import VerdictEngine
-from sessions.replay import replay
-from sessions.runner import Options, run_session
-from sessions.scenario import load_dir
-from sessions.stream import EventStream
+from sessions.judging.judge import VerdictEngine
+from sessions.lab.runner import Options, run_session
+from sessions.output import report
+from sessions.output.archive import ArchiveWriter, load_archive
+from sessions.spec.scenario import load_dir
+from sessions.stream.events import ScenarioJudged, Verdict
+from sessions.stream.replay import replay
+from sessions.stream.stream import EventStream
 from tests.leftovers import (
     cgroups_of,
     listening_ports,
@@ -189,8 +189,9 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path, built_clients, sig):
 
 
 def test_import_rule_no_textual_outside_tui():
-    code = ("import sys, sessions.cli, sessions.runner, sessions.report, sessions.archive, "
-            "probes.collectors, probes.packets, probes.doctor, fixture.harness, tui.main\n"
+    code = ("import sys, sessions.cli, sessions.lab.runner, sessions.output.report, "
+            "sessions.output.archive, probes.collectors, probes.packets, probes.doctor, "
+            "fixture.harness, tui.main\n"
             "print('textual' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, timeout=60)

@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sessions.contract import CLAUSE_IDS
-from sessions.scenario import load_dir
+from sessions.spec.contract import CLAUSE_IDS
+from sessions.spec.scenario import load_dir
 from tests.leftovers import owned_dirs, wait_gone
 
 ROOT = Path(__file__).resolve().parent.parent

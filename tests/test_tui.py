@@ -13,11 +13,11 @@ import pytest
 from textual.widgets import DataTable
 
 from bench.flood import FloodSource, press_like_a_terminal, scenario_key
-from sessions.archive import load_archive
 from sessions.cli import grade_started
-from sessions.client_spec import from_command
-from sessions.runner import Options
-from sessions.scenario import GRADE_DIR, load_dir
+from sessions.lab.runner import Options
+from sessions.output.archive import load_archive
+from sessions.spec.client_spec import from_command
+from sessions.spec.scenario import GRADE_DIR, load_dir
 from tui.app import EvidenceScreen, EvlabApp, GradeScreen, HelpScreen
 from tui.sources import LiveSource, ReplaySource
 

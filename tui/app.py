@@ -21,7 +21,7 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Input, Sparkline, Static
 
-from sessions.grading import figure, score_text
+from sessions.judging.grading import figure, score_text
 from tui.model import DashboardModel, ScenarioView
 from tui.sources import LiveSource, ReplaySource
 from tui.widgets import STATUS_STYLE, STATUS_TEXT, VERDICT_CLASS, VERDICT_TEXT, FollowLog

@@ -8,10 +8,10 @@ goes to sessions.cli, which never imports Textual, so headless use costs nothing
 import sys
 
 from sessions import cli
-from sessions.archive import ArchiveError, load_archive
-from sessions.client_spec import ClientSpecError
-from sessions.runner import Options
-from sessions.scenario import GRADE_DIR, ScenarioError, load_dir
+from sessions.lab.runner import Options
+from sessions.output.archive import ArchiveError, load_archive
+from sessions.spec.client_spec import ClientSpecError
+from sessions.spec.scenario import GRADE_DIR, ScenarioError, load_dir
 
 
 def _say(text: str) -> None:

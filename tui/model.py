@@ -9,8 +9,10 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 
-from sessions.contract import CLAUSE_IDS
-from sessions.events import (
+from sessions.judging.gates import GATES
+from sessions.judging.grading import overall_metrics, scenario_metrics
+from sessions.spec.contract import CLAUSE_IDS
+from sessions.stream.events import (
     AttemptJudged,
     CapabilityMissing,
     ClientClaim,
@@ -37,8 +39,6 @@ from sessions.events import (
     Verdict,
     VerifierResult,
 )
-from sessions.gates import GATES
-from sessions.grading import overall_metrics, scenario_metrics
 
 PANE_LINES = 500          # each scrolling pane keeps this many lines
 RATE_POINTS = 60          # sparkline history

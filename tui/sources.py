@@ -9,14 +9,14 @@ import threading
 from pathlib import Path
 
 from probes.owned_tmp import make_owned_dir
-from sessions.archive import ArchiveWriter, LoadedArchive
-from sessions.events import GradeStarted, ScenarioStarted
-from sessions.judge import VerdictEngine
-from sessions.lab import Lab
-from sessions.replay import ReplayDriver
-from sessions.runner import Options
-from sessions.scenario import Scenario
-from sessions.stream import EventStream
+from sessions.judging.judge import VerdictEngine
+from sessions.lab.live import Lab
+from sessions.lab.runner import Options
+from sessions.output.archive import ArchiveWriter, LoadedArchive
+from sessions.spec.scenario import Scenario
+from sessions.stream.events import GradeStarted, ScenarioStarted
+from sessions.stream.replay import ReplayDriver
+from sessions.stream.stream import EventStream
 from tui.model import DashboardModel
 
 STOP_TIMEOUT_S = 30.0

@@ -2,7 +2,7 @@
 
 from textual.widgets import Log
 
-from sessions.judge import FAIL, INCONCLUSIVE, NA, PASS
+from sessions.judging.judge import FAIL, INCONCLUSIVE, NA, PASS
 
 # pass/fail never by colour alone: a symbol and a word in every cell
 VERDICT_TEXT = {PASS: "✓ pass", FAIL: "✗ FAIL", INCONCLUSIVE: "? inconclusive", NA: "– n/a"}

@@ -43,7 +43,7 @@ import psutil
 
 KINDS = ("traffic", "twin", "churn", "cpu")
 HOST = "127.0.0.1"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 TRAFFIC_CONNECTIONS_PER_S = 50    # all sinks together
 TRAFFIC_BYTES = (1024, 8192)      # per connection
@@ -232,7 +232,7 @@ class Noise:
                                                            os.environ.get("PYTHONPATH")]))}
         with open(self.workdir / f"noise-{name}.log", "wb") as log:
             self._helpers[name] = subprocess.Popen(
-                [sys.executable, "-m", "sessions.noise", kind, "--parent", str(os.getpid()),
+                [sys.executable, "-m", "sessions.lab.noise", kind, "--parent", str(os.getpid()),
                  "--workdir", str(self.workdir), "--name", name, *args],
                 cwd=self.workdir, env=env, start_new_session=True, pass_fds=pass_fds,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
@@ -287,7 +287,7 @@ def _closed_port(avoid: set[int]) -> int:
             return port
 
 
-# --- the helper processes (python -m sessions.noise KIND ...) -----------------------------
+# --- the helper processes (python -m sessions.lab.noise KIND ...) -----------------------------
 class _Stats:
     """Counters shared by a helper's threads, written atomically to its stats file."""
 

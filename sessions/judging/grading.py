@@ -20,9 +20,9 @@ import math
 import statistics
 from collections.abc import Iterable
 
-from sessions.events import AttemptJudged, GateResult, Verdict
-from sessions.evidence import ScenarioEvidence
-from sessions.faults import could_fire
+from sessions.spec.faults import could_fire
+from sessions.stream.events import AttemptJudged, GateResult, Verdict
+from sessions.stream.evidence import ScenarioEvidence
 
 
 def pass_hat_k(n: int, c: int, k: int) -> float:

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from fixture.harness import Server, start_proxy, start_receiver
-from sessions.faults import RECEIVER_KINDS, WIRE_KINDS, for_invocation
+from sessions.spec.faults import RECEIVER_KINDS, WIRE_KINDS, for_invocation
 
 
 class Injector:

@@ -3,8 +3,8 @@
 A figure that was not observed is null, never 0. Schema: docs/json-schema.md.
 """
 
-from sessions.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
-from sessions.grading import overall_metrics, scenario_metrics
+from sessions.judging.grading import overall_metrics, scenario_metrics
+from sessions.stream.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
 
 SCHEMA_VERSION = 1
 

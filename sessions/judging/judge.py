@@ -7,8 +7,22 @@ status are claims: only `honest-outcome` reads them, and only to compare them wi
 import time
 from collections.abc import Callable
 
-from sessions.contract import CLAUSE_IDS, Contract, Thresholds, load_contract
-from sessions.events import (
+from sessions.judging.gates import GATES
+from sessions.judging.grading import judge_attempt
+from sessions.judging.judgement import (
+    FAIL,
+    INCONCLUSIVE,
+    NA,
+    PASS,
+    Judgement,
+    failed,
+    seqs,
+    unknown,
+)
+from sessions.judging.risks import coverage, findings
+from sessions.spec.contract import CLAUSE_IDS, Contract, Thresholds, load_contract
+from sessions.spec.faults import INTERRUPTIONS, armed, could_fire
+from sessions.stream.events import (
     Event,
     GateResult,
     PhaseChanged,
@@ -18,12 +32,7 @@ from sessions.events import (
     ServerRecord,
     Verdict,
 )
-from sessions.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
-from sessions.faults import INTERRUPTIONS, armed, could_fire
-from sessions.gates import GATES
-from sessions.grading import judge_attempt
-from sessions.judgement import FAIL, INCONCLUSIVE, NA, PASS, Judgement, failed, seqs, unknown
-from sessions.risks import coverage, findings
+from sessions.stream.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
 
 
 def _invocations(ev: ScenarioEvidence) -> list[InvocationEvidence]:

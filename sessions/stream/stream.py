@@ -11,7 +11,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from sessions.events import Event
+from sessions.stream.events import Event
 
 Consumer = Callable[[Event], Iterable[Event] | None]
 

@@ -4,31 +4,15 @@ scenario), JSON (the --json document) and JUnit XML (one test case per scenario 
 import json
 import xml.etree.ElementTree as ET
 
-from sessions import document
-from sessions.contract import CLAUSE_IDS
-from sessions.events import (
-    CleanupObserved,
-    ClientClaim,
-    ClientExited,
-    ConnectObserved,
-    EgressObserved,
+from sessions.output import document
+from sessions.output.grade_report import grade_markdown
+from sessions.output.vocabulary import event_line, status_text
+from sessions.spec.contract import CLAUSE_IDS
+from sessions.stream.events import (
     Event,
-    LifecycleCheck,
-    PhaseChanged,
-    RiskFinding,
     ScenarioStarted,
-    ServerRecord,
-    VerifierResult,
 )
-from sessions.evidence import EvidenceBook
-from sessions.grade_report import grade_markdown
-
-SYMBOLS = {"pass": "✓ pass", "fail": "✗ FAIL", "inconclusive": "? inconclusive",
-           "not-applicable": "– n/a"}
-CHECK_SYMBOLS = {"detected": "✓ detected", "missed": "✗ MISSED", "inconclusive": "? inconclusive",
-                 "invalid": "⊘ invalid", "incomplete": "… incomplete", "graded": "graded"}
-_TIMELINE_RECORDS = {"upload_started", "committed", "rejected", "fault_fired", "check_answer",
-                     "receiver_restarted", "fault_armed"}
+from sessions.stream.evidence import EvidenceBook
 
 
 def book_of(events: list[Event]) -> EvidenceBook:
@@ -76,12 +60,12 @@ def _table(doc: dict) -> str:
         cells = []
         for s in doc["scenarios"]:
             v = next((c for c in s["clauses"] if c["id"] == clause), None)
-            cell = SYMBOLS.get(v["status"], v["status"]) if v else "…"
+            cell = status_text(v["status"]) if v else "…"
             if v and v["expected"] == "fail":
                 cell += " (expected fail)"
             cells.append(cell)
         rows.append(f"| `{clause}` | " + " | ".join(cells) + " |")
-    checks = " | ".join(CHECK_SYMBOLS.get(s["instrument_check"], s["instrument_check"])
+    checks = " | ".join(status_text(s["instrument_check"])
                         for s in doc["scenarios"])
     return "\n".join([header, rule, *rows, f"| **instrument check** | {checks} |"])
 
@@ -97,7 +81,7 @@ def _scenario_section(s: dict, book: EvidenceBook) -> list[str]:
     for c in s["clauses"]:
         refs = ", ".join(f"#{n}" for n in c["evidence"][:8])
         more = f" (+{len(c['evidence']) - 8})" if len(c["evidence"]) > 8 else ""
-        out.append(f"| `{c['id']}` | {SYMBOLS.get(c['status'], c['status'])} | {c['expected']} "
+        out.append(f"| `{c['id']}` | {status_text(c['status'])} | {c['expected']} "
                    f"| {c['reason']} | {refs}{more} |")
     out += ["", "| figure | " + " | ".join(f"inv {i['n']}" for i in s["invocations"]) + " |",
             "|---|" + "---|" * len(s["invocations"])]
@@ -160,45 +144,10 @@ def _timeline(book: EvidenceBook, scenario: str) -> list[str]:
             continue
         if isinstance(e, ScenarioStarted):
             start = e.t_ns
-        text = _timeline_text(e)
+        text = event_line(e)
         if text and start is not None:
             lines.append(f"{(e.t_ns - start) / 1e6:9.1f}  #{e.seq:<6} {text}")
     return lines
-
-
-def _timeline_text(e: Event) -> str | None:
-    match e:
-        case PhaseChanged(phase=phase, invocation=n):
-            return f"phase {phase}" + (f" {n}" if n else "")
-        case ConnectObserved():
-            return f"[kernel] connect {e.address}:{e.port} -> {e.result}"
-        case EgressObserved():
-            return (f"[socket] {e.kind} {e.protocol} {e.address}:{e.port} pid {e.pid}"
-                    + (" REFUSED" if e.refused else ""))
-        case ServerRecord(server=server, event=name) if server == "decoy" or name in \
-                _TIMELINE_RECORDS:
-            detail = e.fields.get("reason") or e.fields.get("answer") or ""
-            if name == "fault_fired":  # the fault band: what fired, where
-                detail = " ".join(f"{k}={v}" for k, v in e.fields.items()
-                                  if k in ("id", "fault", "kind", "direction", "payload_bytes",
-                                           "at_byte", "phase", "ms", "rate"))
-                return f"[{server}] ⚡ FAULT FIRED {detail}"
-            return f"[{server}] {name} {detail}".rstrip()
-        case ClientClaim():
-            return f"[claim] {json.dumps(e.claim, sort_keys=True)}"
-        case ClientExited():
-            return f"[client] exited {e.exit_code}" + (" (timed out)" if e.timed_out else "")
-        case VerifierResult():
-            return f"[verifier] saved={e.saved} match={e.match}"
-        case CleanupObserved():
-            left = [*e.leftover, *e.listening, *e.cwd_files, *e.store_files]
-            return (f"[harness] after invocation {e.invocation}: "
-                    + (f"left {'; '.join(left[:4])}" if left else "nothing left behind"))
-        case LifecycleCheck():
-            return f"[harness] {e.check} {'ok' if e.ok else 'NOT ok'}: {e.detail}"
-        case RiskFinding():
-            return f"[risk] {e.severity} {e.kind}: {e.detail}"
-    return None
 
 
 def junit(events: list[Event]) -> str:

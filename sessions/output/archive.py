@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from sessions import document, report
-from sessions.events import (
+from sessions.output import document, report
+from sessions.stream.events import (
     Event,
     EventFormatError,
     ScenarioStarted,
@@ -29,7 +29,7 @@ from sessions.events import (
     to_dict,
     to_json,
 )
-from sessions.evidence import EvidenceBook
+from sessions.stream.evidence import EvidenceBook
 
 FORMAT = "evlab-archive"
 VERSION = 1

@@ -3,7 +3,7 @@ the verdict engine, the JSON document and the report each build their own from t
 
 from dataclasses import dataclass, field
 
-from sessions.events import (
+from sessions.stream.events import (
     AttemptJudged,
     BoundaryObserved,
     CapabilityMissing,

@@ -1,19 +1,22 @@
 """The Markdown of a grade: who was graded, the metrics, clauses and gates x attempts, and the
 risk findings. Built from the JSON document's `grade` section (sessions/document.py)."""
 
-from sessions.contract import CLAUSE_IDS
-from sessions.gates import GATES
-from sessions.grading import figure, score_text
+from sessions.judging.gates import GATES
+from sessions.judging.grading import figure, score_text
+from sessions.output.vocabulary import status_symbol, status_text
+from sessions.spec.contract import CLAUSE_IDS
 
-CELL = {"pass": "✓", "fail": "✗", "inconclusive": "?", "not-applicable": "–"}
+
+def _cell(status: str | None) -> str:
+    return status_symbol(status) if status else "…"
 
 
 def _outcome(run: dict) -> str:
     if run["valid"] is None:
-        return "… not judged"
+        return status_text("not-judged")
     if not run["valid"]:
-        return "⊘ invalid"
-    return "✓ success" if run["success"] else "✗ failed"
+        return status_text("invalid")
+    return status_text("success" if run["success"] else "failed")
 
 
 def _identity(grade: dict) -> list[str]:
@@ -46,10 +49,10 @@ def _attempts_table(name: str, runs: list[dict]) -> list[str]:
            "|---|" + "---|" * len(runs)]
     for clause in CLAUSE_IDS:
         out.append(f"| `{clause}` | " + " | ".join(
-            CELL.get(r["clauses"].get(clause), "…") for r in runs) + " |")
+            _cell(r["clauses"].get(clause)) for r in runs) + " |")
     for gate in GATES:
         out.append(f"| gate `{gate}` | " + " | ".join(
-            CELL.get(r["gates"].get(gate, {}).get("status"), "…") for r in runs) + " |")
+            _cell(r["gates"].get(gate, {}).get("status")) for r in runs) + " |")
     out.append("| **attempt** | " + " | ".join(_outcome(r) for r in runs) + " |")
     out.append("")
     out += [f"- @{r['attempt']}: {r['reason']}" for r in runs]

@@ -7,11 +7,10 @@ evidence is missing is inconclusive, never pass.
 
 from collections.abc import Callable
 
-from sessions.contract import Thresholds
-from sessions.events import Verdict
-from sessions.evidence import ScenarioEvidence
-from sessions.judgement import FAIL, NA, PASS, Judgement, failed, unknown
-from sessions.lifecycle import is_temp
+from sessions.judging.judgement import FAIL, NA, PASS, Judgement, failed, is_temp, unknown
+from sessions.spec.contract import Thresholds
+from sessions.stream.events import Verdict
+from sessions.stream.evidence import ScenarioEvidence
 
 
 def immediate(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> Judgement:

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from sessions.events import (
+from sessions.stream.events import (
     AttemptJudged,
     Event,
     GateResult,
@@ -19,7 +19,7 @@ from sessions.events import (
     ScenarioJudged,
     Verdict,
 )
-from sessions.stream import EventStream
+from sessions.stream.stream import EventStream
 
 DERIVED = (Verdict, ScenarioJudged, GateResult, RiskFinding, RiskScan, AttemptJudged)
 MAX_GAP_S = 2.0  # a long pause in the recording is shortened to this

@@ -10,10 +10,10 @@ is compiled once however many runs are asked for; runs are queued and executed i
 import queue
 from pathlib import Path
 
-from sessions.events import GradeStarted
-from sessions.runner import Cancelled, Options, Session
-from sessions.scenario import Scenario
-from sessions.stream import EventStream
+from sessions.lab.runner import Cancelled, Options, Session
+from sessions.spec.scenario import Scenario
+from sessions.stream.events import GradeStarted
+from sessions.stream.stream import EventStream
 
 
 class Lab:

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fixture.harness import client_path
-from sessions.contract import CLAUSE_IDS
-from sessions.faults import FaultSpecError, parse_faults
+from sessions.spec.contract import CLAUSE_IDS
+from sessions.spec.faults import FaultSpecError, parse_faults
 
-BUILTIN_DIR = Path(__file__).with_name("scenarios")   # the eight seeded: the instrument's check
+# the eight seeded: the instrument's check
+BUILTIN_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 FAULTS_DIR = BUILTIN_DIR / "faults"                    # the client under injected faults
 GRADE_DIR = BUILTIN_DIR / "grade"                      # what `evlab grade` runs any client through
 SUITES = {"seeded": BUILTIN_DIR, "faults": FAULTS_DIR, "grade": GRADE_DIR}

@@ -32,9 +32,13 @@ from probes.owned_tmp import make_owned_dir, sweep_stale
 from probes.packets import CaptureUnavailable, PacketCapture
 from probes.sandbox import SandboxLimits, unmount_under
 from probes.tail import LineTail
-from sessions.boundary import Boundary, BoundaryError
-from sessions.contract import load_contract
-from sessions.events import (
+from sessions.lab.boundary import Boundary, BoundaryError
+from sessions.lab.injector import Injector
+from sessions.lab.lifecycle import cleanup_check, durability_check, kill_leftovers, restore_check
+from sessions.lab.noise import Noise
+from sessions.spec.contract import load_contract
+from sessions.spec.scenario import Scenario
+from sessions.stream.events import (
     CapabilityMissing,
     ClientClaim,
     ClientExited,
@@ -57,11 +61,7 @@ from sessions.events import (
     StaleCleaned,
     VerifierResult,
 )
-from sessions.injector import Injector
-from sessions.lifecycle import cleanup_check, durability_check, kill_leftovers, restore_check
-from sessions.noise import Noise
-from sessions.scenario import Scenario
-from sessions.stream import EventStream
+from sessions.stream.stream import EventStream
 
 VERSION = "0.1.0"
 HOST = "127.0.0.1"

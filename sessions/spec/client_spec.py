@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fixture.receiver import sha256_of
-from sessions.scenario import PLACEHOLDERS, Scenario, placeholders_of
+from sessions.spec.scenario import PLACEHOLDERS, Scenario, placeholders_of
 
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
             "HOME": "{cwd}", "TMPDIR": "{cwd}"}

@@ -22,8 +22,8 @@ from probes.capability import Capability
 from probes.cgroup import ClientCgroup, Layout, Limits, find_layout, remove_parents
 from probes.collectors import Collector
 from probes.sandbox import Sandbox, SandboxSettings
-from sessions.events import BoundaryObserved, EgressSummary, Event, SandboxSet
-from sessions.scenario import Scenario
+from sessions.spec.scenario import Scenario
+from sessions.stream.events import BoundaryObserved, EgressSummary, Event, SandboxSet
 
 HOST = "127.0.0.1"
 

@@ -9,8 +9,8 @@ opened on; "outside" means outside the launch directory.
 import os
 from dataclasses import dataclass
 
-from sessions.events import ProcessObserved
-from sessions.evidence import InvocationEvidence, ScenarioEvidence
+from sessions.stream.events import ProcessObserved
+from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox", "csh", "tcsh"}
 # Read-only opens under these are the loader, the interpreter and system configuration.

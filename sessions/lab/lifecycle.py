@@ -10,7 +10,6 @@
 """
 
 import os
-import re
 import signal
 import time
 from collections.abc import Callable
@@ -20,22 +19,11 @@ import psutil
 
 from fixture.receiver import BACKUP_NAME, sha256_of
 from fixture.restore import check, fetch
-from sessions.events import CleanupObserved, LifecycleCheck
+from sessions.judging.judgement import is_temp
+from sessions.stream.events import CleanupObserved, LifecycleCheck
 
 MAX_LISTED = 50   # files named in one event; more are summarised as a count
 KILL_ROUNDS = 5
-# Names a client's temporary or partial files take (left behind, they fail the cleanup gate);
-# any other file left in its working directory is named but allowed (a cache, say).
-TEMP_NAME = re.compile(r"(\.(tmp|temp|part|partial|swp|download|crdownload|inprogress)$"
-                       r"|^\.?tmp|^\.#|~$|\.~)", re.IGNORECASE)
-
-
-def is_temp(path: str) -> bool:
-    """Is any component of a listed path (`dir/`, `dir/file`) temporary-looking? A leaked
-    tempfile.mkdtemp() directory counts, whatever its files are called."""
-    return any(TEMP_NAME.search(part) for part in path.strip("/").split("/") if part)
-
-
 def _tgid(tid: int) -> int | None:
     try:
         for line in Path(f"/proc/{tid}/status").read_text().splitlines():

@@ -1,0 +1,99 @@
+"""The words evlab shows for a status and for an event: one table, used by the reports, the
+headless progress lines and the dashboard alike. Pass/fail is never shown by colour alone: every
+status has a symbol and a word."""
+
+import json
+
+from sessions.stream.events import (
+    CleanupObserved,
+    ClientClaim,
+    ClientExited,
+    ConnectObserved,
+    EgressObserved,
+    Event,
+    LifecycleCheck,
+    PhaseChanged,
+    RiskFinding,
+    ServerRecord,
+    VerifierResult,
+)
+
+# status -> (symbol, word): clause and gate verdicts, a scenario's instrument check, a grading
+# attempt's outcome, and a scenario's place in the queue
+STATUS = {
+    "pass": ("✓", "pass"),
+    "fail": ("✗", "FAIL"),
+    "inconclusive": ("?", "inconclusive"),
+    "not-applicable": ("–", "n/a"),
+    "detected": ("✓", "detected"),
+    "missed": ("✗", "MISSED"),
+    "invalid": ("⊘", "invalid"),
+    "incomplete": ("…", "incomplete"),
+    "success": ("✓", "success"),
+    "failed": ("✗", "FAILED"),
+    "queued": ("·", "queued"),
+    "running": ("▶", "running"),
+    "not-judged": ("…", "not judged"),
+}
+
+
+def status_symbol(status: str) -> str:
+    return STATUS[status][0] if status in STATUS else status
+
+
+def status_text(status: str) -> str:
+    """'✓ pass', '✗ FAIL', …; an unknown status is shown as itself."""
+    return " ".join(STATUS[status]) if status in STATUS else status
+
+
+# the receiver's records worth a line in a timeline (the rest are in the archive)
+TIMELINE_RECORDS = {"upload_started", "committed", "rejected", "fault_fired", "check_answer",
+                    "receiver_restarted", "fault_armed"}
+FAULT_FIELDS = ("id", "fault", "kind", "direction", "payload_bytes", "at_byte", "phase", "ms",
+                "rate")
+
+
+def event_line(e: Event) -> str | None:
+    """One line for an event worth reading in a timeline; None for the rest."""
+    match e:
+        case PhaseChanged(phase=phase, invocation=n):
+            return f"phase {phase}" + (f" {n}" if n else "")
+        case ConnectObserved():
+            return f"[kernel] connect {e.address}:{e.port} -> {e.result}"
+        case EgressObserved():
+            return (f"[socket] {e.kind} {e.protocol} {e.address}:{e.port} pid {e.pid}"
+                    + (" REFUSED" if e.refused else ""))
+        case ServerRecord(server=server, event=name) if server == "decoy" or name in \
+                TIMELINE_RECORDS:
+            return _record_line(e)
+        case ClientClaim():
+            return f"[claim] {json.dumps(e.claim, sort_keys=True)}"
+        case ClientExited():
+            return f"[client] exited {e.exit_code}" + (" (timed out)" if e.timed_out else "")
+        case VerifierResult():
+            return f"[verifier] saved={e.saved} match={e.match}"
+        case CleanupObserved():
+            left = [*e.leftover, *e.listening, *e.cwd_files, *e.store_files]
+            return (f"[harness] after invocation {e.invocation}: "
+                    + (f"left {'; '.join(left[:4])}" if left else "nothing left behind"))
+        case LifecycleCheck():
+            return f"[harness] {e.check} {'ok' if e.ok else 'NOT ok'}: {e.detail}"
+        case RiskFinding():
+            return f"[risk] {e.severity} {e.kind}: {e.detail}"
+    return None
+
+
+def _record_line(e: ServerRecord) -> str:
+    if e.event == "fault_fired":  # the fault band: what fired, where
+        detail = " ".join(f"{k}={v}" for k, v in e.fields.items() if k in FAULT_FIELDS)
+        return f"[{e.server}] ⚡ FAULT FIRED {detail}"
+    detail = e.fields.get("reason") or e.fields.get("answer") or ""
+    return f"[{e.server}] {e.event} {detail}".rstrip()
+
+
+def fields_line(event: Event, t0: int) -> str:
+    """Every field of any event on one line (the evidence view: what decided a verdict)."""
+    data = {k: v for k, v in vars(event).items() if k not in ("seq", "t_ns", "scenario")}
+    when = f"{(event.t_ns - t0) / 1e9:8.3f}s" if t0 else ""
+    fields = " ".join(f"{k}={v}" for k, v in data.items() if v not in (None, {}, ()))
+    return f"{when} {type(event).__name__}: {fields}"
