@@ -12,9 +12,10 @@ import pytest
 
 from fixture.harness import backup_path, client_path, start_receiver
 from fixture.verifier import verify
+from sessions.judging.fault_chance import could_fire
 from sessions.judging.judge import VerdictEngine
 from sessions.lab.runner import Options, run_session
-from sessions.spec.faults import PHASES, could_fire
+from sessions.spec.faults import PHASES
 from sessions.spec.scenario import FAULTS_DIR, load_dir
 from sessions.stream.events import ScenarioJudged, ServerRecord, Verdict
 from sessions.stream.evidence import InvocationEvidence
@@ -203,7 +204,7 @@ def test_a_time_triggered_fault_fires_on_time(fault_suite):
     assert {r.fields["kind"] for r in proxy_fired} == {"bandwidth"}
 
 
-# --- did an unfired fault have its chance? (sessions.spec.faults.could_fire) ----------------------
+# --- did an unfired fault have its chance? (sessions.judging.fault_chance) ----------------------
 
 def _inv(uploads=(), proxy_closed=()):
     """An invocation's receiver and proxy records: uploads are (length, consumed, rejection)."""

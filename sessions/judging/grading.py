@@ -20,7 +20,7 @@ import math
 import statistics
 from collections.abc import Iterable
 
-from sessions.spec.faults import could_fire
+from sessions.judging.fault_chance import could_fire
 from sessions.stream.events import AttemptJudged, GateResult, Verdict
 from sessions.stream.evidence import ScenarioEvidence
 

@@ -7,6 +7,7 @@ status are claims: only `honest-outcome` reads them, and only to compare them wi
 import time
 from collections.abc import Callable
 
+from sessions.judging.fault_chance import could_fire
 from sessions.judging.gates import GATES
 from sessions.judging.grading import judge_attempt
 from sessions.judging.judgement import (
@@ -21,7 +22,7 @@ from sessions.judging.judgement import (
 )
 from sessions.judging.risks import coverage, findings
 from sessions.spec.contract import CLAUSE_IDS, Contract, Thresholds, load_contract
-from sessions.spec.faults import INTERRUPTIONS, armed, could_fire
+from sessions.spec.faults import INTERRUPTIONS, armed
 from sessions.stream.events import (
     Event,
     GateResult,

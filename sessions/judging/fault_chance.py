@@ -1,0 +1,63 @@
+"""Did an armed fault get its chance? Judged from the receiver's and the proxy's records: an
+unfired fault that had its chance makes the attempt invalid (the lab's failure, not the client's);
+one the client never reached is the client's doing."""
+
+from sessions.spec.faults import WIRE_KINDS
+
+HEADER_MAX = 256   # a header line, at most (docs/protocol.md)
+BURST_S = 0.05     # a bandwidth fault's bucket: 50 ms of its rate (fixture/faultproxy.py)
+
+
+def could_fire(fault: dict, inv, source_size: int) -> bool:
+    """Did an armed fault get its chance in an invocation (its InvocationEvidence, or None)?
+
+    Either no correct client could have triggered it (the scenario's mistake), or this client
+    did what triggers it: the fault's upload got past its byte offset or lasted past its time,
+    arrived complete (reject) and matching its digest (crash); the wire carried more than its
+    byte offset (or anything, or more than a bandwidth burst) in its direction. An unfired
+    fault that had its chance makes the attempt invalid; one the client never reached is the
+    client's doing."""
+    after = fault.get("after_bytes")
+    if after is not None and after > source_size:
+        return True
+    if fault.get("at_byte") is not None and fault.get("direction", "up") == "up" \
+            and fault["at_byte"] >= source_size + 2 * HEADER_MAX:
+        return True
+    if inv is None:
+        return False
+    if fault["kind"] in WIRE_KINDS:
+        return _wire_reached(fault, inv)
+    return _upload_reached(fault, inv)
+
+
+def _upload_reached(fault: dict, inv) -> bool:
+    uploads = inv.receiver_events("upload_started")
+    k = fault.get("upload", 1)
+    if len(uploads) < k:
+        return False
+    start = uploads[k - 1]
+    conn = start.fields.get("conn")
+    ends = [r for r in inv.receiver if r.fields.get("conn") == conn
+            and r.event in ("connection_closed", "rejected") and r.t_ns >= start.t_ns]
+    closed = [r for r in ends if r.event == "connection_closed"]
+    consumed = closed[0].fields.get("payload_bytes", 0) if closed else 0
+    complete = consumed >= start.fields.get("length", 0)
+    if fault.get("after_bytes") is not None:
+        return consumed >= fault["after_bytes"]
+    if fault.get("after_ms") is not None:
+        lasted = (ends[0].t_ns - start.t_ns) if ends else 0
+        return lasted >= fault["after_ms"] * 1_000_000
+    if fault["kind"] == "crash":
+        return complete and not any(r.fields.get("reason") == "digest-mismatch" for r in ends)
+    return complete   # reject: a complete payload
+
+
+def _wire_reached(fault: dict, inv) -> bool:
+    key = "bytes_up" if fault.get("direction", "up") == "up" else "bytes_down"
+    carried = max((r.fields.get(key, 0) for r in inv.proxy if r.event == "connection_closed"),
+                  default=0)
+    if fault.get("at_byte") is not None:
+        return carried > fault["at_byte"]
+    if fault["kind"] == "bandwidth":
+        return carried > max(1, fault["bytes_per_s"] * BURST_S)
+    return carried > 0
