@@ -26,7 +26,7 @@ def test_doctor_as_root_reports_each_capability():
     assert "does not need kprobes" in caps["kprobes"]["detail"]
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop privileges")
+@pytest.mark.root(reason="needs root to drop privileges")
 def test_doctor_as_non_root_says_what_is_missing_and_how_to_fix_it():
     # The venv's interpreter lives under /root (mode 0700 here), so the child imports as root
     # and then becomes nobody before doing any checking.
@@ -81,7 +81,7 @@ def test_bad_outputs_and_numbers_are_refused_before_anything_runs(args, message)
 
 
 def test_an_output_that_fails_at_the_end_is_kept_and_its_place_named(tmp_path, monkeypatch):
-    from sessions import cli
+    from sessions.cli import outputs
     target = tmp_path / "out.json"
     calls = []
 
@@ -91,6 +91,6 @@ def test_an_output_that_fails_at_the_end_is_kept_and_its_place_named(tmp_path, m
             raise OSError(28, "No space left on device")
         path.write_text("{}")
 
-    kept = cli._deliver("--json", target, write)
+    kept = outputs.deliver("--json", target, write)
     assert kept != target and kept.read_text() == "{}" and calls == [target, kept]
     kept.unlink()

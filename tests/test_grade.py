@@ -18,8 +18,8 @@ import psutil
 import pytest
 
 from fixture.harness import ServerStartError, client_path
-from sessions.cli import grade_started
-from sessions.judging.grading import grade_status, overall_metrics, scenario_metrics
+from sessions.judging.metrics import overall_metrics, scenario_metrics
+from sessions.output.document import grade_status
 from sessions.judging.judge import VerdictEngine
 from sessions.judging.judgement import is_temp
 from sessions.judging.risks import findings as risk_findings
@@ -38,32 +38,18 @@ from sessions.stream.events import (
 )
 from sessions.stream.evidence import EvidenceBook, ScenarioEvidence
 from sessions.stream.stream import EventStream
+from tests.support import grade, runs
 
 ROOT = Path(__file__).resolve().parent.parent
 PY_CLIENT = ROOT / "tests" / "clients" / "backup_client.py"
 EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the BCC collector needs root")
+root_only = pytest.mark.root(reason="the BCC collector needs root")
 SEEDED = ("baseline", "false-success", "hash-storm", "unexpected-egress", "redundant-upload",
           "busy-wait", "corrupt-upload", "retry")
 
 
-def grade(command: str, tmp_path: Path, collector: str = "auto", book: EvidenceBook = None,
-          deny_egress: bool = False, **options) -> dict:
-    """Grade in-process, as `evlab grade --headless` does; the JSON document."""
-    spec = from_command(command, **options)
-    attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
-    book = book if book is not None else EvidenceBook()
-    run_session(EventStream([VerdictEngine(), book]), attempts, tmp_path / "out",
-                Options(collector, deny_egress=deny_egress), grade_started(spec, attempts))
-    return document.build(book)
-
-
 def py_client(variant: str = "honest") -> str:
     return f"/usr/bin/python3 {PY_CLIENT} --variant {variant} {{host}} {{port}} {{source}}"
-
-
-def runs(doc: dict, scenario: str = "normal") -> list[dict]:
-    return doc["grade"]["scenarios"][scenario]["runs"]
 
 
 # --- metrics: hand-computed ------------------------------------------------------------------

@@ -2,7 +2,9 @@
 unfired fault that had its chance makes the attempt invalid (the lab's failure, not the client's);
 one the client never reached is the client's doing."""
 
-from sessions.spec.faults import WIRE_KINDS
+from sessions.spec.faults import WIRE_KINDS, armed
+from sessions.stream.events import ServerRecord
+from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
 HEADER_MAX = 256   # a header line, at most (docs/protocol.md)
 BURST_S = 0.05     # a bandwidth fault's bucket: 50 ms of its rate (fixture/faultproxy.py)
@@ -61,3 +63,25 @@ def _wire_reached(fault: dict, inv) -> bool:
     if fault["kind"] == "bandwidth":
         return carried > max(1, fault["bytes_per_s"] * BURST_S)
     return carried > 0
+
+
+def fired_records(inv: InvocationEvidence) -> list[ServerRecord]:
+    """fault_fired records from the receiver and the wire proxy of one invocation."""
+    return [r for r in inv.receiver + inv.proxy if r.event == "fault_fired"]
+
+
+def unfired_faults(ev: ScenarioEvidence) -> list[dict]:
+    """Armed faults with no fault_fired record from the component that injects them."""
+    unfired = []
+    for fault in armed(ev.started.faults):
+        inv = ev.invocations.get(fault["invocation"])
+        fired = fired_records(inv) if inv else []
+        if not any(r.fields.get("id") == fault["id"] or _same_fault(r, fault) for r in fired):
+            unfired.append(fault)
+    return unfired
+
+
+def _same_fault(record: ServerRecord, fault: dict) -> bool:
+    # The receiver names its fault by id; the proxy by kind and direction.
+    return (record.server == "proxy" and record.fields.get("kind") == fault["kind"]
+            and record.fields.get("direction") == fault.get("direction"))

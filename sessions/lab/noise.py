@@ -15,20 +15,25 @@ next to the client. Each kind runs in the background and counts what it really d
   newest 20 are kept and older ones deleted. One helper process.
 - ``cpu``: two processes spinning at nice 0, keeping both cores of this machine busy.
 
+This module is the parent side, run inside evlab; traffic, churn and cpu are helper programs it
+starts (sessions/lab/noise_helper.py, ``python -m sessions.lab.noise_helper``). What each kind
+did is on record in workdir: ``noise-traffic.json`` (per sink port: connections accepted, bytes
+received and sent; connections, connect errors), ``noise-churn.json`` (files created, deleted,
+fsync'd, bytes written) and ``noise-twin.json`` (runs per target port, start errors), each
+rewritten atomically as it goes; the spinners' CPU time is read from outside (psutil).
+
 Nothing here ever connects to receiver_port. Every process runs in its own session (so its
 process group can be SIGKILLed as a whole); the Python helpers also exit on their own once the
 process that started them is gone. Usage::
 
     with Noise(workdir, receiver_port, client) as noise:   # start() ... stop()
         ...
-        noise.stats()   # what the noise did so far
+        noise.pids()   # the noise processes running now, by role
 """
 
-import argparse
+import contextlib
 import itertools
-import json
 import os
-import random
 import shutil
 import signal
 import socket
@@ -36,28 +41,18 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 
-import psutil
+from sessions.lab.noise_helper import HOST, Stats
 
 KINDS = ("traffic", "twin", "churn", "cpu")
-HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parents[2]
+HELPER = "sessions.lab.noise_helper"   # the helper program's module (python -m HELPER KIND ...)
 
-TRAFFIC_CONNECTIONS_PER_S = 50    # all sinks together
-TRAFFIC_BYTES = (1024, 8192)      # per connection
-SINK_IDLE_S = 0.2                 # a sink drops a silent connection (the twin waits for an answer)
 TWIN_EVERY_S = 0.2
 TWIN_TIMEOUT_S = 5.0              # the client's own socket timeout is 20 s; never wait that long
 TWIN_INPUT_BYTES = 64 * 1024
-CHURN_FILES_PER_S = 100
-CHURN_BYTES = (1024, 8192)
-CHURN_FSYNC_EVERY = 10
-CHURN_KEEP = 20                   # files alive at a time, so the churn is visible from outside
 CPU_SPINNERS = 2
-STATS_EVERY_S = 0.2               # how often a helper rewrites its stats file
-WATCHDOG_S = 0.25
 
 
 class Noise:
@@ -75,13 +70,11 @@ class Noise:
         self.twin_path = self.workdir / "twin" / self.client.name
         self.twin_input = self.workdir / "twin" / "input.bin"
         self._helpers: dict[str, subprocess.Popen] = {}
-        self._cpu_seconds: dict[str, float] = {}   # last reading, kept after the spinner is gone
         self._stop = threading.Event()
-        self._lock = threading.Lock()              # guards the twin's state below
+        self._lock = threading.Lock()              # guards the twin of the moment
         self._twin: subprocess.Popen | None = None
         self._twin_thread: threading.Thread | None = None
-        self._twin_runs: Counter = Counter()       # target port -> runs
-        self._twin_errors = 0
+        self._twin_record = Stats(self.workdir / "noise-twin.json")   # runs by port, errors
         self._started = False
 
     # --- lifecycle --------------------------------------------------------------------
@@ -114,7 +107,6 @@ class Noise:
             if self._twin is not None:
                 _kill_group(self._twin)
                 self._twin = None
-        self._read_cpu()  # the spinners' final figure, before they are gone
         for proc in self._helpers.values():
             _kill_group(proc)
         if "churn" in self._helpers:  # the churner was killed mid-way: remove what it left
@@ -136,35 +128,6 @@ class Noise:
             if self._twin is not None:
                 found["twin"] = self._twin.pid
         return found
-
-    def stats(self) -> dict:
-        out: dict = {}
-        if "traffic" in self.kinds:
-            record = self._read_helper("traffic")
-            out["traffic"] = {
-                "adjacent_port": self.receiver_port + 1,
-                "sinks": {port: {"bound": how,
-                                 "connections": record.get("accepted", {}).get(str(port), 0),
-                                 "bytes_received": record.get("received", {}).get(str(port), 0)}
-                          for port, how in self.sinks.items()},
-                "bytes_sent": {int(p): n for p, n in record.get("sent", {}).items()},
-                "connections": record.get("connections", 0),
-                "connect_errors": record.get("connect_errors", 0),
-            }
-        if "twin" in self.kinds:
-            with self._lock:
-                out["twin"] = {"path": str(self.twin_path), "runs": sum(self._twin_runs.values()),
-                               "runs_by_port": dict(self._twin_runs),
-                               "start_errors": self._twin_errors}
-        if "churn" in self.kinds:
-            record = self._read_helper("churn")
-            out["churn"] = {k: record.get(k, 0)
-                            for k in ("created", "deleted", "fsyncs", "bytes_written")}
-        if "cpu" in self.kinds:
-            self._read_cpu()
-            out["cpu"] = {"spinners": CPU_SPINNERS,
-                          "cpu_seconds": round(sum(self._cpu_seconds.values()), 3)}
-        return out
 
     # --- traffic ----------------------------------------------------------------------
     def _start_traffic(self) -> None:
@@ -212,7 +175,7 @@ class Noise:
                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL)
                 except OSError:
-                    self._twin_errors += 1
+                    self._twin_record.add("start_errors")
             # Its exit status does not matter, only that it ran; this thread is the only one
             # that polls (reaps) it, so the group it kills below is never a reused pid.
             while (twin is not None and twin.poll() is None and not self._stop.is_set()
@@ -221,8 +184,10 @@ class Noise:
             with self._lock:
                 if twin is not None:
                     _kill_group(twin)
-                    self._twin_runs[port] += 1
+                    self._twin_record.add("runs", sub=port)
                 self._twin = None
+            with contextlib.suppress(OSError):  # a record is not worth failing the noise
+                self._twin_record.write()
             self._stop.wait(max(0.0, began + TWIN_EVERY_S - time.monotonic()))
 
     # --- helpers ----------------------------------------------------------------------
@@ -232,25 +197,10 @@ class Noise:
                                                            os.environ.get("PYTHONPATH")]))}
         with open(self.workdir / f"noise-{name}.log", "wb") as log:
             self._helpers[name] = subprocess.Popen(
-                [sys.executable, "-m", "sessions.lab.noise", kind, "--parent", str(os.getpid()),
+                [sys.executable, "-m", HELPER, kind, "--parent", str(os.getpid()),
                  "--workdir", str(self.workdir), "--name", name, *args],
                 cwd=self.workdir, env=env, start_new_session=True, pass_fds=pass_fds,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
-
-    def _read_helper(self, name: str) -> dict:
-        try:
-            return json.loads((self.workdir / f"noise-{name}.json").read_text())
-        except (OSError, ValueError):
-            return {}
-
-    def _read_cpu(self) -> None:
-        for name, proc in self._helpers.items():
-            if name.startswith("cpu-") and proc.returncode is None:
-                try:
-                    times = psutil.Process(proc.pid).cpu_times()
-                    self._cpu_seconds[name] = times.user + times.system
-                except psutil.Error:
-                    pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -285,166 +235,3 @@ def _closed_port(avoid: set[int]) -> int:
             port = sock.getsockname()[1]
         if port not in avoid:
             return port
-
-
-# --- the helper processes (python -m sessions.lab.noise KIND ...) -----------------------------
-class _Stats:
-    """Counters shared by a helper's threads, written atomically to its stats file."""
-
-    def __init__(self, path: Path):
-        self.path, self.lock, self.data = path, threading.Lock(), {}
-
-    def add(self, key: str, n: int = 1, sub: int | None = None) -> None:
-        with self.lock:
-            if sub is None:
-                self.data[key] = self.data.get(key, 0) + n
-            else:
-                table = self.data.setdefault(key, {})
-                table[str(sub)] = table.get(str(sub), 0) + n
-
-    def write(self) -> None:
-        with self.lock:
-            text = json.dumps(self.data)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, self.path)
-
-
-class _Pacer:
-    """Sleeps so that ticks come at most `per_s` a second; a late tick is not made up with a
-    burst afterwards, so the rate stays bounded even after a stall."""
-
-    def __init__(self, per_s: float, stop: threading.Event):
-        self.period, self.stop, self.next = 1.0 / per_s, stop, time.monotonic()
-
-    def wait(self) -> None:
-        self.next = max(self.next + self.period, time.monotonic())
-        self.stop.wait(self.next - time.monotonic())
-
-
-def _watch_parent(parent: int, stop: threading.Event) -> None:
-    """Like fixture.events.exit_with_parent: once we are re-parented, our starter is gone."""
-    def watch() -> None:
-        while not stop.wait(WATCHDOG_S):
-            if os.getppid() != parent:
-                stop.set()
-    threading.Thread(target=watch, name="watchdog", daemon=True).start()
-
-
-def _run_traffic(stop: threading.Event, stats: _Stats, sinks: list[str]) -> None:
-    ports = []
-    for spec in sinks:
-        fd, port = (int(x) for x in spec.split(":"))
-        listener = socket.socket(fileno=fd)
-        listener.settimeout(WATCHDOG_S)  # so the accept loop sees stop
-        threading.Thread(target=_sink, args=(stop, stats, listener, port), daemon=True).start()
-        ports.append(port)
-    payload = os.urandom(TRAFFIC_BYTES[1])
-    pacer, last_write = _Pacer(TRAFFIC_CONNECTIONS_PER_S, stop), 0.0
-    for port in itertools.cycle(ports):  # only the sinks evlab's parent bound for us
-        if stop.is_set():
-            return
-        n = random.randint(*TRAFFIC_BYTES)
-        try:
-            with socket.create_connection((HOST, port), timeout=1.0) as sock:
-                sock.sendall(payload[:n])
-            stats.add("sent", n, sub=port)
-            stats.add("connections")
-        except OSError:
-            stats.add("connect_errors")
-        if time.monotonic() - last_write >= STATS_EVERY_S:
-            stats.write()
-            last_write = time.monotonic()
-        pacer.wait()
-
-
-def _sink(stop: threading.Event, stats: _Stats, listener: socket.socket, port: int) -> None:
-    while not stop.is_set():
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            continue
-        except OSError:
-            return
-        stats.add("accepted", sub=port)
-        threading.Thread(target=_drain, args=(stats, conn, port), daemon=True).start()
-
-
-def _drain(stats: _Stats, conn: socket.socket, port: int) -> None:
-    conn.settimeout(SINK_IDLE_S)  # the twin waits for an answer that never comes: hang up on it
-    with conn:
-        try:
-            while data := conn.recv(65536):
-                stats.add("received", len(data), sub=port)
-        except OSError:
-            pass
-
-
-def _run_churn(stop: threading.Event, stats: _Stats, workdir: Path) -> None:
-    churn = workdir / "churn"
-    churn.mkdir(parents=True, exist_ok=True)
-    block, live = os.urandom(CHURN_BYTES[1]), []
-    pacer, last_write = _Pacer(CHURN_FILES_PER_S, stop), 0.0
-    for i in itertools.count():
-        if stop.is_set():
-            break
-        path, n = churn / f"churn-{os.getpid()}-{i}.tmp", random.randint(*CHURN_BYTES)
-        with open(path, "wb") as f:
-            f.write(block[:n])
-            if i % CHURN_FSYNC_EVERY == 0:
-                f.flush()
-                os.fsync(f.fileno())
-                stats.add("fsyncs")
-        stats.add("created")
-        stats.add("bytes_written", n)
-        live.append(path)
-        if len(live) > CHURN_KEEP:
-            live.pop(0).unlink()
-            stats.add("deleted")
-        if time.monotonic() - last_write >= STATS_EVERY_S:
-            stats.write()
-            last_write = time.monotonic()
-        pacer.wait()
-    for path in live:  # a graceful end (parent gone) leaves nothing behind
-        path.unlink(missing_ok=True)
-        stats.add("deleted")
-
-
-def _run_cpu(stop: threading.Event) -> None:
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, 0)  # nice 0 even if evlab itself runs niced
-    except OSError:
-        pass
-    spins = 0
-    while not stop.is_set():
-        end = time.monotonic() + 0.05
-        while time.monotonic() < end:
-            spins += 1
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="one evlab noise helper (started by Noise)")
-    parser.add_argument("kind", choices=("traffic", "churn", "cpu"))
-    parser.add_argument("--parent", type=int, required=True)
-    parser.add_argument("--workdir", type=Path, required=True)
-    parser.add_argument("--name", required=True)
-    parser.add_argument("--sink", action="append", default=[],
-                        help="FD:PORT of a listening sink the parent bound (traffic)")
-    args = parser.parse_args(argv)
-    stop = threading.Event()
-    _watch_parent(args.parent, stop)
-    if os.getppid() != args.parent:  # the starter died before we got here
-        return
-    if args.kind == "cpu":  # its figure is read from outside (psutil), no stats file
-        _run_cpu(stop)
-        return
-    stats = _Stats(args.workdir / f"noise-{args.name}.json")
-    if args.kind == "traffic":
-        _run_traffic(stop, stats, args.sink)
-    else:
-        _run_churn(stop, stats, args.workdir)
-    stats.write()
-
-
-if __name__ == "__main__":
-    main()

@@ -18,18 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from sessions.output import document, report
-from sessions.stream.events import (
-    Event,
-    EventFormatError,
-    ScenarioStarted,
-    SessionEnded,
-    Verdict,
-    VerifierResult,
-    from_json,
-    to_dict,
-    to_json,
-)
+from sessions.stream.codec import EventFormatError, from_json, to_dict, to_json
+from sessions.stream.events import Event, SessionEnded, Verdict, VerifierResult
 from sessions.stream.evidence import EvidenceBook
+from sessions.stream.stream import EventStream
 
 FORMAT = "evlab-archive"
 VERSION = 1
@@ -44,42 +36,48 @@ class ArchiveError(ValueError):
 
 
 class ArchiveWriter:
-    """Consumes the stream into a staging directory; write() packs a .tar.gz at any time.
+    """Packs the session's EvidenceBook (and what the runner leaves in the staging directory:
+    pcaps and server records, packed under pcap/ and records/) into a .tar.gz, at any time.
 
-    The runner leaves pcaps and server records in the same staging directory; they are packed
-    under pcap/ and records/. Generated members (manifest, verdicts, report) are made fresh on
-    each write, so exporting mid-session and again at the end both give complete archives.
-    """
+    Given the stream, a write during the session packs a consistent snapshot: every event up
+    to one sequence number, taken under the stream's lock. Generated members (manifest,
+    verdicts, report) are made fresh on each write, so exporting mid-session and again at the
+    end both give complete archives. Without a book of its own to read, the writer is a stream
+    consumer keeping one."""
 
-    def __init__(self, staging: Path):
+    def __init__(self, staging: Path, book: EvidenceBook | None = None,
+                 stream: EventStream | None = None):
         self.staging = Path(staging)
         self.staging.mkdir(parents=True, exist_ok=True)
-        self._events = open(self.staging / "events.jsonl", "w")
-        self._scenario_files: dict[str, Path] = {}
-        self.book = EvidenceBook()
+        self.book = book if book is not None else EvidenceBook()
+        self._own_book = book is None
+        self._stream = stream
+        self._closed = False
 
     def __call__(self, event: Event) -> None:
-        if self._events.closed:
-            return
-        self._events.write(to_json(event) + "\n")
-        self._events.flush()
-        self.book.consume(event)
-        if isinstance(event, ScenarioStarted) and event.scenario_file:
-            self._scenario_files[event.scenario] = Path(event.scenario_file)
+        if self._own_book and not self._closed:
+            self.book.consume(event)
+
+    def _snapshot(self) -> EvidenceBook:
+        if self._closed or self._stream is None:
+            return self.book
+        with self._stream.hold():
+            events = list(self.book.events)
+        return EvidenceBook.of(events)
 
     def write(self, archive_path: Path) -> Path:
         """Pack everything recorded so far into archive_path (atomically)."""
-        if not self._events.closed:
-            self._events.flush()
-        events = load_events_file(self.staging / "events.jsonl")
+        book = self._snapshot()
         generated = {
-            "manifest.json": _json_bytes(manifest(self.book)),
-            "verdicts.json": _json_bytes([to_dict(e) for e in events if isinstance(e, Verdict)]),
-            "verifier.jsonl": "".join(to_json(e) + "\n" for e in events
+            "manifest.json": _json_bytes(manifest(book)),
+            "events.jsonl": "".join(to_json(e) + "\n" for e in book.events).encode(),
+            "verdicts.json": _json_bytes([to_dict(e) for e in book.events
+                                          if isinstance(e, Verdict)]),
+            "verifier.jsonl": "".join(to_json(e) + "\n" for e in book.events
                                       if isinstance(e, VerifierResult)).encode(),
-            "report.md": report.markdown(events).encode(),
+            "report.md": report.markdown(book).encode(),
         }
-        grade = document.grade_section(self.book)
+        grade = document.grade_section(book)
         if grade is not None:
             generated["grade.json"] = _json_bytes(grade)
         archive_path = Path(archive_path)
@@ -88,20 +86,24 @@ class ArchiveWriter:
         with tarfile.open(tmp, "w:gz") as tar:
             for name, data in generated.items():
                 _add_bytes(tar, name, data)
-            tar.add(self.staging / "events.jsonl", arcname="events.jsonl")
-            for path in sorted(self.staging.iterdir()):
-                if path.name.endswith(".pcap"):
-                    tar.add(path, arcname=f"pcap/{path.name}")
-                elif path.name.endswith((".receiver.jsonl", ".decoy.jsonl")):
-                    tar.add(path, arcname=f"records/{path.name}")
-            for sid, src in self._scenario_files.items():
-                if src.is_file():
-                    tar.add(src, arcname=f"scenarios/{sid}.toml")
+            self._add_staged(tar, book)
         tmp.replace(archive_path)
         return archive_path
 
+    def _add_staged(self, tar: tarfile.TarFile, book: EvidenceBook) -> None:
+        for path in sorted(self.staging.iterdir()):
+            if path.name.endswith(".pcap"):
+                tar.add(path, arcname=f"pcap/{path.name}")
+            elif path.name.endswith((".receiver.jsonl", ".decoy.jsonl")):
+                tar.add(path, arcname=f"records/{path.name}")
+        for ev in book.scenarios.values():
+            src = ev.started.scenario_file
+            if src and Path(src).is_file():
+                tar.add(src, arcname=f"scenarios/{ev.id}.toml")
+
     def close(self) -> None:
-        self._events.close()
+        """Stop recording: later writes pack the book as it is."""
+        self._closed = True
 
     def finish(self, archive_path: Path) -> Path:
         """The last write: stop recording and pack."""
@@ -153,10 +155,6 @@ def parse_events(text: str, where: str) -> list[Event]:
         last = max(last, event.seq)
         events.append(event)
     return events
-
-
-def load_events_file(path: Path) -> list[Event]:
-    return parse_events(Path(path).read_text(errors="replace"), str(path))
 
 
 @dataclass(frozen=True)

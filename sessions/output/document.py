@@ -3,7 +3,7 @@
 A figure that was not observed is null, never 0. Schema: docs/json-schema.md.
 """
 
-from sessions.judging.grading import overall_metrics, scenario_metrics
+from sessions.judging.metrics import overall_metrics, scenario_metrics
 from sessions.stream.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
 
 SCHEMA_VERSION = 1
@@ -126,8 +126,15 @@ def session_header(book: EvidenceBook) -> dict:
                      "settings": book.sandbox.settings, "cgroups": book.sandbox.cgroups,
                      "deny_egress": book.sandbox.deny_egress} if book.sandbox else None),
         "partial": book.ended.partial if book.ended else True,
-        "end_reason": book.ended.reason if book.ended else "no end recorded",
+        "end_reason": book.ended.reason if book.ended else _still_open(book),
     }
+
+
+def _still_open(book: EvidenceBook) -> str:
+    """An export taken while the session was running (the dashboard's `e`)."""
+    done, last = book.complete_through()
+    return ("exported while the session was open; "
+            + (f"complete through scenario {done} ({last})" if done else "no scenario complete"))
 
 
 def _attempt_run(ev: ScenarioEvidence) -> dict:
@@ -202,5 +209,15 @@ def exit_status(document: dict) -> int:
         return 1
     if (summary["inconclusive"] or summary["invalid"] or summary["incomplete"]
             or document["partial"]):
+        return 3
+    return 0
+
+
+def grade_status(overall: dict) -> int:
+    """Exit status of `evlab grade`: 0 every valid attempt of every scenario succeeded; 1 an
+    attempt failed; 3 nothing failed but some scenario had no valid attempt."""
+    if overall["pass_hat_k"] is not None and overall["pass_hat_k"] < 1:
+        return 1
+    if overall["scenarios_with_valid_attempts"] < overall["scenarios"]:
         return 3
     return 0

@@ -2,8 +2,7 @@
 risk findings. Built from the JSON document's `grade` section (sessions/document.py)."""
 
 from sessions.judging.gates import GATES
-from sessions.judging.grading import figure, score_text
-from sessions.output.vocabulary import status_symbol, status_text
+from sessions.output.vocabulary import figure, score_text, status_symbol, status_text
 from sessions.spec.contract import CLAUSE_IDS
 
 

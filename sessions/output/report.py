@@ -15,15 +15,7 @@ from sessions.stream.events import (
 from sessions.stream.evidence import EvidenceBook
 
 
-def book_of(events: list[Event]) -> EvidenceBook:
-    book = EvidenceBook()
-    for e in events:
-        book.consume(e)
-    return book
-
-
-def markdown(events: list[Event]) -> str:
-    book = book_of(events)
+def markdown(book: EvidenceBook) -> str:
     doc = document.build(book)
     out = ["# evlab session report", ""]
     out += [f"- collector: **{doc['collector']}**, packets: **{doc['packets']}**, "
@@ -138,8 +130,7 @@ def _fmt(value) -> str:
 
 def _timeline(book: EvidenceBook, scenario: str) -> list[str]:
     lines, start = [], None
-    for seq in sorted(book.by_seq):
-        e = book.by_seq[seq]
+    for e in sorted(book.events, key=lambda e: e.seq):
         if getattr(e, "scenario", None) != scenario:
             continue
         if isinstance(e, ScenarioStarted):
@@ -150,50 +141,46 @@ def _timeline(book: EvidenceBook, scenario: str) -> list[str]:
     return lines
 
 
-def junit(events: list[Event]) -> str:
-    doc = document.build(book_of(events))
+def junit(book: EvidenceBook) -> str:
+    doc = document.build(book)
     suites = ET.Element("testsuites", name="evlab")
-    for s in doc["scenarios"]:
-        suite = ET.SubElement(suites, "testsuite", name=s["id"], tests=str(len(s["clauses"])))
+    for s, ev in zip(doc["scenarios"], book.scenarios.values(), strict=True):
+        suite = ET.SubElement(suites, "testsuite", name=s["id"])
         failures = skipped = 0
         for c in s["clauses"]:
-            case = ET.SubElement(suite, "testcase", classname=f"evlab.{s['id']}", name=c["id"])
             wrong = ((c["expected"] == "fail" and c["status"] in ("pass", "not-applicable"))
                      or (c["expected"] != "fail" and c["status"] == "fail"))
-            if wrong:
-                failures += 1
-                ET.SubElement(case, "failure", message=f"expected {c['expected']}, got "
-                              f"{c['status']}").text = c["reason"]
-            elif c["status"] == "inconclusive":
-                skipped += 1
-                ET.SubElement(case, "skipped", message=c["reason"])
-            ET.SubElement(case, "system-out").text = f"{c['status']}: {c['reason']}"
-        for gate, g in _gates_of(doc, s["id"]).items():  # a grading attempt's gates
-            case = ET.SubElement(suite, "testcase", classname=f"evlab.{s['id']}",
-                                 name=f"gate {gate}")
-            if g["status"] == "fail":
-                failures += 1
-                ET.SubElement(case, "failure", message="gate failed").text = g["reason"]
-            elif g["status"] == "inconclusive":
-                skipped += 1
-                ET.SubElement(case, "skipped", message=g["reason"])
-            ET.SubElement(case, "system-out").text = f"{g['status']}: {g['reason']}"
+            f, k = _case(suite, s["id"], c["id"], c["status"], c["reason"],
+                         f"expected {c['expected']}, got {c['status']}" if wrong else None)
+            failures, skipped = failures + f, skipped + k
+        for g in ev.gates:  # a grading attempt's gates
+            f, k = _case(suite, s["id"], f"gate {g.gate}", g.status, g.reason,
+                         "gate failed" if g.status == "fail" else None)
+            failures, skipped = failures + f, skipped + k
         suite.set("tests", str(len(suite)))
         suite.set("failures", str(failures))
         suite.set("skipped", str(skipped))
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def _gates_of(doc: dict, scenario_id: str) -> dict:
-    runs = [r for sc in (doc["grade"] or {}).get("scenarios", {}).values() for r in sc["runs"]]
-    return next((r["gates"] for r in runs if r["id"] == scenario_id), {})
+def _case(suite, scenario: str, name: str, status: str, reason: str,
+          failure: str | None) -> tuple[int, int]:
+    """One test case; (failures, skipped) it adds."""
+    case = ET.SubElement(suite, "testcase", classname=f"evlab.{scenario}", name=name)
+    if failure:
+        ET.SubElement(case, "failure", message=failure).text = reason
+    elif status == "inconclusive":
+        ET.SubElement(case, "skipped", message=reason)
+    ET.SubElement(case, "system-out").text = f"{status}: {reason}"
+    return (1, 0) if failure else (0, 1) if status == "inconclusive" else (0, 0)
 
 
 def render(events: list[Event], fmt: str) -> str:
+    book = EvidenceBook.of(events)
     if fmt == "md":
-        return markdown(events)
+        return markdown(book)
     if fmt == "json":
-        return json.dumps(document.build(book_of(events)), indent=2) + "\n"
+        return json.dumps(document.build(book), indent=2) + "\n"
     if fmt == "junit":
-        return junit(events)
+        return junit(book)
     raise ValueError(f"unknown report format {fmt!r}: choose md, json or junit")

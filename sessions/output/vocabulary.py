@@ -1,4 +1,4 @@
-"""The words evlab shows for a status and for an event: one table, used by the reports, the
+"""The words evlab shows for a status, an event and a figure: one table, used by the reports, the
 headless progress lines and the dashboard alike. Pass/fail is never shown by colour alone: every
 status has a symbol and a word."""
 
@@ -97,3 +97,16 @@ def fields_line(event: Event, t0: int) -> str:
     when = f"{(event.t_ns - t0) / 1e9:8.3f}s" if t0 else ""
     fields = " ".join(f"{k}={v}" for k, v in data.items() if v not in (None, {}, ()))
     return f"{when} {type(event).__name__}: {fields}"
+
+
+def figure(value: float | None, digits: int = 2) -> str:
+    """A metric as the reports and the dashboard print it: n/a when there was nothing to count."""
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def score_text(metrics: dict, digits: int = 3, sep: str = " ± ") -> str:
+    """mean score ± SEM (the SEM only when there were two valid attempts or more)."""
+    if metrics["mean_score"] is None:
+        return "n/a"
+    return figure(metrics["mean_score"], digits) + (
+        f"{sep}{metrics['sem']:.{digits}f}" if metrics["sem"] is not None else "")

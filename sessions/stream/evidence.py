@@ -1,5 +1,7 @@
-"""Evidence gathered from the stream, per scenario and invocation. A consumer like any other:
-the verdict engine, the JSON document and the report each build their own from the events."""
+"""The one projection of the event stream: everything the judges, the outputs and the dashboard
+read, by scenario and invocation. A session builds one book; the verdict engine, the archive,
+the reports and the dashboard's model all read it (a replay or a report builds one from an
+archive's events)."""
 
 from dataclasses import dataclass, field
 
@@ -98,8 +100,22 @@ class ScenarioEvidence:
         return self.invocations.setdefault(n, InvocationEvidence(n))
 
 
+# Per-invocation records, by event type: (attribute, keep every one or only the latest)
+_INVOCATION_LISTS = {ConnectObserved: "connects", EgressObserved: "egress",
+                     ProcessObserved: "processes", FileObserved: "files",
+                     PacketSeen: "packets", ClientClaim: "claims"}
+_INVOCATION_LATEST = {EgressSummary: "egress_summary", BoundaryObserved: "boundary",
+                      ClientLaunched: "launched", CleanupObserved: "cleanup",
+                      PacketStats: "packet_stats", ClientExited: "exited",
+                      VerifierResult: "verifier"}
+_SERVERS = {"receiver", "decoy", "proxy", "harness"}
+
+
 class EvidenceBook:
-    """Consumes events; keeps everything the judges and reports need, by scenario."""
+    """Consumes events; keeps everything the judges and reports need, by scenario.
+
+    Not locked itself: it is mutated only while the stream delivers, so a consistent view from
+    another thread is taken under the stream's lock (EventStream.hold())."""
 
     def __init__(self):
         self.session: SessionStarted | None = None
@@ -108,12 +124,21 @@ class EvidenceBook:
         self.ended: SessionEnded | None = None
         self.missing: list[CapabilityMissing] = []
         self.scenarios: dict[str, ScenarioEvidence] = {}
+        self.events: list[Event] = []          # in stream order
         self.by_seq: dict[int, Event] = {}
+
+    @classmethod
+    def of(cls, events) -> "EvidenceBook":
+        book = cls()
+        for e in events:
+            book.consume(e)
+        return book
 
     def __call__(self, event: Event) -> None:
         self.consume(event)
 
     def consume(self, event: Event) -> None:
+        self.events.append(event)
         self.by_seq[event.seq] = event
         match event:
             case SessionStarted():
@@ -131,80 +156,53 @@ class EvidenceBook:
                     event, self.session.collector if self.session else "none",
                     self.session.packets if self.session else "off", list(self.missing))
             case _:
-                self._scenario_event(event)
+                scenario = self.scenarios.get(getattr(event, "scenario", None))
+                if scenario is not None:
+                    _scenario_event(scenario, event)
 
-    def _scenario_event(self, event: Event) -> None:
-        scenario = self.scenarios.get(getattr(event, "scenario", None))
-        if scenario is None:
-            return
-        if isinstance(event, PhaseChanged):
+    def complete_through(self) -> tuple[int, str | None]:
+        """How many scenarios, from the first, have been judged; and the last of them."""
+        done, last = 0, None
+        for ev in self.scenarios.values():
+            if ev.judged is None:
+                break
+            done, last = done + 1, ev.id
+        return done, last
+
+
+def _scenario_event(scenario: ScenarioEvidence, event: Event) -> None:
+    match event:
+        case PhaseChanged():
             scenario.phase = event.phase
-            return
-        if isinstance(event, Verdict):
+        case Verdict():
             scenario.verdicts.append(event)
-            return
-        if isinstance(event, ScenarioJudged):
+        case ScenarioJudged():
             scenario.judged = event
-            return
-        match event:
-            case LifecycleCheck():
-                scenario.lifecycle[event.check] = event
-                return
-            case GateResult():
-                scenario.gates.append(event)
-                return
-            case RiskFinding():
-                scenario.risks.append(event)
-                return
-            case RiskScan():
-                scenario.risk_scan = event
-                return
-            case AttemptJudged():
-                scenario.attempt = event
-                return
-        if isinstance(event, VerifierResult) and event.invocation == 0:
+        case LifecycleCheck():
+            scenario.lifecycle[event.check] = event
+        case GateResult():
+            scenario.gates.append(event)
+        case RiskFinding():
+            scenario.risks.append(event)
+        case RiskScan():
+            scenario.risk_scan = event
+        case AttemptJudged():
+            scenario.attempt = event
+        case VerifierResult(invocation=0):
             scenario.before = event
-            return
-        n = getattr(event, "invocation", 0)
-        if n <= 0:
-            return
-        inv = scenario.invocation(n)
-        match event:
-            case CounterSample(final=True):
-                inv.final = inv.latest = event
-            case CounterSample():
-                inv.latest = event
-            case ConnectObserved():
-                inv.connects.append(event)
-            case EgressObserved():
-                inv.egress.append(event)
-            case EgressSummary():
-                inv.egress_summary = event
-            case BoundaryObserved():
-                inv.boundary = event
-            case ProcessObserved():
-                inv.processes.append(event)
-            case FileObserved():
-                inv.files.append(event)
-            case ClientLaunched():
-                inv.launched = event
-            case CleanupObserved():
-                inv.cleanup = event
-            case PacketSeen():
-                inv.packets.append(event)
-            case PacketStats():
-                inv.packet_stats = event
-            case ServerRecord(server="receiver"):
-                inv.receiver.append(event)
-            case ServerRecord(server="decoy"):
-                inv.decoy.append(event)
-            case ServerRecord(server="proxy"):
-                inv.proxy.append(event)
-            case ServerRecord(server="harness"):
-                inv.harness.append(event)
-            case ClientClaim():
-                inv.claims.append(event)
-            case ClientExited():
-                inv.exited = event
-            case VerifierResult():
-                inv.verifier = event
+        case _ if getattr(event, "invocation", 0) > 0:
+            _invocation_event(scenario.invocation(event.invocation), event)
+
+
+def _invocation_event(inv: InvocationEvidence, event: Event) -> None:
+    kind = type(event)
+    if kind in _INVOCATION_LISTS:
+        getattr(inv, _INVOCATION_LISTS[kind]).append(event)
+    elif kind in _INVOCATION_LATEST:
+        setattr(inv, _INVOCATION_LATEST[kind], event)
+    elif isinstance(event, CounterSample):
+        inv.latest = event
+        if event.final:
+            inv.final = event
+    elif isinstance(event, ServerRecord) and event.server in _SERVERS:
+        getattr(inv, event.server).append(event)

@@ -24,6 +24,11 @@ class EventStream:
         self._delivering = False
         self._next_seq = 1
 
+    def hold(self) -> threading.RLock:
+        """`with stream.hold():` no event is being delivered, so every consumer's view is
+        consistent (a snapshot for an export from another thread)."""
+        return self._lock
+
     def subscribe(self, consumer: Consumer) -> None:
         with self._lock:
             self._consumers.append(consumer)

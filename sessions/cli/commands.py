@@ -1,0 +1,151 @@
+"""The headless commands: list, run, grade, report, replay."""
+
+import sys
+import time
+from pathlib import Path
+
+from sessions.cli.headless import Progress, record_session
+from sessions.cli.outputs import check_outputs, deliver, write_atomic
+from sessions.cli.parser import UsageError
+from sessions.judging.judge import VerdictEngine
+from sessions.output import document, report
+from sessions.output.archive import ArchiveError, load_archive
+from sessions.output.document import grade_status
+from sessions.output.vocabulary import figure, score_text
+from sessions.spec.client_spec import ClientSpec, from_command, from_file, parse_env
+from sessions.spec.scenario import GRADE_DIR, SUITES, load_all, load_dir, select
+from sessions.stream.events import GradeStarted
+from sessions.stream.evidence import EvidenceBook
+from sessions.stream.replay import replay
+from sessions.stream.stream import EventStream
+
+
+def cmd_list() -> int:
+    for suite, directory in SUITES.items():
+        print(f"{suite} suite (evlab run --suite {suite}):")
+        for s in load_dir(directory):
+            fails = ", ".join(s.expect_fail) or ("(attempt invalid)" if s.expect_invalid
+                                                 else "nothing")
+            print(f"  {s.id:<22} must fail: {fails:<32} {s.description}")
+    return 0
+
+
+def chosen_scenarios(names: list[str], everything: bool, suite: str | None = None):
+    if sum(map(bool, (names, everything, suite))) > 1:
+        raise UsageError("give scenario names, --all or --suite, not several")
+    if suite:
+        return load_dir(SUITES[suite])
+    if everything or not names:
+        return load_dir()
+    return select(names, load_all())
+
+
+def cmd_run(args) -> int:
+    if not args.headless:
+        raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
+    scenarios = chosen_scenarios(args.scenarios, args.all, args.suite)
+    doc = record_session(scenarios, args)
+    if doc is None:
+        return 130
+    s = doc["summary"]
+    invalid = f", {s['invalid']} invalid" if s["invalid"] else ""
+    print(f"evlab: {s['detected']} detected, {s['missed']} missed, {s['inconclusive']} "
+          f"inconclusive{invalid} of {s['scenarios']} (collector {doc['collector']}, packets "
+          f"{doc['packets']})", file=sys.stderr)
+    return document.exit_status(doc)
+
+
+def grade_spec(args) -> ClientSpec:
+    if (args.spec is None) == (args.client is None):
+        raise UsageError("grade: give --client 'COMMAND {host} {port} {source}' or a grade "
+                         ".toml file (exactly one)")
+    env = parse_env(args.env)
+    if args.spec is not None:
+        overrides = {"attempts": args.attempts, "timeout_s": args.timeout,
+                     "scenarios": tuple(args.scenario) if args.scenario else None}
+        return from_file(args.spec, extra_env=env,
+                         **{k: v for k, v in overrides.items() if v is not None})
+    return from_command(args.client, env=env, timeout_s=args.timeout,
+                        attempts=args.attempts if args.attempts is not None else 3,
+                        scenarios=tuple(args.scenario or ()))
+
+
+def cmd_grade(args) -> int:
+    if not args.headless:
+        raise UsageError("sessions.cli is headless only: add --headless (`evlab grade` without "
+                         "it opens the dashboard)")
+    spec = grade_spec(args)
+    attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
+    grade = grade_started(spec, attempts)
+    doc = record_session(attempts, args, grade, spec.sandbox)
+    if doc is None:
+        return 130
+    print(grade_summary_line(doc["grade"]), file=sys.stderr)
+    return grade_exit(doc)
+
+
+def grade_started(spec: ClientSpec, attempts) -> GradeStarted:
+    return GradeStarted(time.monotonic_ns(), spec.command, str(spec.executable), spec.sha256,
+                        spec.files, spec.env, spec.attempts,
+                        tuple(dict.fromkeys(a.base for a in attempts)))
+
+
+def grade_summary_line(grade: dict) -> str:
+    o = grade["overall"]
+    risks = sum(len(r["risk_findings"]) for s in grade["scenarios"].values() for r in s["runs"])
+    return (f"evlab: grade of {grade['client']['executable']}: Pass@1 {figure(o['pass_at_1'])}, "
+            f"pass^k {figure(o['pass_hat_k'])}, Best-of-N {figure(o['best_of_n'])}, "
+            f"score {score_text(o)} "
+            f"over {o['attempts'] - o['invalid']} valid attempts ({o['invalid']} invalid); "
+            f"{risks} risk finding(s)")
+
+
+def untrusted(archive: Path, work):
+    """Judge an archive's events: well-typed (sessions/events.py checks every field) yet still
+    untrusted. Anything they make fail is the archive's fault, said in one line."""
+    try:
+        return work()
+    except (ArchiveError, UsageError):
+        raise
+    except Exception as e:   # noqa: BLE001 - turned into the archive's one-line error
+        raise ArchiveError(f"{archive}: its events cannot be judged ({type(e).__name__}: "
+                           f"{str(e)[:200]})") from None
+
+
+def cmd_report(args) -> int:
+    loaded = load_archive(args.archive)
+    text = untrusted(args.archive, lambda: report.render(loaded.events, args.format))
+    if args.output:
+        check_outputs(("--output", args.output))
+        deliver("--output", args.output, lambda p: write_atomic(p, text))
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_replay(args) -> int:
+    if not args.headless:
+        raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
+    loaded = load_archive(args.archive)
+    book = EvidenceBook()
+
+    def rejudge() -> dict:
+        clients = loaded.manifest.get("clients")
+        stream = EventStream([book, VerdictEngine(book), Progress(
+            len(clients) if isinstance(clients, dict) else 0)])
+        replay(loaded.events, stream, speed=args.speed)
+        return document.build(book)
+
+    doc = untrusted(args.archive, rejudge)
+    if loaded.partial:
+        print(f"evlab: this archive is partial: {doc['end_reason']}", file=sys.stderr)
+    if doc["grade"] is not None:
+        print(grade_summary_line(doc["grade"]), file=sys.stderr)
+        return grade_exit(doc)
+    return document.exit_status(doc)
+
+
+def grade_exit(doc: dict) -> int:
+    """grade_status, and 3 rather than 0 for a session cut short (attempts never judged)."""
+    status = grade_status(doc["grade"]["overall"])
+    return 3 if status == 0 and doc["partial"] else status

@@ -1,0 +1,123 @@
+"""A headless session: the scenarios run with progress lines on stderr, and the JSON document,
+the report and the archive written whatever happens (an interrupt leaves partial results)."""
+
+import json
+import shutil
+import signal
+import sys
+import time
+
+from probes.interrupts import raise_or_defer
+from probes.owned_tmp import make_owned_dir
+from probes.sandbox import SandboxLimits
+from sessions.cli.outputs import check_outputs, deliver, write_atomic
+from sessions.cli.parser import LIMIT_FLAGS, TOML_KEYS, UsageError
+from sessions.judging.judge import VerdictEngine
+from sessions.lab.runner import Options, run_session
+from sessions.output import document, report
+from sessions.output.archive import ArchiveWriter
+from sessions.spec.scenario import NOISE_KINDS
+from sessions.stream.events import (
+    Event,
+    GradeStarted,
+    ScenarioJudged,
+    ScenarioStarted,
+    StaleCleaned,
+)
+from sessions.stream.evidence import EvidenceBook
+from sessions.stream.stream import EventStream
+
+
+class _Interrupted(KeyboardInterrupt):
+    pass
+
+
+def _raise_interrupt(signum, frame):
+    # Once: a second Ctrl-C or SIGTERM must not cut the teardown that the first one started.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    raise_or_defer(_Interrupted())   # not inside BCC's callbacks, where it would be lost
+
+
+class Progress:
+    """One line per scenario on stderr as it is judged."""
+
+    def __init__(self, total: int):
+        self.total, self.done, self.started = total, 0, {}
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, StaleCleaned):
+            print(f"evlab: {event.detail}", file=sys.stderr, flush=True)
+        elif isinstance(event, ScenarioStarted):
+            self.started[event.scenario] = time.monotonic()
+        elif isinstance(event, ScenarioJudged):
+            self.done += 1
+            took = time.monotonic() - self.started.get(event.scenario, time.monotonic())
+            print(f"[{self.done}/{self.total}] {event.scenario:<18} {event.instrument_check:<12} "
+                  f"{took:4.1f} s  {event.detail}", file=sys.stderr, flush=True)
+
+
+def noise_kinds(text: str) -> tuple[str, ...]:
+    kinds = tuple(k for k in text.split(",") if k)
+    unknown = set(kinds) - set(NOISE_KINDS)
+    if unknown:
+        raise UsageError(f"--noise: unknown kind(s) {', '.join(sorted(unknown))}; "
+                         f"choose from {', '.join(NOISE_KINDS)}")
+    return kinds
+
+
+def options_of(args, grading: bool = False, from_file: dict | None = None) -> Options:
+    """The runner's options from run's or grade's flags (a grade file's [sandbox] table fills
+    what the flags leave out). A graded client is untrusted: grade refuses to run it
+    unconfined unless --no-sandbox says so."""
+    from_file, d = from_file or {}, SandboxLimits()
+    limits = {}
+    for _flag, field, _unit, scale in LIMIT_FLAGS:
+        given = getattr(args, f"limit_{field}")
+        if given is None:
+            given = from_file.get(TOML_KEYS[field])
+        limits[field] = given * scale if given is not None else getattr(d, field)
+    sandbox = "off" if args.no_sandbox else "required" if grading else "auto"
+    return Options(args.collector, args.packets, noise=noise_kinds(args.noise),
+                   sandbox=sandbox, deny_egress=args.deny_egress or from_file.get(
+                       "deny_egress", False), limits=SandboxLimits(**limits))
+
+
+def record_session(scenarios, args, grade: GradeStarted | None = None,
+                   sandbox: dict | None = None) -> dict | None:
+    """Run scenarios headless, writing --json, --archive (and --report) whatever happens;
+    the JSON document, or None when interrupted."""
+    check_outputs(("--json", args.json), ("--report", getattr(args, "report", None)),
+                  ("--archive", args.archive))
+    staging = make_owned_dir("evlab-archive-")
+    book = EvidenceBook()
+    stream = EventStream([book, VerdictEngine(book), Progress(len(scenarios))])
+    writer = ArchiveWriter(staging, book, stream)
+    previous = {sig: signal.signal(sig, _raise_interrupt)
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    interrupted = False
+    try:
+        run_session(stream, scenarios, staging, options_of(args, grade is not None, sandbox),
+                    grade)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        try:
+            doc = document.build(book)
+            if args.json:
+                deliver("--json", args.json,
+                         lambda p: write_atomic(p, json.dumps(doc, indent=2) + "\n"))
+            if getattr(args, "report", None):
+                deliver("--report", args.report,
+                         lambda p: write_atomic(p, report.markdown(book)))
+            if args.archive:
+                path = deliver("--archive", args.archive, writer.finish)
+                print(f"evlab: archive written to {path}", file=sys.stderr)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    if interrupted:
+        print("evlab: interrupted; partial results written", file=sys.stderr)
+        return None
+    return doc

@@ -1,0 +1,153 @@
+"""evlab's command line: the parser, its examples and its one-line errors."""
+
+import argparse
+from pathlib import Path
+
+from probes.collectors import KINDS
+from probes.sandbox import SandboxLimits
+from sessions.spec.scenario import NOISE_KINDS, SUITES
+
+EPILOG = """examples:
+  evlab list                                    the scenarios and what each must fail
+  evlab run --all --headless                    run the eight seeded scenarios, no dashboard
+  evlab run --suite faults --headless           the client under injected faults
+  evlab run baseline retry --headless --json out.json --archive s.tar.gz
+  evlab run my-client.toml --headless           a scenario file of your own
+  evlab report s.tar.gz --format junit          JUnit XML from a saved session
+  evlab replay s.tar.gz --headless              re-judge a saved session from its events
+  evlab grade --client 'python3 my_client.py {host} {port} {source}' --headless
+                                                grade a client of your own, 3 attempts each
+  evlab grade my-grade.toml --attempts 5 --headless --report grade.md
+  evlab doctor [--json]                         what this machine can observe, and the fixes
+
+exit status of run: 0 every scenario judged as declared (the instrument works; not "every
+backup was correct"), 1 a scenario was missed, 3 evidence missing or the run cut short,
+2 usage error, 130 interrupted. exit status of grade: 0 every valid attempt succeeded, 1 an
+attempt failed, 3 a scenario had no valid attempt.
+"""
+
+
+
+class UsageError(Exception):
+    """A user's mistake: printed as one line, exit status 2."""
+
+
+def _bounded_float(low: float, high: float, what: str):
+    """An argparse type: a number in [low, high] (so a replay cannot take 10^300 times as
+    long as the recording, nor a timeout outlast the machine)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not low <= value <= high:   # also rejects nan and ±inf
+            raise argparse.ArgumentTypeError(f"expected {what} from {low:g} to {high:g}, "
+                                             f"got {text!r}")
+        return value
+    return parse
+
+
+SPEED = _bounded_float(0.01, 1000, "a speed")
+SECONDS = _bounded_float(0.1, 600, "seconds")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with evlab's one-line usage errors (exit status 2, no usage dump)."""
+
+    def error(self, message: str):
+        self.exit(2, f"evlab: {self.prog.removeprefix('evlab ')}: {message}\n"
+                     if self.prog != "evlab" else f"evlab: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="evlab", epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                description="Execution-evidence lab: judge what a client "
+                                "did from the kernel, the wire, the receiver and a verifier.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("list", help="list the built-in scenarios")
+    r = sub.add_parser("run", help="run scenarios and judge them")
+    r.add_argument("scenarios", nargs="*", metavar="SCENARIO",
+                   help="scenario ids or .toml files (default with --all: every built-in one)")
+    r.add_argument("--all", action="store_true",
+                   help="the eight seeded scenarios (the instrument's own check)")
+    r.add_argument("--suite", choices=tuple(SUITES), help="a built-in suite: seeded or faults")
+    r.add_argument("--headless", action="store_true", help="no dashboard; progress lines only")
+    r.add_argument("--collector", choices=KINDS, default="auto")
+    r.add_argument("--packets", choices=("on", "off", "required"), default="on")
+    r.add_argument("--noise", nargs="?", const=",".join(NOISE_KINDS), default="",
+                   metavar="KINDS", help="ambient noise during every scenario: "
+                   f"{','.join(NOISE_KINDS)} (default with --noise: all)")
+    r.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
+    r.add_argument("--archive", type=Path, metavar="PATH", help="write the session archive here")
+    _boundary_arguments(r)
+    rp = sub.add_parser("report", help="render a saved session's report")
+    rp.add_argument("archive", type=Path)
+    rp.add_argument("--format", choices=("md", "json", "junit"), default="md")
+    rp.add_argument("--output", "-o", type=Path, help="write here instead of stdout")
+    rl = sub.add_parser("replay", help="replay a saved session")
+    rl.add_argument("archive", type=Path)
+    rl.add_argument("--headless", action="store_true", help="re-judge and print, no dashboard")
+    rl.add_argument("--speed", type=SPEED, default=None,
+                    help="1.0 = as recorded; default: as fast as possible")
+    g = sub.add_parser("grade", help="grade any client: attempts, lifecycle gates, risks",
+                       description="Run a client of your own through the grade scenarios "
+                       "(normal, interrupted, mismatch, stale; each with an unchanged "
+                       "re-run), N attempts each.")
+    g.add_argument("spec", nargs="?", type=Path, metavar="GRADE.toml",
+                   help="a grade file ([client] command, env, timeout_s; [grade] attempts)")
+    g.add_argument("--client", metavar="COMMAND",
+                   help="the client's command line with {host} {port} {source} [{decoy_port}]")
+    g.add_argument("--attempts", type=int, metavar="N", help="attempts per scenario (default 3)")
+    g.add_argument("--scenario", action="append", metavar="ID",
+                   help="grade scenario(s) to run (default: all; see `evlab list`)")
+    g.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="add to the client's environment")
+    g.add_argument("--timeout", type=SECONDS, metavar="S",
+                   help="kill an invocation after S seconds (default 20)")
+    g.add_argument("--headless", action="store_true", help="no dashboard; progress lines only")
+    g.add_argument("--collector", choices=KINDS, default="auto")
+    g.add_argument("--packets", choices=("on", "off", "required"), default="on")
+    g.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
+    g.add_argument("--archive", type=Path, metavar="PATH", help="write the session archive here")
+    g.add_argument("--report", type=Path, metavar="PATH", help="write the Markdown report here")
+    g.add_argument("--noise", nargs="?", const=",".join(NOISE_KINDS), default="",
+                   metavar="KINDS", help="ambient noise during every attempt: "
+                   f"{','.join(NOISE_KINDS)} (default with --noise: all)")
+    _boundary_arguments(g)
+    g.set_defaults(noise="")
+    d = sub.add_parser("doctor", help="check what this machine can observe")
+    d.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return p
+
+
+# flag, SandboxLimits field, unit, scale; and each field's key in a grade file's [sandbox]
+LIMIT_FLAGS = (("--memory", "memory_bytes", "MiB", 1 << 20), ("--pids", "pids", "tasks", 1),
+               ("--cpu-seconds", "cpu_s", "s", 1), ("--open-files", "open_files", "files", 1),
+               ("--disk", "disk_bytes", "MiB", 1 << 20))
+TOML_KEYS = {"memory_bytes": "memory_mib", "pids": "pids", "cpu_s": "cpu_seconds",
+             "open_files": "open_files", "disk_bytes": "disk_mib"}
+
+
+def _boundary_arguments(parser) -> None:
+    b = parser.add_argument_group("the client's boundary (its cgroup and sandbox)")
+    b.add_argument("--deny-egress", action="store_true",
+                   help="refuse (EPERM) every destination but the receiver; still judged")
+    b.add_argument("--no-sandbox", action="store_true",
+                   help="run the client unconfined, as evlab's user (recorded and shown)")
+    d = SandboxLimits()
+    for flag, field, unit, scale in LIMIT_FLAGS:
+        b.add_argument(flag, type=_positive_int, dest=f"limit_{field}", metavar=unit.upper(),
+                       help=f"sandbox limit (default {getattr(d, field) // scale} {unit})")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 < value <= 1 << 40:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+

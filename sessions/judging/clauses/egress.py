@@ -1,0 +1,100 @@
+"""destination-only: the client contacts only the configured receiver. Decided by the socket
+hooks on the client's cgroup (every connect and datagram, whatever path produced it), with the
+connect() events, the decoy and the wire as cross-checks."""
+
+from sessions.judging.judgement import PASS, Judgement, failed, seqs, unknown
+from sessions.judging.views import invocations, wire_lost
+from sessions.spec.contract import Thresholds
+from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
+
+
+def _allowed_ports(ev: ScenarioEvidence, inv: InvocationEvidence) -> set[int]:
+    # With wire faults the configured receiver, as the client was told, is evlab's proxy.
+    return {ev.started.receiver_port} | {r.fields.get("port") for r in inv.proxy
+                                         if r.event == "listening"}
+
+
+def _egress_line(dest: tuple[str, str, int], calls: list[dict], flows: list[dict]) -> str:
+    """e.g. "1 UDP datagram (39 bytes) to 127.0.0.53:53 from pid 4121"."""
+    protocol, address, port = dest
+    where = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    n = sum(c["calls"] for c in calls)
+    refused = sum(c["refused"] for c in calls) + sum(f["dropped"] for f in flows)
+    sent = sum(f["bytes"] for f in flows)
+    kinds = {c["kind"] for c in calls}
+    what = (f"{n} {protocol.upper()} datagram{'s' * (n != 1)}" if kinds == {"sendmsg"}
+            else f"{n} {protocol.upper()} connect{'s' * (n != 1)}" if calls
+            else f"{sum(f['packets'] for f in flows)} {protocol.upper()} packet(s)")
+    pids = sorted({c["pid"] for c in calls})
+    return (f"{what} ({sent:,} bytes) to {where}"
+            + (f" from pid {', '.join(map(str, pids))}" if pids else "")
+            + (f", refused ({refused}x EPERM/dropped)" if refused else ""))
+
+
+def _bad_egress(ev: ScenarioEvidence, inv: InvocationEvidence) -> dict[tuple, tuple]:
+    """Destinations other than the receiver, from the cgroup socket hooks' totals."""
+    ports, bad = _allowed_ports(ev, inv), {}
+    summary = inv.egress_summary
+    for entry, kind in [(c, "calls") for c in summary.calls] + [(f, "flows")
+                                                                for f in summary.flows]:
+        if entry["address"] == "127.0.0.1" and entry["port"] in ports:
+            continue
+        calls, flows = bad.setdefault((entry["protocol"], entry["address"], entry["port"]),
+                                      ([], []))
+        (calls if kind == "calls" else flows).append(entry)
+    return bad
+
+
+def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    allowed = ("127.0.0.1", ev.started.receiver_port)
+    bad, decoy_hits, syns, connects, lines, egress = [], [], [], [], [], []
+    for inv in invocations(ev):
+        ports = _allowed_ports(ev, inv)
+        connects += inv.connects
+        egress += [inv.egress_summary, *inv.egress]
+        bad += [c for c in inv.connects if c.address is not None
+                and (c.address != allowed[0] or c.port not in ports)]
+        decoy_hits += [r for r in inv.decoy if r.event == "connection_opened"]
+        syns += [p for p in inv.packets if p.flags == "SYN" and p.dport not in ports]
+        if inv.egress_summary is not None:
+            lines += [f"invocation {inv.n}: {_egress_line(dest, *found)}"
+                      for dest, found in _bad_egress(ev, inv).items()]
+    if bad or decoy_hits or syns or lines:
+        where = sorted({f"{c.address}:{c.port}" for c in bad}
+                       | {f"127.0.0.1:{ev.started.decoy_port}" for _ in decoy_hits[:1]}
+                       | {f"{p.dst}:{p.dport}" for p in syns})
+        seen_by = [name for name, hits in (("socket layer", lines), ("connect()", bad),
+                                           ("decoy", decoy_hits), ("wire", syns)) if hits]
+        detail = "; ".join(lines) if lines else f"contacted {', '.join(where)}"
+        return failed(f"{detail} besides the receiver (seen by {', '.join(seen_by)})",
+                      seqs(egress, bad, decoy_hits, syns))
+    invs = invocations(ev)
+    lost = [why for why in map(wire_lost, invs) if why]
+    if lost:
+        return unknown("; ".join(lost), seqs([inv.packet_stats for inv in invs]), "harness")
+    finals = [inv.final for inv in invs]
+    summaries = [inv.egress_summary for inv in invs]
+    if not invs or any(s is None for s in summaries):
+        return unknown("no socket-layer view of the client's cgroup: datagrams sent without "
+                       "connect() and io_uring connects would be invisible; the decoy and the "
+                       "wire saw nothing", seqs(finals))
+    # The socket hooks' totals are kept in the kernel: only destinations their tables could
+    # not hold are missing (ring-buffer losses of other events do not matter here).
+    lost = sum(f.counters.get("egress_lost", 0) for f in finals if f is not None)
+    if lost:
+        return unknown(f"egress totals incomplete ({lost} destination records lost)",
+                       seqs(finals), "client")
+    for inv in invs:
+        opened = len(inv.receiver_events("connection_opened"))
+        seen = sum(c["calls"] for c in inv.egress_summary.calls if c["kind"] == "connect")
+        if opened > seen and not inv.proxy:
+            return unknown(f"invocation {inv.n}: the receiver accepted {opened} connection(s) "
+                           f"but the client's cgroup made {seen} connect(s): the kernel view "
+                           "is incomplete", seqs([inv.egress_summary], inv.receiver))
+    total = sum(c["calls"] for s in summaries for c in s.calls)
+    sent = sum(f["bytes"] for s in summaries for f in s.flows)
+    calls = (f"all {total} socket call(s) with a destination went to {allowed[0]}:{allowed[1]}"
+             f" ({sent:,} bytes)" if total
+             else "no socket call with a destination")
+    return Judgement(PASS, f"{calls}, seen at the socket layer of its cgroup; the decoy saw "
+                           "nothing", tuple(seqs(summaries, connects)))

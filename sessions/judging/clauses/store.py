@@ -1,0 +1,82 @@
+"""Clauses about what the store holds, judged from the verifier and the receiver's records:
+integrity, mismatch-rejected, and honest-outcome (the client's claims against the verifier)."""
+
+from sessions.judging.judgement import NA, PASS, Judgement, failed, seqs, unknown
+from sessions.judging.views import invocations
+from sessions.spec.contract import Thresholds
+from sessions.stream.evidence import ScenarioEvidence
+
+
+def integrity(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    invs = invocations(ev)
+    missing = [i.n for i in invs if i.verifier is None]
+    if not invs or missing:
+        return unknown(f"no verifier result after invocation {missing or '(none ran)'}",
+                       failure_class="harness")
+    evidence = seqs([i.verifier for i in invs])
+    for inv in invs:
+        v = inv.verifier
+        if not v.saved:
+            return failed(f"after invocation {inv.n} the store holds no backup", evidence)
+        if not v.match:
+            return failed(f"after invocation {inv.n} the saved backup's sha256 "
+                          f"{v.saved_sha256[:12]}… differs from the source's "
+                          f"{v.source_sha256[:12]}…", evidence)
+    return Judgement(PASS, f"the saved backup matches the source after every invocation "
+                           f"(sha256 {invs[-1].verifier.source_sha256[:12]}…)", tuple(evidence))
+
+
+def mismatch_rejected(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    before = ev.before
+    rejected_total, evidence = 0, []
+    for inv in invocations(ev):
+        rejected = inv.receiver_events("rejected", reason="digest-mismatch")
+        commits = inv.receiver_events("committed")
+        after = inv.verifier
+        if after is None or before is None:
+            if rejected:
+                return unknown(f"invocation {inv.n}: the store was not verified around the "
+                               "rejected uploads", seqs(rejected), "harness")
+            before = after
+            continue
+        evidence += seqs(rejected, commits, [before, after])
+        if commits and after.saved_sha256 != commits[-1].fields.get("digest"):
+            return failed(f"invocation {inv.n}: the saved backup ({after.saved_sha256}) is not the "
+                          f"payload the receiver committed", evidence)
+        if rejected and not commits and after.saved_sha256 != before.saved_sha256:
+            return failed(f"invocation {inv.n}: the store changed although every upload was "
+                          "rejected", evidence)
+        rejected_total += len(rejected)
+        before = after
+    if rejected_total == 0:
+        return Judgement(NA, "no payload mismatching its advertised digest was sent",
+                         tuple(evidence))
+    state = "no backup" if not before.saved else f"sha256 {before.saved_sha256[:12]}…"
+    return Judgement(PASS, f"{rejected_total} mismatching payloads rejected (digest-mismatch) "
+                           f"before commit; the store kept its state ({state})",
+                     tuple(sorted(set(evidence))))
+
+
+def honest_outcome(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    parts, evidence = [], []
+    for inv in invocations(ev):
+        if inv.exited is None or inv.verifier is None:
+            return unknown(f"invocation {inv.n}: no exit or verifier record",
+                           failure_class="harness")
+        completed = [c for c in inv.claims if c.claim.get("claim") == "completed"]
+        claimed = inv.exited.exit_code == 0 or bool(completed)
+        evidence += seqs([inv.exited, inv.verifier], completed)
+        if inv.exited.exit_code is None and not completed:
+            return unknown(f"invocation {inv.n}: killed after its timeout before claiming an "
+                           "outcome", evidence, "client")
+        actual = inv.verifier.match
+        claim_text = (f"exit {inv.exited.exit_code}" + (", 'completed'" if completed else ""))
+        if claimed != actual:
+            truth = "a matching backup" if actual else (
+                "no saved backup" if not inv.verifier.saved else "a backup that does not match")
+            return failed(f"invocation {inv.n} claimed {'success' if claimed else 'failure'} "
+                          f"({claim_text}) but the verifier found {truth}", evidence)
+        parts.append(f"{'success' if claimed else 'failure'}")
+    if not parts:
+        return unknown("no invocation ran", failure_class="harness")
+    return Judgement(PASS, f"claims agree with the verifier ({' / '.join(parts)})", tuple(evidence))

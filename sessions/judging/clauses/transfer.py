@@ -1,0 +1,74 @@
+"""Clauses about the transfers themselves, judged from the receiver's records and the wire:
+unchanged-no-upload and bounded-recovery."""
+
+from sessions.judging.fault_chance import could_fire, fired_records
+from sessions.judging.judgement import NA, PASS, Judgement, failed, seqs, unknown
+from sessions.judging.views import wire_lost
+from sessions.spec.contract import Thresholds
+from sessions.spec.faults import INTERRUPTIONS, armed
+from sessions.stream.evidence import ScenarioEvidence
+
+
+def unchanged_no_upload(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    first, second = ev.invocations.get(1), ev.invocations.get(2)
+    if first is None or second is None or first.verifier is None:
+        return unknown("no unchanged second invocation was observed", failure_class="harness")
+    if not first.verifier.match:
+        return Judgement(NA, "the receiver did not hold the source's content before invocation 2, "
+                             "so an upload there was legitimate", (first.verifier.seq,))
+    uploads = second.receiver_events("upload_started")
+    closed = second.receiver_events("connection_closed")
+    wire = second.wire_bytes_to(ev.started.receiver_port) if second.packet_stats else None
+    evidence = seqs([first.verifier], uploads, closed, [second.packet_stats])
+    if uploads or second.payload_bytes:
+        return failed(f"invocation 2 started {len(uploads)} upload(s) and the receiver consumed "
+                      f"{second.payload_bytes:,} payload bytes although it held the content"
+                      + (f"; the wire carried {wire:,} bytes to it" if wire is not None else ""),
+                      evidence)
+    rejected = second.receiver_events("rejected")
+    if wire is not None and wire > t.unchanged_wire_bytes_max and rejected:
+        return failed(f"invocation 2 sent {wire:,} bytes the receiver rejected "
+                      f"({', '.join(sorted({r.fields.get('reason', '?') for r in rejected}))}) "
+                      "although it held the content", (*evidence, *seqs(rejected)))
+    if wire is not None and wire > t.unchanged_wire_bytes_max:
+        return unknown(f"the receiver consumed no payload but the wire carried {wire:,} bytes to "
+                       f"it (> {t.unchanged_wire_bytes_max}): the evidence disagrees", evidence,
+                       "harness")
+    lost = wire_lost(second)
+    if lost:
+        return unknown(lost, evidence, "harness")
+    wire_note = (f"; the wire carried {wire:,} bytes to it (requests only)" if wire is not None
+                 else "; the wire was not captured")
+    return Judgement(PASS, f"invocation 2: no upload started, 0 payload bytes consumed{wire_note}",
+                     tuple(evidence))
+
+
+def bounded_recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    interruptions = [f for f in armed(ev.started.faults) if f["kind"] in INTERRUPTIONS]
+    if not interruptions:
+        return Judgement(NA, "no interruption was injected")
+    evidence, notes, recovered = [], [], 0
+    for n in sorted({f["invocation"] for f in interruptions}):
+        inv = ev.invocations.get(n)
+        fired = [r for r in (fired_records(inv) if inv else [])
+                 if r.fields.get("fault", r.fields.get("kind")) in INTERRUPTIONS]
+        if not fired:
+            armed_here = [f for f in interruptions if f["invocation"] == n]
+            if not any(could_fire(f, inv, ev.started.source_size) for f in armed_here):
+                notes.append(f"invocation {n}: the client never got as far as the "
+                             "interruption armed for it: nothing was interrupted")
+                continue
+            return unknown(f"the interruption armed for invocation {n} never fired: this "
+                           "attempt is invalid", failure_class="harness")
+        uploads = inv.receiver_events("upload_started")
+        commits = [c for c in inv.receiver_events("committed") if c.t_ns > fired[0].t_ns]
+        evidence += seqs(fired, uploads, commits)
+        what = fired[0].fields.get("fault", fired[0].fields.get("kind"))
+        if not commits or len(uploads) > t.max_upload_attempts:
+            return failed(f"invocation {n}: after the injected {what}, "
+                          + (f"committed only after {len(uploads)} upload attempts" if commits
+                            else f"no commit after {len(uploads)} upload attempts"), evidence)
+        notes.append(f"invocation {n}: {what} injected, committed on upload attempt "
+                     f"{len(uploads)} of at most {t.max_upload_attempts}")
+        recovered += 1
+    return Judgement(PASS if recovered else NA, "; ".join(notes), tuple(evidence))

@@ -1,0 +1,114 @@
+"""Events as JSON lines: `from_json(to_json(e)) == e`. Reading is strict, because archives come
+from anywhere: every field is checked against its declared type (bounded integers, finite
+numbers, bounded nesting), so a malformed archive is one clear error, never a crash later."""
+
+import dataclasses
+import functools
+import json
+import math
+import types
+import typing
+from typing import Any
+
+from sessions.stream.events import EVENT_TYPES, Event
+
+
+class EventFormatError(ValueError):
+    """A line that is not a well-formed evlab event."""
+
+
+def to_dict(event: Event) -> dict[str, Any]:
+    return {"type": type(event).__name__, **dataclasses.asdict(event)}
+
+
+def to_json(event: Event) -> str:
+    return json.dumps(to_dict(event), separators=(",", ":"), sort_keys=True)
+
+
+INT_MAX = 2 ** 63            # every integer evlab records fits a signed 64-bit kernel value
+NESTING_MAX = 8              # dicts and lists inside an event's fields
+
+
+def _fits(value, hint, depth: int = 0) -> bool:
+    """Does a JSON value have the field's declared type (bounded, finite, not too deep)?"""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a, depth) for a in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool) \
+            and -INT_MAX <= value < INT_MAX
+    if hint is float:
+        return _fits(value, int) or (isinstance(value, float) and math.isfinite(value))
+    if hint is str:
+        return isinstance(value, str)
+    if hint is tuple or origin is tuple:
+        if not isinstance(value, (tuple, list)) or depth >= NESTING_MAX:
+            return False
+        item = args[0] if args else Any
+        return all(_fits(v, item, depth + 1) for v in value)
+    if hint is dict or origin is dict:
+        if not isinstance(value, dict) or depth >= NESTING_MAX:
+            return False
+        item = args[1] if args else Any
+        return all(isinstance(k, str) and _fits(v, item, depth + 1) for k, v in value.items())
+    if hint is Any:   # free-form JSON (a record's fields): scalars, bounded containers
+        if isinstance(value, (list, tuple)):
+            return depth < NESTING_MAX and all(_fits(v, Any, depth + 1) for v in value)
+        if isinstance(value, dict):
+            return _fits(value, dict, depth)
+        return value is None or isinstance(value, (str, bool)) or _fits(value, float)
+    return False
+
+
+@functools.cache
+def _hints(cls: type[Event]) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def from_dict(data: dict[str, Any]) -> Event:
+    if not isinstance(data, dict):
+        raise EventFormatError(f"expected an object, got {type(data).__name__}")
+    cls = EVENT_TYPES.get(data.get("type"))
+    if cls is None:
+        raise EventFormatError(f"unknown event type {str(data.get('type'))[:40]!r}")
+    hints = _hints(cls)
+    values = {}
+    for key, value in data.items():
+        if key == "type":
+            continue
+        if key not in hints:
+            raise EventFormatError(f"{cls.__name__} has no field {key[:40]!r}")
+        if not _fits(value, hints[key]):
+            raise EventFormatError(f"{cls.__name__}.{key}: not a {_name(hints[key])} "
+                                   f"(got {type(value).__name__})")
+        if isinstance(value, list):
+            value = tuple(value)  # JSON arrays come back as the tuples they were written from
+        values[key] = value
+    if values.get("t_ns", 0) < 0:
+        raise EventFormatError(f"{cls.__name__}.t_ns: negative")
+    try:
+        return cls(**values)
+    except TypeError as e:
+        raise EventFormatError(f"{cls.__name__}: {e}") from None
+
+
+def _name(hint) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number evlab records")
+
+
+def from_json(line: str) -> Event:
+    try:
+        data = json.loads(line, parse_constant=_no_constant)
+    except ValueError as e:   # JSONDecodeError, NaN and ±Infinity
+        raise EventFormatError(f"not JSON: {e}") from None
+    except RecursionError:
+        raise EventFormatError("not JSON: nested too deeply") from None
+    return from_dict(data)
