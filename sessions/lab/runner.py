@@ -6,11 +6,9 @@ and teardown. Teardown runs in `finally`, so an exception, Ctrl-C or SIGTERM (tu
 KeyboardInterrupt by the CLI) leaves no process, port, BPF attachment or temp directory.
 """
 
-import json
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -22,38 +20,30 @@ from fixture.harness import ServerStartError, start_decoy
 from fixture.receiver import sha256_of
 from fixture.source import SIZE, write_source, write_stale_backup
 from fixture.verifier import verify
-from probes import procmetrics
 from probes.capability import Capability
 from probes.cgroup import find_layout
 from probes.cgroup import sweep_stale as sweep_stale_cgroups
 from probes.collectors import Collector, open_collector
-from probes.kernel import ConnectEvent, EgressEvent, FileEvent, ProcessEvent
 from probes.owned_tmp import make_owned_dir, sweep_stale
 from probes.packets import CaptureUnavailable, PacketCapture
-from probes.sandbox import SandboxLimits, unmount_under
-from probes.tail import LineTail
+from probes.sandbox import SandboxLimits
 from sessions.lab.boundary import Boundary, BoundaryError
 from sessions.lab.injector import Injector
-from sessions.lab.lifecycle import cleanup_check, durability_check, kill_leftovers, restore_check
+from sessions.lab.lifecycle import cleanup_check, durability_check, restore_check
 from sessions.lab.noise import Noise
+from sessions.lab.observations import Observations, Tail
+from sessions.lab.running import Running
+from sessions.lab.teardown import kill_group, teardown
 from sessions.spec.contract import load_contract
 from sessions.spec.scenario import Scenario
 from sessions.stream.events import (
     CapabilityMissing,
-    ClientClaim,
     ClientExited,
     ClientLaunched,
-    ConnectObserved,
     CounterSample,
-    EgressObserved,
-    FileObserved,
     GradeStarted,
     LifecycleCheck,
-    PacketSeen,
-    PacketStats,
     PhaseChanged,
-    ProcessMetrics,
-    ProcessObserved,
     ScenarioStarted,
     ServerRecord,
     SessionEnded,
@@ -68,7 +58,6 @@ HOST = "127.0.0.1"
 POLL_S = 0.1            # counters, events, packets and records are pumped at 10 Hz
 METRICS_EVERY_S = 0.25  # psutil samples at 4 Hz
 SETTLE_S = 3.0          # how long to wait for the receiver to finish with a client's connections
-KERNEL_EVENTS_MAX = 20_000   # kernel events kept per invocation (an honest client makes ~500)
 
 
 class RunError(Exception):
@@ -88,38 +77,6 @@ class Options:
     sandbox: str = "auto"        # auto (when it can be built), required, off (--no-sandbox)
     deny_egress: bool = False    # refuse every destination but the receiver (EPERM)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
-
-
-class _Tail(LineTail):
-    """New complete JSON records of a server's record file since the last call."""
-
-    def new(self) -> list[dict]:
-        return [json.loads(line) for line in self.new_lines() if line.strip()]
-
-
-@dataclass
-class _Live:
-    """What one scenario has running; torn down whatever happens."""
-
-    scenario: Scenario
-    workdir: Path
-    source: Path
-    client_home: Path | None = None  # the client's own dir: its cwds and its source copy
-    home: Path | None = None         # in it, what the client may see (a tmpfs when sandboxed)
-    injector: Injector | None = None
-    noise: Noise | None = None
-    decoy: object = None
-    capture: PacketCapture | None = None
-    client: object = None
-    started: bool = False    # ScenarioStarted published
-    invocation: int = 0      # the invocation under way (1, 2)
-    client_pid: int = 0      # the latest invocation's client, and its collector invocation id
-    inv_id: int = 0
-    tails: dict = field(default_factory=dict)
-    open_connections: int = 0
-    root_exited: bool = False            # the launched process has ended (kernel view)
-    kernel_events: int = 0               # kernel events published for this invocation
-    left_at_exit: list = field(default_factory=list)   # "pid comm" alive when it ended
 
 
 class Session:
@@ -148,6 +105,7 @@ class Session:
         except BoundaryError as e:
             raise RunError(str(e)) from None
         self.collector, missing = open_collector(self.options.collector, functions)
+        self.observe = Observations(self.stream, self.collector)
         self.packets_mode, packet_gap = self._probe_packets()
         missing += [gap for gap in (packet_gap, *self.boundary.gaps) if gap]
         self._tmp = make_owned_dir("evlab-session-")
@@ -197,7 +155,7 @@ class Session:
         self._check_cancel()
         workdir = Path(tempfile.mkdtemp(prefix=f"{scenario.id.replace('@', '-')}-",
                                         dir=self._tmp))
-        live = _Live(scenario, workdir, self.source)
+        live = Running(scenario, workdir, self.source)
         try:
             self._phase(scenario, "setup")
             # Fresh state per scenario, and nothing of evlab's within the client's reach: its
@@ -214,13 +172,13 @@ class Session:
                 self._attempt_blocked(live, str(e))  # e.g. a port clash: not the client's doing
         finally:
             self._phase(scenario, "teardown")
-            self._teardown(live)
+            teardown(self, live)
             self._phase(scenario, "done")
 
-    def _run(self, live: _Live) -> None:
+    def _run(self, live: Running) -> None:
         self._start_servers(live)
         self._publish_started(live)
-        self._pump_records(live, 0)  # the servers' start-up records belong to set-up
+        self.observe.records(live, 0)  # the servers' start-up records belong to set-up
         self._verify(live, 0)
         for n in (1, 2):
             self._invoke(live, n)
@@ -229,7 +187,7 @@ class Session:
             self._lifecycle(live)
         self._phase(live.scenario, "judging")
 
-    def _attempt_blocked(self, live: _Live, why: str) -> None:
+    def _attempt_blocked(self, live: Running, why: str) -> None:
         """A server of the attempt (receiver, decoy, wire proxy) could not start: recorded as
         harness evidence and judged (an invalid attempt), so a replay re-derives it."""
         if not live.started:
@@ -246,14 +204,14 @@ class Session:
     def _phase(self, scenario: Scenario, phase: str, n: int = 0) -> None:
         self.stream.publish(PhaseChanged(time.monotonic_ns(), scenario.id, phase, n))
 
-    def _start_servers(self, live: _Live) -> None:
+    def _start_servers(self, live: Running) -> None:
         s = live.scenario
         if s.store == "stale":
             write_stale_backup(live.workdir / "store")
         live.injector = Injector.start(s.faults, live.workdir)
         live.decoy = start_decoy(live.workdir / "decoy.jsonl")
-        live.tails = {"receiver": _Tail(live.injector.receiver.events_path),
-                      "decoy": _Tail(live.decoy.events_path)}
+        live.tails = {"receiver": Tail(live.injector.receiver.events_path),
+                      "decoy": Tail(live.decoy.events_path)}
         if self.packets_mode == "on":
             live.capture = PacketCapture(pcap_path=self.out_dir / f"{s.id}.pcap").start()
             live.capture.set_ports({live.injector.receiver.port, live.decoy.port})
@@ -262,7 +220,7 @@ class Session:
             live.noise = Noise(live.workdir / "noise", live.injector.receiver.port, s.client,
                                kinds).start()
 
-    def _publish_started(self, live: _Live) -> None:
+    def _publish_started(self, live: Running) -> None:
         """ScenarioStarted: with port 0 for a server that did not start."""
         s = live.scenario
         receiver = live.injector.receiver.port if live.injector else 0
@@ -273,14 +231,14 @@ class Session:
             s.base))
         live.started = True
 
-    def _invoke(self, live: _Live, n: int) -> None:
+    def _invoke(self, live: Running, n: int) -> None:
         s, inv_id = live.scenario, self._next_invocation
         self._next_invocation += 1
         live.invocation = n
         self._phase(s, "invocation", n)
         port = live.injector.arm(n)
         if live.injector.proxy is not None:
-            live.tails["proxy"] = _Tail(live.injector.proxy.events_path)
+            live.tails["proxy"] = Tail(live.injector.proxy.events_path)
             if live.capture is not None:
                 live.capture.add_ports({port})
         argv = s.argv(HOST, port, live.source, live.decoy.port)
@@ -296,7 +254,7 @@ class Session:
         live.client, live.client_pid, live.inv_id = proc, proc.pid, inv_id
         self.stream.publish(ClientLaunched(started, s.id, n, proc.pid, tuple(argv), str(cwd),
                                           str(live.source), s.own_files))
-        claims = threading.Thread(target=self._read_claims, args=(s.id, n, proc.stdout),
+        claims = threading.Thread(target=self.observe.claims, args=(s.id, n, proc.stdout),
                                   daemon=True)
         claims.start()
         status, cpu_ns, timed_out = self._watch(live, n, inv_id, proc, started)
@@ -307,24 +265,21 @@ class Session:
             timed_out, time.monotonic_ns() - started, cpu_ns))
         self._settle(live, n, inv_id)
         if s.lifecycle:
-            self._pump(live, n, inv_id)
+            self.observe.pump(live, n, inv_id)
             self.stream.publish(cleanup_check(
                 s.id, n, proc.pid, lambda: self.boundary.tasks(self.collector, inv_id), cwd,
                 live.workdir / "store", tuple(live.left_at_exit)))
-        self._pump(live, n, inv_id)
+        self.observe.pump(live, n, inv_id)
         for event in self.boundary.leave(self.collector, s.id, n, inv_id, live.home):
             self.stream.publish(event)
         live.injector.disarm()  # heal: no fault outlives its invocation
         final = self.collector.finish(inv_id)
-        self._pump(live, n, inv_id)
+        self.observe.pump(live, n, inv_id)
         live.tails.pop("proxy", None)
         self.stream.publish(CounterSample(
             time.monotonic_ns(), s.id, n, final.counters, final.functions, final.unobserved,
             final=True, overhead=self.collector.overhead()))
-        if live.capture is not None:
-            stats = live.capture.stats()
-            self.stream.publish(PacketStats(time.monotonic_ns(), s.id, n, stats.kept,
-                                            stats.dropped_by_kernel, f"{s.id}.pcap"))
+        self.observe.packet_stats(live, n)
 
     def _watch(self, live, n, inv_id, proc, started) -> tuple[int, int | None, bool]:
         """Pump evidence until the client exits or its timeout passes (then kill its group)."""
@@ -339,75 +294,17 @@ class Session:
                 return status, int((usage.ru_utime + usage.ru_stime) * 1e9), False
             now = time.monotonic_ns()
             if now > deadline:
-                _kill_group(proc.pid)
+                kill_group(proc.pid)
                 _, status, _ = os.wait4(proc.pid, 0)
                 proc.returncode = -9
                 return status, None, True
-            self._pump(live, n, inv_id)
+            self.observe.pump(live, n, inv_id)
             if now - last_metrics > METRICS_EVERY_S * 1e9:
-                self._metrics(live, n, proc.pid)
+                self.observe.process_metrics(live, n, proc.pid)
                 last_metrics = now
             time.sleep(POLL_S)
 
-    def _pump(self, live: _Live, n: int, inv_id: int) -> None:
-        self._pump_kernel(live, live.scenario.id, n, inv_id)
-        self._pump_packets(live, n)
-        self._pump_records(live, n)
-
-    @staticmethod
-    def _note_exit(live: _Live, e) -> None:
-        """Processes of the tree that were still running when the launched one ended: in the
-        sandbox the end of its pid namespace kills them at once, so the kernel's exit events
-        are the record of what the client left running."""
-        if e.kind != "exit" or e.invocation != live.inv_id:
-            return
-        if e.root:
-            live.root_exited = True
-        elif live.root_exited:
-            live.left_at_exit.append(f"{e.pid} {e.comm}")
-
-    def _pump_kernel(self, live: _Live, s: str, n: int, inv_id: int) -> None:
-        snap = self.collector.snapshot(inv_id)
-        self.stream.publish(CounterSample(snap.t_ns, s, n, snap.counters, snap.functions,
-                                          snap.unobserved))
-        for e in self.collector.poll_events():
-            if isinstance(e, ProcessEvent):
-                self._note_exit(live, e)
-            # A client that floods events cannot grow evlab without end: past the cap they
-            # are counted by the kernel and not kept (the risk scan then says incomplete).
-            if live.kernel_events >= KERNEL_EVENTS_MAX:
-                continue
-            live.kernel_events += 1
-            if isinstance(e, EgressEvent):
-                self.stream.publish(EgressObserved(e.t_ns, s, n, e.pid, e.kind, e.family,
-                                                   e.protocol, e.address, e.port, e.refused))
-            elif isinstance(e, ConnectEvent):
-                self.stream.publish(ConnectObserved(e.t_ns, s, n, e.pid, e.family, e.address,
-                                                    e.port, e.result))
-            elif isinstance(e, FileEvent):
-                self.stream.publish(FileObserved(e.t_ns, s, n, e.pid, e.op, e.path, e.writes,
-                                                 e.dfd, e.old_path, e.old_dfd, e.fd))
-            else:
-                self.stream.publish(ProcessObserved(e.t_ns, s, n, e.kind, e.pid, e.child_pid,
-                                                    e.filename))
-
-    def _pump_packets(self, live: _Live, n: int) -> None:
-        if live.capture is not None:
-            for p in live.capture.drain():
-                self.stream.publish(PacketSeen(p.t_ns, live.scenario.id, n, p.src, p.sport,
-                                               p.dst, p.dport, p.flags, p.payload_len))
-
-    def _pump_records(self, live: _Live, n: int) -> None:
-        for server, tail in live.tails.items():
-            for record in tail.new():
-                if server == "receiver":
-                    delta = {"connection_opened": 1, "connection_closed": -1}
-                    live.open_connections += delta.get(record.get("event"), 0)
-                fields = {k: v for k, v in record.items() if k not in ("t_ns", "event")}
-                self.stream.publish(ServerRecord(record.get("t_ns", 0), live.scenario.id, n,
-                                                 server, record.get("event", "?"), fields))
-
-    def _revive_receiver(self, live: _Live, n: int) -> None:
+    def _revive_receiver(self, live: Running, n: int) -> None:
         status = live.injector.revive_receiver()
         if status is not None:  # an injected crash: its connections will never close
             live.open_connections = 0
@@ -415,18 +312,18 @@ class Session:
                 time.monotonic_ns(), live.scenario.id, n, "harness", "receiver_restarted",
                 {"exit_status": status, "port": live.injector.receiver.port}))
 
-    def _settle(self, live: _Live, n: int, inv_id: int) -> None:
+    def _settle(self, live: Running, n: int, inv_id: int) -> None:
         """Let the receiver finish with the client's connections so records land in invocation n."""
         deadline = time.monotonic() + SETTLE_S
         while True:
             self._check_cancel()
-            self._pump(live, n, inv_id)
+            self.observe.pump(live, n, inv_id)
             if live.open_connections <= 0 or time.monotonic() > deadline:
                 break
             time.sleep(0.02)
         time.sleep(0.05)  # the last FIN/ACKs on the wire
 
-    def _lifecycle(self, live: _Live) -> None:
+    def _lifecycle(self, live: Running) -> None:
         """After the invocations: SIGKILL the receiver and restart it on its store (durability),
         then fetch the backup back with GET into a fresh directory (restore)."""
         s = live.scenario
@@ -444,103 +341,20 @@ class Session:
         self.stream.publish(durability_check(s.id, HOST, port, digest, live.workdir / "store"))
         self._phase(s, "restore")
         self.stream.publish(restore_check(s.id, HOST, port, digest, live.workdir / "restore"))
-        self._pump_records(live, 0)
+        self.observe.records(live, 0)
 
-    def _metrics(self, live: _Live, n: int, client_pid: int) -> None:
-        for role, pid in (("client", client_pid), ("receiver", live.injector.receiver.pid)):
-            sample = procmetrics.sample(pid)
-            if sample is not None:
-                self.stream.publish(ProcessMetrics(
-                    sample.t_ns, live.scenario.id, n, role, pid, sample.tree_cpu_s,
-                    sample.tree_rss_bytes, sample.ctx_voluntary + sample.ctx_involuntary,
-                    sample.open_fds, sample.children))
-
-    def _read_claims(self, scenario: str, n: int, stdout) -> None:
-        for raw in stdout:
-            text = raw.decode(errors="replace").strip()
-            if not text:
-                continue
-            try:
-                claim = json.loads(text)
-                if not isinstance(claim, dict):
-                    raise ValueError
-            except ValueError:
-                claim = {"unparsed": text[:500]}
-            self.stream.publish(ClientClaim(time.monotonic_ns(), scenario, n, claim))
-        stdout.close()
-
-    def _verify(self, live: _Live, n: int) -> None:
+    def _verify(self, live: Running, n: int) -> None:
         if n:
             self._phase(live.scenario, "verify", n)
         v = verify(live.workdir / "store", live.source)
         self.stream.publish(VerifierResult(time.monotonic_ns(), live.scenario.id, n, v["saved"],
                                            v["match"], v["source_sha256"], v["saved_sha256"]))
 
-    def _teardown(self, live: _Live) -> None:
-        """Every step runs, whatever happens in another: an interrupt that arrives during
-        teardown (the one that ends the run) is raised once everything is gone."""
-        first: BaseException | None = None
-        for step in self._teardown_steps(live):
-            try:
-                step()
-            except BaseException as e:   # noqa: BLE001 - re-raised below, after the rest
-                first = first or e
-        if first is not None:
-            raise first
-
-    def _teardown_steps(self, live: _Live):
-        def client():
-            if live.client is not None and live.client.poll() is None:
-                _kill_group(live.client.pid)
-                live.client.wait()
-
-        def leftovers():
-            if live.client_pid and self.collector is not None:
-                # Whatever the last client left running (also when interrupted mid-invocation),
-                # found by its session, the kernel's view of its tree and its cgroup.
-                kill_leftovers(live.client_pid,
-                               lambda: self.boundary.tasks(self.collector, live.inv_id))
-
-        def cgroup():
-            if self.boundary is not None and self.collector is not None:
-                self.boundary.abandon(self.collector)
-
-        def records():
-            for name in ("receiver", "decoy"):
-                record = live.workdir / f"{name}.jsonl"
-                if record.exists():
-                    shutil.copy(record, self.out_dir / f"{live.scenario.id}.{name}.jsonl")
-
-        def client_home():
-            if live.client_home is not None:
-                unmount_under(live.client_home)
-                shutil.rmtree(live.client_home, ignore_errors=True)
-
-        yield from (client, leftovers, cgroup)
-        if self.collector is not None:
-            yield lambda: self.collector.release(live.scenario.client)
-        yield from (part.stop for part in (live.noise, live.capture) if part is not None)
-        if live.injector is not None:
-            yield live.injector.close
-        if live.decoy is not None:
-            yield live.decoy.stop
-        yield records
-        yield lambda: shutil.rmtree(live.workdir, ignore_errors=True)
-        yield client_home
-
-
 def _client_env(s: Scenario, cwd: Path) -> dict[str, str] | None:
     """A graded client's exact environment ({cwd}: its working directory); else inherited."""
     if s.env is None:
         return None
     return {name: value.replace("{cwd}", str(cwd)) for name, value in s.env}
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def run_session(stream: EventStream, scenarios: list[Scenario], out_dir: Path,
