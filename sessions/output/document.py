@@ -68,10 +68,11 @@ def _receiver(inv: InvocationEvidence) -> dict:
 def _packets(inv: InvocationEvidence, receiver_port: int) -> dict:
     if inv.packet_stats is None:
         return {"count": None, "payload_bytes": None, "to_receiver_bytes": None,
-                "dropped": None}
+                "dropped": None, "error": None}
     return {"count": len(inv.packets), "payload_bytes": sum(p.payload_len for p in inv.packets),
             "to_receiver_bytes": inv.wire_bytes_to(receiver_port),
-            "dropped": inv.packet_stats.dropped_by_kernel}
+            "dropped": inv.packet_stats.dropped_by_kernel,
+            "error": inv.packet_stats.error or None}
 
 
 def _invocation(inv: InvocationEvidence, receiver_port: int) -> dict:
