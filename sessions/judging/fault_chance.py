@@ -2,12 +2,9 @@
 unfired fault that had its chance makes the attempt invalid (the lab's failure, not the client's);
 one the client never reached is the client's doing."""
 
-from sessions.spec.faults import WIRE_KINDS, armed
+from sessions.spec.faults import BURST_S, HEADER_MAX, WIRE_KINDS, armed  # fixture/faults.py's
 from sessions.stream.events import ServerRecord
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
-
-HEADER_MAX = 256   # a header line, at most (docs/protocol.md)
-BURST_S = 0.05     # a bandwidth fault's bucket: 50 ms of its rate (fixture/faultproxy.py)
 
 
 def could_fire(fault: dict, inv, source_size: int) -> bool:

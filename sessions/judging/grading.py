@@ -19,7 +19,7 @@ def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[Gat
     if broken:   # e.g. a port clash, a receiver that died by itself: not the client's doing
         return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, False, False, None,
                              "invalid: harness: " + "; ".join(broken))
-    judged = [*verdicts, *gates]
+    judged: list[Verdict | GateResult] = [*verdicts, *gates]
     # Fail closed: an inconclusive that is not the client's own doing blocks the attempt.
     blocked = [j for j in judged if j.status == "inconclusive" and j.failure_class != "client"]
     had_chance = [f for f in unfired if could_fire(f, ev.invocations.get(f["invocation"]),

@@ -5,6 +5,7 @@ status are claims: only `honest-outcome` reads them, and only to compare them wi
 """
 
 import time
+from collections.abc import Sequence
 
 from sessions.judging.clauses import CLAUSES
 from sessions.judging.fault_chance import unfired_faults
@@ -31,7 +32,7 @@ def expected_of(ev: ScenarioEvidence, clause: str) -> str:
     return "pass" if clause in ev.started.expected_passes else "not-fail"
 
 
-def instrument_check(verdicts: list[Verdict], unfired: list[dict] = (),
+def instrument_check(verdicts: list[Verdict], unfired: Sequence[dict] = (),
                      expected_invalid: bool = False) -> tuple[str, str]:
     """detected: every verdict is what the scenario declared; missed: one is not; invalid: an
     armed fault never fired, so the attempt says nothing about the client."""

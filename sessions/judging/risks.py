@@ -9,7 +9,7 @@ opened on; "outside" means outside the launch directory.
 import os
 from dataclasses import dataclass
 
-from sessions.stream.events import ProcessObserved
+from sessions.stream.events import ClientLaunched, FileObserved, ProcessObserved
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox", "csh", "tcsh"}
@@ -69,7 +69,7 @@ class _Places:
         base = self.cwd.get(pid) if dfd == AT_FDCWD else self.fds.get(pid, {}).get(dfd)
         return os.path.normpath(os.path.join(base, path)) if base else None
 
-    def apply(self, e) -> None:
+    def apply(self, e: FileObserved) -> None:
         """What a file event changes: a descriptor opened, the working directory changed."""
         if e.op == "open" and e.fd is not None and e.fd >= 0:
             path = self.resolve(e.pid, e.path, e.dfd)
@@ -81,10 +81,10 @@ class _Places:
             self.cwd[e.pid] = self.fds.get(e.pid, {}).get(e.dfd)
 
 
-def _own_dirs(inv: InvocationEvidence) -> list[str]:
+def _own_dirs(launched: ClientLaunched) -> list[str]:
     """Where the command's own files (an interpreter's script) live: reading there — the
     script, its sibling modules, the directory listing an import makes — is the program itself."""
-    return sorted({os.path.dirname(f) for f in inv.launched.own_files})
+    return sorted({os.path.dirname(f) for f in launched.own_files})
 
 
 def _exec_findings(inv: InvocationEvidence) -> list[Finding]:
@@ -93,6 +93,7 @@ def _exec_findings(inv: InvocationEvidence) -> list[Finding]:
     for before, p in zip(execs, execs[1:], strict=False):   # the first exec is the launch
         name = os.path.basename(p.filename or "?")
         shell = name in SHELLS
+        what: str | None   # None: an exec without its file name (shown as "None", as it was)
         if shell:
             severity, what = "high", f"a shell, {p.filename}"
         elif before.pid == p.pid and os.path.basename(before.filename or "") == "env":
@@ -103,15 +104,18 @@ def _exec_findings(inv: InvocationEvidence) -> list[Finding]:
     return out
 
 
-def _file_findings(inv: InvocationEvidence) -> list[Finding]:
-    home, source = inv.launched.cwd, os.path.normpath(inv.launched.source)
-    own = _own_dirs(inv)
-    places = _Places(inv.launched.pid, home)
+def _file_findings(inv: InvocationEvidence, launched: ClientLaunched) -> list[Finding]:
+    home, source = launched.cwd, os.path.normpath(launched.source)
+    own = _own_dirs(launched)
+    places = _Places(launched.pid, home)
     forks = [p for p in inv.processes if p.kind == "fork"]
+    timeline: list[ProcessObserved | FileObserved] = sorted(
+        [*forks, *inv.files], key=lambda e: (e.t_ns, e.seq))
     out = []
-    for e in sorted([*forks, *inv.files], key=lambda e: (e.t_ns, e.seq)):
+    for e in timeline:
         if isinstance(e, ProcessObserved):
-            places.fork(e.pid, e.child_pid)
+            if e.child_pid is not None:   # a child never named: no pid ever looks it up
+                places.fork(e.pid, e.child_pid)
             continue
         if e.op not in ("chdir", "fchdir"):
             paths = [(e.path, e.dfd)] + ([(e.old_path or "", e.old_dfd)] if e.op == "rename"
@@ -155,7 +159,7 @@ def _file_finding(f, path, raw, dfd, cwd, source, own) -> tuple[str, str, str] |
     return None
 
 
-def _connect_findings(inv: InvocationEvidence, ports: set[int]) -> list[Finding]:
+def _connect_findings(inv: InvocationEvidence, ports: set[int | None]) -> list[Finding]:
     out = []
     for c in inv.connects:
         if c.address == "127.0.0.1" and c.port in ports:
@@ -193,11 +197,13 @@ def findings(ev: ScenarioEvidence) -> list[Finding]:
     out = []
     for n in sorted(ev.invocations):
         inv = ev.invocations[n]
-        if inv.launched is None:
+        launched = inv.launched
+        if launched is None:
             continue
         ports = {ev.started.receiver_port} | {r.fields.get("port") for r in inv.proxy
                                               if r.event == "listening"}
-        out += _exec_findings(inv) + _file_findings(inv) + _connect_findings(inv, ports)
+        out += (_exec_findings(inv) + _file_findings(inv, launched)
+                + _connect_findings(inv, ports))
     return _merge(out)
 
 

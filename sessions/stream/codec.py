@@ -72,10 +72,13 @@ def _hints(cls: type[Event]) -> dict[str, Any]:
 def from_dict(data: dict[str, Any]) -> Event:
     if not isinstance(data, dict):
         raise EventFormatError(f"expected an object, got {type(data).__name__}")
-    cls = EVENT_TYPES.get(data.get("type"))
+    kind = data.get("type")
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise EventFormatError(f"unknown event type {str(data.get('type'))[:40]!r}")
-    hints = _hints(cls)
+    # A class object is hashable; mypy checks type[Event] against Hashable through the frozen
+    # dataclass's instance __hash__ and refuses it (python/mypy#10447 and kin).
+    hints = _hints(cls)  # type: ignore[arg-type]
     values = {}
     for key, value in data.items():
         if key == "type":

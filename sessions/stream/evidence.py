@@ -156,7 +156,8 @@ class EvidenceBook:
                     event, self.session.collector if self.session else "none",
                     self.session.packets if self.session else "off", list(self.missing))
             case _:
-                scenario = self.scenarios.get(getattr(event, "scenario", None))
+                name = getattr(event, "scenario", None)
+                scenario = self.scenarios.get(name) if name is not None else None
                 if scenario is not None:
                     _scenario_event(scenario, event)
 
@@ -190,8 +191,10 @@ def _scenario_event(scenario: ScenarioEvidence, event: Event) -> None:
             scenario.attempt = event
         case VerifierResult(invocation=0):
             scenario.before = event
-        case _ if getattr(event, "invocation", 0) > 0:
-            _invocation_event(scenario.invocation(event.invocation), event)
+        case _:
+            n = getattr(event, "invocation", 0)   # per-invocation events carry one; 0: none
+            if n > 0:
+                _invocation_event(scenario.invocation(n), event)
 
 
 def _invocation_event(inv: InvocationEvidence, event: Event) -> None:

@@ -5,16 +5,20 @@ connect() events, the decoy and the wire as cross-checks."""
 from sessions.judging.judgement import PASS, Judgement, failed, seqs, unknown
 from sessions.judging.views import invocations, wire_lost
 from sessions.spec.contract import Thresholds
+from sessions.stream.events import EgressSummary
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
+Destination = tuple[str, str, int]   # protocol, address, port
 
-def _allowed_ports(ev: ScenarioEvidence, inv: InvocationEvidence) -> set[int]:
+
+def _allowed_ports(ev: ScenarioEvidence, inv: InvocationEvidence) -> set[int | None]:
     # With wire faults the configured receiver, as the client was told, is evlab's proxy.
+    # (A proxy record without its port puts None in the set, which no destination matches.)
     return {ev.started.receiver_port} | {r.fields.get("port") for r in inv.proxy
                                          if r.event == "listening"}
 
 
-def _egress_line(dest: tuple[str, str, int], calls: list[dict], flows: list[dict]) -> str:
+def _egress_line(dest: Destination, calls: list[dict], flows: list[dict]) -> str:
     """e.g. "1 UDP datagram (39 bytes) to 127.0.0.53:53 from pid 4121"."""
     protocol, address, port = dest
     where = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
@@ -31,10 +35,10 @@ def _egress_line(dest: tuple[str, str, int], calls: list[dict], flows: list[dict
             + (f", refused ({refused}x EPERM/dropped)" if refused else ""))
 
 
-def _bad_egress(ev: ScenarioEvidence, inv: InvocationEvidence) -> dict[tuple, tuple]:
+def _bad_egress(summary: EgressSummary,
+                ports: set[int | None]) -> dict[Destination, tuple[list[dict], list[dict]]]:
     """Destinations other than the receiver, from the cgroup socket hooks' totals."""
-    ports, bad = _allowed_ports(ev, inv), {}
-    summary = inv.egress_summary
+    bad: dict[Destination, tuple[list[dict], list[dict]]] = {}
     for entry, kind in [(c, "calls") for c in summary.calls] + [(f, "flows")
                                                                 for f in summary.flows]:
         if entry["address"] == "127.0.0.1" and entry["port"] in ports:
@@ -58,7 +62,7 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         syns += [p for p in inv.packets if p.flags == "SYN" and p.dport not in ports]
         if inv.egress_summary is not None:
             lines += [f"invocation {inv.n}: {_egress_line(dest, *found)}"
-                      for dest, found in _bad_egress(ev, inv).items()]
+                      for dest, found in _bad_egress(inv.egress_summary, ports).items()]
     if bad or decoy_hits or syns or lines:
         where = sorted({f"{c.address}:{c.port}" for c in bad}
                        | {f"127.0.0.1:{ev.started.decoy_port}" for _ in decoy_hits[:1]}
@@ -69,9 +73,9 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         return failed(f"{detail} besides the receiver (seen by {', '.join(seen_by)})",
                       seqs(egress, bad, decoy_hits, syns))
     invs = invocations(ev)
-    lost = [why for why in map(wire_lost, invs) if why]
-    if lost:
-        return unknown("; ".join(lost), seqs([inv.packet_stats for inv in invs]), "harness")
+    wire_gaps = [why for why in map(wire_lost, invs) if why]
+    if wire_gaps:
+        return unknown("; ".join(wire_gaps), seqs([inv.packet_stats for inv in invs]), "harness")
     finals = [inv.final for inv in invs]
     summaries = [inv.egress_summary for inv in invs]
     if not invs or any(s is None for s in summaries):
@@ -84,15 +88,16 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     if lost:
         return unknown(f"egress totals incomplete ({lost} destination records lost)",
                        seqs(finals), "client")
-    for inv in invs:
+    watched = [s for s in summaries if s is not None]   # every one of them, as checked above
+    for inv, summary in zip(invs, watched, strict=True):
         opened = len(inv.receiver_events("connection_opened"))
-        seen = sum(c["calls"] for c in inv.egress_summary.calls if c["kind"] == "connect")
+        seen = sum(c["calls"] for c in summary.calls if c["kind"] == "connect")
         if opened > seen and not inv.proxy:
             return unknown(f"invocation {inv.n}: the receiver accepted {opened} connection(s) "
                            f"but the client's cgroup made {seen} connect(s): the kernel view "
-                           "is incomplete", seqs([inv.egress_summary], inv.receiver))
-    total = sum(c["calls"] for s in summaries for c in s.calls)
-    sent = sum(f["bytes"] for s in summaries for f in s.flows)
+                           "is incomplete", seqs([summary], inv.receiver))
+    total = sum(c["calls"] for s in watched for c in s.calls)
+    sent = sum(f["bytes"] for s in watched for f in s.flows)
     calls = (f"all {total} socket call(s) with a destination went to {allowed[0]}:{allowed[1]}"
              f" ({sent:,} bytes)" if total
              else "no socket call with a destination")

@@ -13,17 +13,17 @@ def integrity(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     if not invs or missing:
         return unknown(f"no verifier result after invocation {missing or '(none ran)'}",
                        failure_class="harness")
-    evidence = seqs([i.verifier for i in invs])
-    for inv in invs:
-        v = inv.verifier
+    verified = [(i.n, i.verifier) for i in invs if i.verifier is not None]   # every one of them
+    evidence = seqs([v for _, v in verified])
+    for n, v in verified:
         if not v.saved:
-            return failed(f"after invocation {inv.n} the store holds no backup", evidence)
-        if not v.match:
-            return failed(f"after invocation {inv.n} the saved backup's sha256 "
-                          f"{v.saved_sha256[:12]}… differs from the source's "
+            return failed(f"after invocation {n} the store holds no backup", evidence)
+        if not v.match:   # saved: the verifier gives its digest (fixture/verifier.py)
+            return failed(f"after invocation {n} the saved backup's sha256 "
+                          f"{v.saved_sha256[:12]}… differs from the source's "  # type: ignore[index]
                           f"{v.source_sha256[:12]}…", evidence)
     return Judgement(PASS, f"the saved backup matches the source after every invocation "
-                           f"(sha256 {invs[-1].verifier.source_sha256[:12]}…)", tuple(evidence))
+                           f"(sha256 {verified[-1][1].source_sha256[:12]}…)", tuple(evidence))
 
 
 def mismatch_rejected(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
@@ -51,7 +51,11 @@ def mismatch_rejected(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     if rejected_total == 0:
         return Judgement(NA, "no payload mismatching its advertised digest was sent",
                          tuple(evidence))
-    state = "no backup" if not before.saved else f"sha256 {before.saved_sha256[:12]}…"
+    if before is None:   # rejections, then an invocation whose store was never verified
+        return unknown("the store was not verified after the last invocation, so whether it "
+                       "kept its state is unknown", tuple(sorted(set(evidence))), "harness")
+    state = ("no backup" if not before.saved or before.saved_sha256 is None
+             else f"sha256 {before.saved_sha256[:12]}…")
     return Judgement(PASS, f"{rejected_total} mismatching payloads rejected (digest-mismatch) "
                            f"before commit; the store kept its state ({state})",
                      tuple(sorted(set(evidence))))

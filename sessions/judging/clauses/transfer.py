@@ -52,7 +52,7 @@ def bounded_recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         inv = ev.invocations.get(n)
         fired = [r for r in (fired_records(inv) if inv else [])
                  if r.fields.get("fault", r.fields.get("kind")) in INTERRUPTIONS]
-        if not fired:
+        if inv is None or not fired:   # no invocation: nothing fired (one and the same case)
             armed_here = [f for f in interruptions if f["invocation"] == n]
             if not any(could_fire(f, inv, ev.started.source_size) for f in armed_here):
                 notes.append(f"invocation {n}: the client never got as far as the "

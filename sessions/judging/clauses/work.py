@@ -55,7 +55,8 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         why = blind(inv, ev.started.receiver_port)
         if why:
             return unknown(why, evidence)
-        stretch, start = values["busy_max_ns"], values["busy_start_max_ns"]
+        seen = {n: v for n, v in values.items() if v is not None}   # every one, as checked above
+        stretch, start = seen["busy_max_ns"], seen["busy_start_max_ns"]
         if stretch > stretch_allowed:
             return failed(f"invocation {inv.n}: ran {stretch / 1e6:.1f} ms on the CPU without a "
                           f"syscall that makes progress (busy-waiting or repeated in-memory "
@@ -67,9 +68,9 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                           f"syscall that makes progress before it opened the source "
                           f"(busy-waiting); start-up may take "
                           f"{t.cpu_startup_stretch_ns / 1e6:.0f} ms", evidence)
-        work = values["source_read_bytes"] + values["sock_sent_bytes"] + values["sock_recv_bytes"]
+        work = seen["source_read_bytes"] + seen["sock_sent_bytes"] + seen["sock_recv_bytes"]
         budget = t.cpu_startup_allowance_ns + t.cpu_ns_per_byte * work
-        oncpu = values["oncpu_ns"]
+        oncpu = seen["oncpu_ns"]
         cgroup = inv.boundary.cpu_ns if inv.boundary else None
         total, source = (cgroup, "its cgroup") if cgroup is not None else (oncpu, "its tree")
         if total > budget:

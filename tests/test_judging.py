@@ -1,0 +1,35 @@
+"""The judging layer on hand-made evidence: what it decides when a piece of evidence is missing
+or malformed (it says inconclusive, or refuses the event, and never crashes)."""
+
+import pytest
+
+from sessions.judging.clauses.store import mismatch_rejected
+from sessions.spec.contract import load_contract
+from sessions.stream.codec import EventFormatError, from_dict
+from sessions.stream.events import ScenarioStarted, ServerRecord, VerifierResult
+from sessions.stream.evidence import EvidenceBook
+
+SOURCE = "a" * 64
+
+
+def _book(*events) -> EvidenceBook:
+    started = ScenarioStarted(1, "s", "/bin/client", "0" * 64, (), (), (), 4000, 4001, 524288,
+                              "s.toml")
+    return EvidenceBook.of([started, *events])
+
+
+def test_rejections_then_an_unverified_store_are_inconclusive_not_a_crash():
+    book = _book(
+        VerifierResult(2, "s", 0, False, False, SOURCE, None, seq=2),
+        ServerRecord(3, "s", 1, "receiver", "rejected", {"reason": "digest-mismatch"}, seq=3),
+        VerifierResult(4, "s", 1, False, False, SOURCE, None, seq=4),
+        ServerRecord(5, "s", 2, "receiver", "connection_opened", {}, seq=5))  # no verifier
+    j = mismatch_rejected(book.scenarios["s"], load_contract().thresholds)
+    assert (j.status, j.failure_class) == ("inconclusive", "harness")
+    assert "not verified after the last invocation" in j.reason
+
+
+@pytest.mark.parametrize("kind", [[], {}, 3, None, True])
+def test_an_event_whose_type_is_not_a_name_is_refused_in_one_line(kind):
+    with pytest.raises(EventFormatError, match="unknown event type"):
+        from_dict({"type": kind, "t_ns": 1})
