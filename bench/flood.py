@@ -14,11 +14,13 @@ import asyncio
 import os
 import threading
 import time
+from pathlib import Path
 
 from bench.measure import median, say
 from sessions.stream.events import PacketSeen, ScenarioStarted, SessionStarted
 from sessions.stream.stream import EventStream
 from tui.model import DashboardModel
+from tui.source import Source
 
 RATE = 50_000
 KEYS = 20
@@ -28,13 +30,11 @@ KEY_TIMEOUT_S = 10.0
 
 
 def press_like_a_terminal(app, key: str) -> None:
-    """Send a key as the terminal driver does. (Pilot.press also waits for the process to go
-    idle, up to 2 s, which never happens under a flood: not what is measured.)"""
+    """Post a key to the app as the terminal driver does. (Pilot.press also waits for the
+    process to go idle, up to 2 s, which never happens under a flood: not what is measured.)"""
     from textual import events  # the bench's other sections need no Textual
 
-    event = events.Key(key, key)
-    event.set_sender(app)
-    app._driver.send_message(event)
+    app.post_message(events.Key(key, key))
 
 
 def scenario_key(app) -> str:
@@ -42,47 +42,55 @@ def scenario_key(app) -> str:
     return "j" if app.selected != "flood-c" else "k"
 
 
-class FloodSource:
+class FloodSource(Source):
     """A synthetic source: RATE events per second into the model, for as long as it runs."""
 
     mode = "synthetic"
 
     def __init__(self, rate: int = RATE):
         self.rate = rate
-        self.scenario_ids = ["flood-a", "flood-b", "flood-c"]
-        self.model = DashboardModel(self.scenario_ids)
-        self.stream = EventStream([self.model])
+        self._ids = ("flood-a", "flood-b", "flood-c")
+        self._model = DashboardModel(self._ids)
+        self.stream = EventStream([self._model])
         self.published = 0
         self._stop = threading.Event()
 
-    def _flood(self) -> None:
+    @property
+    def scenario_ids(self) -> tuple[str, ...]:
+        return self._ids
+
+    @property
+    def model(self) -> DashboardModel:
+        return self._model
+
+    @property
+    def position_text(self) -> str:
+        return f"{self.published:,} events"
+
+    def serve(self) -> None:
         self.stream.publish(SessionStarted(0, wall_ns=0, evlab_version="bench", kernel="k",
                                            collector="none", packets="on",
-                                           contract_version="1",
-                                           scenarios=tuple(self.scenario_ids)))
-        for sid in self.scenario_ids:
+                                           contract_version="1", scenarios=self._ids))
+        for sid in self._ids:
             self.stream.publish(ScenarioStarted(1, sid, "/x", "0" * 64, (), (), {}, 1, 2, 1, ""))
         started = time.monotonic()
         while not self._stop.is_set():
             due = int((time.monotonic() - started) * self.rate) - self.published
             for i in range(max(0, due)):
-                sid = self.scenario_ids[i % 3]
+                sid = self._ids[i % 3]
                 self.stream.publish(PacketSeen(time.monotonic_ns(), sid, 1, "127.0.0.1",
                                                40000, "127.0.0.1", 1, "PSH,ACK", i % 1500))
             self.published += max(0, due)
             time.sleep(0.001)
 
-    def start(self, app) -> None:
-        app.run_worker(self._flood, thread=True, name="flood")
+    def run(self, ids) -> None:
+        return None  # nothing to run: the flood is all there is
 
-    def run(self, ids, app): pass
-    def toggle_play(self): return False
-    def step(self, d): return False
-    def scale_speed(self, f): return False
-    def position_text(self): return f"{self.published:,} events"
-    def export(self, path): return path
-    def stop(self): self._stop.set()
-    def wait_stopped(self, timeout=5): return True
+    def export(self, path: Path) -> Path:
+        return path
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 async def _measure(keys: int, rate: int) -> dict:
@@ -92,7 +100,7 @@ async def _measure(keys: int, rate: int) -> dict:
     source = FloodSource(rate)
     app = EvlabApp(source)
     frames: list[tuple[float, str]] = []
-    display = app._display
+    display = app._display  # Textual has no public hook for "a frame was composed"
 
     def recording_display(screen, renderable):
         if renderable is not None:

@@ -16,7 +16,8 @@ from tests.leftovers import owned_dirs, wait_gone
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed"),
-              pytest.mark.skipif(os.geteuid() != 0, reason="the live lab needs root")]
+              pytest.mark.root(reason="the live lab needs root"), pytest.mark.slow,
+              pytest.mark.live]
 
 
 def tmux(*args: str, socket: str) -> str:

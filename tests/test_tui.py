@@ -4,7 +4,6 @@ synthetic 50,000 events/s stream."""
 
 import asyncio
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -18,12 +17,19 @@ from sessions.lab.runner import Options
 from sessions.output.archive import load_archive
 from sessions.spec.client_spec import from_command
 from sessions.spec.scenario import GRADE_DIR, load_dir
-from tui.app import EvidenceScreen, EvlabApp, GradeScreen, HelpScreen
+from sessions.stream.events import ClientLaunched, ProcessMetrics, ScenarioStarted
+from sessions.stream.stream import EventStream
+from tui.app import EvlabApp
+from tui.grade import GradeScreen
+from tui.messages import EvidenceRequested, RunRequested, ScenarioSelected
+from tui.model import DashboardModel
+from tui.screens import EvidenceScreen, HelpScreen
+from tui.source import Source
 from tui.sources import LiveSource, ReplaySource
 
 DATA = Path(__file__).parent / "data" / "session.tar.gz"  # baseline, corrupt-upload, retry
 ROOT = Path(__file__).resolve().parent.parent
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the live lab needs root for BCC")
+root_only = pytest.mark.root(reason="the live lab needs root for BCC")
 
 
 def cell(app, table_id: str, row: str, column: int) -> str:
@@ -45,6 +51,8 @@ def replay_app(playing=False) -> EvlabApp:
 
 # --- live, with the real lab -------------------------------------------------------------
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 async def test_live_dashboard_keys_and_verdicts_match_headless(tmp_path, built_clients,
                                                                monkeypatch):
@@ -175,11 +183,13 @@ def test_snapshot_after_completion(snap_compare):
     assert snap_compare(replay_app(), terminal_size=(120, 40), run_before=to_end)
 
 
+@pytest.mark.slow
 def test_snapshot_small_terminal_collapses(snap_compare):
     assert snap_compare(replay_app(), terminal_size=(80, 24),
                         run_before=lambda pilot: _step_to(pilot, 40))
 
 
+@pytest.mark.slow
 def test_snapshot_evidence_screen(snap_compare):
     async def open_evidence(pilot):
         await _step_to(pilot, 40)
@@ -188,8 +198,85 @@ def test_snapshot_evidence_screen(snap_compare):
     assert snap_compare(replay_app(), terminal_size=(120, 40), run_before=open_evidence)
 
 
+# --- panels: data down, messages up -----------------------------------------------------
+
+def posted(messages, kind) -> list:
+    """Each message of a kind once (the hook sees it again at every widget it bubbles to)."""
+    return list(dict.fromkeys(m for m in messages if isinstance(m, kind)))
+
+
+@pytest.mark.slow
+async def test_enter_on_a_verdict_posts_its_evidence_and_the_screen_shows_those_events():
+    messages = []
+    app = replay_app()
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await _step_to(pilot, 40)  # retry judged
+        assert app.selected == "retry"
+        app.query_one("#verdicts", DataTable).focus()
+        await pilot.press("enter")  # the first clause: integrity
+        await pilot.pause(0.3)
+        [request] = posted(messages, EvidenceRequested)
+        verdict = dict(app.source.model.verdict_rows("retry"))["integrity"]
+        assert (request.scenario, request.clause) == ("retry", "integrity")
+        assert request.seqs == verdict.evidence and request.seqs
+        assert isinstance(app.screen, EvidenceScreen)
+        assert "retry · integrity: ✓ pass" in app.screen.title_text
+        shown = list(app.screen.query_one("#evidence-log").lines)
+        assert [line.split()[0] for line in shown] == [f"#{seq}" for seq in request.seqs]
+        assert all("VerifierResult" in line for line in shown)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, EvidenceScreen)
+
+
+async def test_the_scenario_list_posts_the_selection_and_runs():
+    messages = []
+    app = replay_app()
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        await pilot.press("j")
+        await pilot.pause(0.2)
+        assert "corrupt-upload" in [m.scenario for m in posted(messages, ScenarioSelected)]
+        assert app.selected == "corrupt-upload" and not app.follow_running
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert [m.scenarios for m in posted(messages, RunRequested)] == [("corrupt-upload",)]
+        await pilot.press("a")
+        await pilot.pause(0.2)
+        assert posted(messages, RunRequested)[-1].scenarios == app.source.scenario_ids
+
+
+async def test_the_counters_show_the_clients_process_metrics():
+    app = replay_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _step_to(pilot, 3)  # baseline: invocation 1 verified, 2 not started
+        assert cell(app, "#counters", "client RSS · CPU", 1) == "1.6 MiB 0%"
+        assert cell(app, "#counters", "client RSS · CPU", 2) == ""  # not started yet
+
+
+def test_client_cpu_percent_is_over_the_last_sampling_interval():
+    model = DashboardModel(["s"])
+    stream = EventStream([model])
+    stream.publish(ScenarioStarted(0, "s", "/c", "0" * 64, (), (), (), 1, 2, 1, ""))
+    stream.publish(ClientLaunched(1_000_000_000, "s", 1, 42, ("/c",), "/", "/src"))
+    for t_s, cpu_s in ((1.5, 0.25), (2.0, 0.5)):
+        stream.publish(ProcessMetrics(int(t_s * 1e9), "s", 1, "client", 42, cpu_s, 2**21, 3,
+                                      4, 0))
+        figures = model.snapshot_scenario("s").invocations[1]
+        assert figures.client.rss_bytes == 2**21
+        assert figures.client_cpu_percent == 50.0  # from launch, then since the last sample
+    assert model.snapshot_scenario("s").invocations.get(2) is None
+
+
+def test_every_source_implements_the_protocol_and_is_only_read():
+    for source in (FloodSource(), ReplaySource(load_archive(DATA), DATA, playing=False)):
+        assert isinstance(source, Source)
+        assert isinstance(source.scenario_ids, tuple)  # the UI cannot write into it
+        assert source.problem is None
+        assert isinstance(source.model, DashboardModel)
+
+
 # --- responsiveness under a flood --------------------------------------------------------
 
+@pytest.mark.slow
 async def test_keys_are_handled_under_an_event_flood():
     # Liveness, not speed: every key is handled while tens of thousands of events per second
     # arrive, and the panes stay bounded. The latency figure is `make bench`'s (a ratio-free
@@ -213,6 +300,7 @@ async def test_keys_are_handled_under_an_event_flood():
     assert len(source.model.snapshot_scenario("flood-a").packets) <= 500  # panes stay bounded
 
 
+@pytest.mark.live
 async def test_degraded_mode_says_what_is_missing(tmp_path, built_clients, monkeypatch):
     monkeypatch.chdir(tmp_path)
     chosen = [s for s in load_dir() if s.id == "baseline"]
@@ -236,6 +324,7 @@ async def test_degraded_mode_says_what_is_missing(tmp_path, built_clients, monke
         assert source.wait_stopped()
 
 
+@pytest.mark.slow
 async def test_new_lines_are_appended_not_redrawn():
     """While the same scenario is shown, new pane lines are appended: the panes are not
     cleared and rewritten on every change (a user who scrolled up keeps their place)."""
@@ -258,6 +347,8 @@ async def test_new_lines_are_appended_not_redrawn():
 
 # --- grading -------------------------------------------------------------------------------
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 async def test_grade_view_shows_attempts_metrics_and_risks(tmp_path):
     client = ROOT / "tests" / "clients" / "backup_client.py"

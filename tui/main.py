@@ -6,12 +6,16 @@ goes to sessions.cli, which never imports Textual, so headless use costs nothing
 """
 
 import sys
+from typing import TYPE_CHECKING
 
 from sessions import cli
 from sessions.lab.runner import Options
 from sessions.output.archive import ArchiveError, load_archive
 from sessions.spec.client_spec import ClientSpecError
 from sessions.spec.scenario import GRADE_DIR, ScenarioError, load_dir
+
+if TYPE_CHECKING:
+    from tui.source import Source
 
 
 def _say(text: str) -> None:
@@ -21,7 +25,7 @@ def _say(text: str) -> None:
         pass  # the terminal is gone (closed window): keep cleaning up regardless
 
 
-def _dashboard(source) -> int:
+def _dashboard(source: "Source") -> int:
     from tui.app import EvlabApp  # Textual is imported only here
 
     app = EvlabApp(source)

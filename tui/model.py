@@ -1,314 +1,281 @@
-"""What the dashboard shows, as plain data: a stream consumer that keeps bounded panes.
+"""What the dashboard shows: the session's EvidenceBook, which keeps every fact (verdicts, gates,
+risks, attempt outcomes, counters, exits, claims, the verifier, the sandbox, missing
+capabilities, the grade), plus the view's own state: the panes' lines, the transfer rates, the
+client's latest process metrics, and the order of the scenarios (queued ones too).
 
-The stream delivers on the lab's worker thread; the dashboard reads on its own timer. Every
+The stream delivers on the lab's worker thread; the dashboard reads on its own timer. The model
+feeds the book under its lock, so a read under the same lock sees one consistent book. Every
 change bumps `version`, so the UI redraws at its own pace (coalescing any burst) and only when
 something changed. No Textual here: the model is tested (and replayed) on its own.
 """
 
+import itertools
 import threading
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sessions.judging.gates import GATES
-from sessions.judging.grading import overall_metrics, scenario_metrics
+from sessions.judging.metrics import overall_metrics, scenario_metrics
 from sessions.spec.contract import CLAUSE_IDS
 from sessions.stream.events import (
-    AttemptJudged,
     CapabilityMissing,
-    ClientClaim,
-    ClientExited,
-    ConnectObserved,
     CounterSample,
-    EgressObserved,
     Event,
     GateResult,
     GradeStarted,
-    PacketSeen,
-    PacketStats,
     PhaseChanged,
     ProcessMetrics,
-    ProcessObserved,
-    RiskFinding,
-    RiskScan,
     SandboxSet,
-    ScenarioJudged,
     ScenarioStarted,
     ServerRecord,
-    SessionEnded,
     SessionStarted,
     Verdict,
-    VerifierResult,
 )
+from sessions.stream.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
+from tui.lines import CLAIMS, PACKETS, PANES, RECEIVER, pane_line
 
 PANE_LINES = 500          # each scrolling pane keeps this many lines
 RATE_POINTS = 60          # sparkline history
-EVIDENCE_KEEP = 50_000    # events kept for "evidence on demand", oldest dropped first
-# Kinds too numerous to keep for evidence lookup; verdicts cite their final samples instead.
-_BULK = (PacketSeen, ProcessMetrics)
+_generations = itertools.count(1)
 
 
 @dataclass
-class InvocationView:
-    counters: dict[str, int] = field(default_factory=dict)
-    functions: dict[str, int] = field(default_factory=dict)
-    unobserved: tuple[str, ...] = ()
-    receiver_payload: int = 0
-    packets: int = 0
-    final: bool = False
+class _ScenarioPanes:
+    """One scenario's view state; a (re)run starts it afresh."""
 
-
-@dataclass
-class ScenarioView:
-    id: str
-    status: str = "queued"    # queued, running, detected, missed, inconclusive
-    phase: str = ""
-    invocation: int = 0
-    expected_failures: tuple[str, ...] = ()
-    client: str = ""
-    receiver_port: int = 0
-    noise: tuple[str, ...] = ()
-    faults_armed: int = 0
-    faults_fired: int = 0
-    invocations: dict[int, InvocationView] = field(default_factory=dict)
+    lines: dict[str, deque] = field(
+        default_factory=lambda: {p: deque(maxlen=PANE_LINES) for p in PANES})
     rates: deque = field(default_factory=lambda: deque(maxlen=RATE_POINTS))
-    verdicts: dict[str, Verdict] = field(default_factory=dict)
-    judged_detail: str = ""
-    packets: deque = field(default_factory=lambda: deque(maxlen=PANE_LINES))
-    receiver: deque = field(default_factory=lambda: deque(maxlen=PANE_LINES))
-    claims: deque = field(default_factory=lambda: deque(maxlen=PANE_LINES))
-    _last_bytes: int = 0
-    # grading attempts (`evlab grade`)
-    base: str = ""
-    attempt: int = 0
-    gates: dict[str, GateResult] = field(default_factory=dict)
-    risks: list[RiskFinding] = field(default_factory=list)
-    risk_scan: RiskScan | None = None
-    outcome: AttemptJudged | None = None
+    moved: int = 0            # bytes moved at the last sample: a rate is the difference
+    invocation: int = 0       # the invocation of the latest phase
+    faults_fired: int = 0     # counted here: the book keeps no records outside an invocation
+    # the client's two latest ProcessMetrics per invocation (CPU % is their difference)
+    client: dict[int, tuple[ProcessMetrics | None, ProcessMetrics]] = field(default_factory=dict)
 
-    def inv(self, n: int) -> InvocationView:
-        return self.invocations.setdefault(n, InvocationView())
+    def note_sample(self, sample: CounterSample) -> None:
+        moved = (sample.counters.get("source_read_bytes", 0)
+                 + sample.counters.get("sock_sent_bytes", 0))
+        if not sample.final:
+            self.rates.append(max(0, moved - self.moved))
+        self.moved = 0 if sample.final else moved
+
+    def note_metrics(self, metrics: ProcessMetrics) -> None:
+        previous = self.client.get(metrics.invocation, (None, None))[1]
+        self.client[metrics.invocation] = (previous, metrics)
+
+
+@dataclass(frozen=True)
+class InvocationFigures:
+    """One invocation's counters as the counters panel shows them."""
+
+    sample: CounterSample | None          # the latest
+    receiver_payload: int
+    packets: int
+    client: ProcessMetrics | None         # the client's latest process metrics
+    client_cpu_percent: float | None
+
+    def counter(self, name: str) -> int | None:
+        return None if self.sample is None else self.sample.counters.get(name)
+
+    def function(self, name: str) -> int | None:
+        return None if self.sample is None else self.sample.functions.get(name)
+
+
+@dataclass(frozen=True, eq=False)  # compared by identity: each draw takes a new one
+class ScenarioView:
+    """One scenario as the panels draw it: a copy, safe to read on the UI thread."""
+
+    id: str
+    generation: int           # the model it came from (a replay stepped back makes a new one)
+    status: str               # queued, running, detected, missed, inconclusive; or an outcome
+    phase: str
+    invocation: int
+    expected_failures: tuple[str, ...]
+    judged_detail: str
+    invocations: dict[int, InvocationFigures]
+    rows: tuple[tuple[str, Verdict | GateResult | None], ...]   # clauses (and gates)
+    rates: tuple[int, ...]
+    packets: tuple[tuple[int, str], ...]     # (seq, line)
+    receiver: tuple[tuple[int, str], ...]
+    claims: tuple[tuple[int, str], ...]
+
+
+@dataclass(frozen=True)
+class SessionFacts:
+    """What the status line and the banner say about the whole session."""
+
+    collector: str = "…"
+    packets_mode: str = "…"
+    sandbox: SandboxSet | None = None
+    missing: tuple[CapabilityMissing, ...] = ()
+    lost_events: int = 0
+    overhead: dict = field(default_factory=dict)
+
+
+def status_of(ev: ScenarioEvidence | None) -> str:
+    """A scenario's status: queued until it starts; an attempt's status is its outcome."""
+    if ev is None:
+        return "queued"
+    if ev.attempt is not None:
+        return ("invalid" if not ev.attempt.valid
+                else "success" if ev.attempt.success else "failed")
+    if ev.judged is not None and ev.judged.instrument_check != "graded":
+        return ev.judged.instrument_check
+    return "running"
+
+
+def verdict_rows(ev: ScenarioEvidence | None) -> list[tuple[str, Verdict | GateResult | None]]:
+    """The contract's clauses; for a grading attempt, its lifecycle gates too."""
+    verdicts = {v.clause: v for v in ev.verdicts} if ev else {}
+    rows = [(c, verdicts.get(c)) for c in CLAUSE_IDS]
+    if ev is not None and ev.started.attempt:
+        gates = {g.gate: g for g in ev.gates}
+        rows += [(f"gate {g}", gates.get(g)) for g in GATES]
+    return rows
 
 
 class DashboardModel:
-    def __init__(self, scenario_ids: list[str] = ()):
-        self._lock = threading.Lock()
+    def __init__(self, scenario_ids: Iterable[str] = (), book: EvidenceBook | None = None):
+        self.book = book if book is not None else EvidenceBook()
+        self.generation = next(_generations)
         self.version = 0
-        self.scenarios: dict[str, ScenarioView] = {s: ScenarioView(s) for s in scenario_ids}
-        self.collector = "…"
-        self.packets_mode = "…"
-        self.missing: list[CapabilityMissing] = []
-        self.sandbox: SandboxSet | None = None
-        self.overhead: dict = {}
-        self.lost_events = 0
-        self.ended: SessionEnded | None = None
-        self.session_t0 = 0
-        self.grade: GradeStarted | None = None
-        self.last_t_ns = 0
-        self.events_seen = 0
-        self._evidence: dict[int, Event] = {}
-        self._evidence_order: deque[int] = deque()
+        self._lock = threading.Lock()
+        self._panes: dict[str, _ScenarioPanes] = {s: _ScenarioPanes() for s in scenario_ids}
 
-    # --- consuming (any thread) ---------------------------------------------------------
+    # --- consuming (the stream's thread) -------------------------------------------------
     def __call__(self, event: Event) -> None:
         with self._lock:
-            self.events_seen += 1
-            self.last_t_ns = max(self.last_t_ns, event.t_ns)
-            if not isinstance(event, _BULK) or (isinstance(event, PacketSeen)
-                                                and "SYN" in event.flags):
-                self._remember(event)
-            self._apply(event)
+            if not self.book.events or self.book.events[-1] is not event:
+                self.book.consume(event)  # unless a consumer before this one fed it already
+            self._note(event)
             self.version += 1
 
-    def _remember(self, event: Event) -> None:
-        self._evidence[event.seq] = event
-        self._evidence_order.append(event.seq)
-        if len(self._evidence_order) > EVIDENCE_KEEP:
-            self._evidence.pop(self._evidence_order.popleft(), None)
-
-    def _apply(self, event: Event) -> None:
+    def _note(self, event: Event) -> None:
         match event:
             case SessionStarted():
-                self.collector, self.packets_mode = event.collector, event.packets
-                self.session_t0 = event.t_ns
                 for sid in event.scenarios:
-                    self.scenarios.setdefault(sid, ScenarioView(sid))
-                return
-            case CapabilityMissing():
-                self.missing.append(event)
-                return
-            case SandboxSet():
-                self.sandbox = event
-                return
-            case SessionEnded():
-                self.ended = event
-                return
-            case GradeStarted():
-                self.grade = event
+                    self._panes.setdefault(sid, _ScenarioPanes())
                 return
             case ScenarioStarted():
-                view = ScenarioView(event.scenario, status="running",
-                                    expected_failures=event.expected_failures,
-                                    client=event.client_path, receiver_port=event.receiver_port,
-                                    noise=tuple(event.noise), faults_armed=len(event.faults),
-                                    base=event.base, attempt=event.attempt)
-                self.scenarios[event.scenario] = view
+                self._panes[event.scenario] = _ScenarioPanes()
                 return
-        view = self.scenarios.get(getattr(event, "scenario", None))
-        if view is not None:
-            self._apply_scenario(view, event)
-
-    def _apply_scenario(self, view: ScenarioView, event: Event) -> None:
+        panes = self._panes.get(getattr(event, "scenario", None))
+        if panes is None:
+            return
         match event:
-            case PhaseChanged():
-                view.phase = event.phase
-                if event.invocation:
-                    view.invocation = event.invocation
+            case PhaseChanged(invocation=n) if n:
+                panes.invocation = n
             case CounterSample():
-                inv = view.inv(event.invocation)
-                inv.counters, inv.functions = event.counters, event.functions
-                inv.unobserved, inv.final = event.unobserved, event.final
-                self.lost_events = max(self.lost_events, event.counters.get("lost_events", 0))
-                if event.overhead:
-                    self.overhead = event.overhead
-                moved = (event.counters.get("source_read_bytes", 0)
-                         + event.counters.get("sock_sent_bytes", 0))
-                if not event.final:
-                    view.rates.append(max(0, moved - view._last_bytes))
-                view._last_bytes = 0 if event.final else moved
-            case PacketSeen():
-                view.inv(event.invocation).packets += 1
-                view.packets.append((event.seq, f"{_ms(self, event)} {_end(event.src, event.sport)}"
-                                     f"→{_end(event.dst, event.dport)} {event.flags} "
-                                     f"{event.payload_len}"))
-            case ServerRecord():
-                if event.event == "fault_fired":
-                    view.faults_fired += 1
-                if event.server == "receiver" and event.event == "connection_closed":
-                    view.inv(event.invocation).receiver_payload += event.fields.get(
-                        "payload_bytes", 0)
-                if event.event != "payload_progress":
-                    detail = " ".join(f"{k}={v}" for k, v in event.fields.items()
-                                      if k in ("conn", "reason", "answer", "length",
-                                               "payload_bytes", "peer_port", "port", "bytes"))
-                    view.receiver.append((event.seq, f"{_ms(self, event)} {event.server} "
-                                                     f"{event.event} {detail}".rstrip()))
-            case ConnectObserved():
-                view.receiver.append((event.seq, f"{_ms(self, event)} kernel connect "
-                                                 f"{event.address}:{event.port} → {event.result}"))
-            case EgressObserved():
-                view.receiver.append((event.seq, f"{_ms(self, event)} socket {event.kind} "
-                                                 f"{event.protocol} {event.address}:{event.port}"
-                                                 f" pid {event.pid}"
-                                                 + (" REFUSED" if event.refused else "")))
-            case ProcessObserved():
-                view.claims.append((event.seq, f"{_ms(self, event)} kernel {event.kind} "
-                                               f"pid {event.pid}"))
-            case ClientClaim():
-                text = " ".join(f"{k}={v}" for k, v in event.claim.items())
-                view.claims.append((event.seq, f"{_ms(self, event)} inv {event.invocation} "
-                                               f"claim {text}"))
-            case ClientExited():
-                view.claims.append((event.seq, f"{_ms(self, event)} inv {event.invocation} exit "
-                                               f"{event.exit_code}"
-                                               + (" (timed out, killed)" if event.timed_out
-                                                  else "")))
-            case VerifierResult() if event.invocation:
-                view.claims.append((event.seq, f"{_ms(self, event)} verifier saved={event.saved} "
-                                               f"match={event.match}"))
-            case PacketStats():
-                pass
-            case Verdict():
-                view.verdicts[event.clause] = event
-            case GateResult():
-                view.gates[event.gate] = event
-            case RiskFinding():
-                view.risks.append(event)
-                view.claims.append((event.seq, f"{_ms(self, event)} RISK {event.severity} "
-                                               f"{event.kind}: {event.detail}"))
-            case RiskScan():
-                view.risk_scan = event
-            case AttemptJudged():
-                view.outcome = event
-                view.status = ("invalid" if not event.valid
-                               else "success" if event.success else "failed")
-            case ScenarioJudged():
-                if event.instrument_check != "graded":  # an attempt's status is its outcome
-                    view.status = event.instrument_check
-                view.judged_detail = event.detail
+                panes.note_sample(event)
+            case ProcessMetrics(role="client"):
+                panes.note_metrics(event)
+            case ServerRecord(event="fault_fired"):
+                panes.faults_fired += 1
+        line = pane_line(event, self.session_t0)
+        if line is not None:
+            panes.lines[line[0]].append((event.seq, line[1]))
 
-    # --- reading (UI thread) ------------------------------------------------------------
+    # --- reading (UI thread) -------------------------------------------------------------
+    @property
+    def grade(self) -> GradeStarted | None:
+        return self.book.grade
+
+    @property
+    def session_t0(self) -> int:
+        session = self.book.session
+        return session.t_ns if session else 0
+
     def snapshot_scenario(self, sid: str) -> ScenarioView | None:
         with self._lock:
-            view = self.scenarios.get(sid)
-            if view is None:
+            panes = self._panes.get(sid)
+            if panes is None:
                 return None
-            copy = ScenarioView(view.id, view.status, view.phase, view.invocation,
-                                view.expected_failures, view.client, view.receiver_port,
-                                view.noise, view.faults_armed, view.faults_fired,
-                                {n: InvocationView(dict(i.counters), dict(i.functions),
-                                                   i.unobserved, i.receiver_payload, i.packets,
-                                                   i.final)
-                                 for n, i in view.invocations.items()},
-                                deque(view.rates, maxlen=RATE_POINTS), dict(view.verdicts),
-                                view.judged_detail)
-            copy.packets.extend(view.packets)
-            copy.receiver.extend(view.receiver)
-            copy.claims.extend(view.claims)
-            return copy
+            ev = self.book.scenarios.get(sid)
+            invocations = ({n: _figures(inv, panes) for n, inv in ev.invocations.items()}
+                           if ev else {})
+            return ScenarioView(
+                sid, self.generation, status_of(ev), ev.phase if ev else "", panes.invocation,
+                ev.started.expected_failures if ev else (),
+                ev.judged.detail if ev and ev.judged else "", invocations,
+                tuple(verdict_rows(ev)), tuple(panes.rates), tuple(panes.lines[PACKETS]),
+                tuple(panes.lines[RECEIVER]), tuple(panes.lines[CLAIMS]))
 
     def conditions(self, sid: str) -> tuple[tuple[str, ...], int, int] | None:
         """(noise kinds, faults armed, faults fired) of a started scenario, without copying
         its panes: the status line asks for this on every tick."""
         with self._lock:
-            view = self.scenarios.get(sid)
-            if view is None or view.status == "queued":
+            ev, panes = self.book.scenarios.get(sid), self._panes.get(sid)
+            if ev is None or panes is None:
                 return None
-            return view.noise, view.faults_armed, view.faults_fired
+            return tuple(ev.started.noise), len(ev.started.faults), panes.faults_fired
 
     def statuses(self) -> list[tuple[str, str]]:
         with self._lock:
-            return [(sid, v.status) for sid, v in self.scenarios.items()]
+            return [(sid, status_of(self.book.scenarios.get(sid))) for sid in self._panes]
 
-    def evidence(self, seqs) -> list[Event]:
+    def session_facts(self) -> SessionFacts:
         with self._lock:
-            return [self._evidence[s] for s in seqs if s in self._evidence]
+            book = self.book
+            samples = [inv.latest for ev in book.scenarios.values()
+                       for inv in ev.invocations.values() if inv.latest is not None]
+            costed = [s for s in samples if s.overhead]
+            return SessionFacts(
+                book.session.collector if book.session else "…",
+                book.session.packets if book.session else "…", book.sandbox,
+                tuple(book.missing),
+                max((s.counters.get("lost_events", 0) for s in samples), default=0),
+                max(costed, key=lambda s: s.seq).overhead if costed else {})
+
+    def evidence(self, seqs: Iterable[int]) -> list[Event]:
+        with self._lock:
+            return [self.book.by_seq[s] for s in seqs if s in self.book.by_seq]
 
     def verdict_rows(self, sid: str) -> list[tuple[str, Verdict | GateResult | None]]:
-        """The contract's clauses; for a grading attempt, its lifecycle gates too."""
         with self._lock:
-            view = self.scenarios.get(sid)
-            rows = [(c, view.verdicts.get(c) if view else None) for c in CLAUSE_IDS]
-            if view is not None and view.attempt:
-                rows += [(f"gate {g}", view.gates.get(g)) for g in GATES]
-            return rows
+            return verdict_rows(self.book.scenarios.get(sid))
 
     def grade_summary(self) -> dict | None:
-        """What the grade view shows: identity, per scenario its attempts' outcomes (None while
-        not judged) and metrics, overall metrics, risk findings."""
+        """What the grade view shows: identity, per scenario its attempts' statuses and
+        metrics, overall metrics, risk findings and the scans that could not see everything."""
         with self._lock:
-            if self.grade is None:
+            grade = self.book.grade
+            if grade is None:
                 return None
-            by_base: dict[str, list[ScenarioView]] = {b: [] for b in self.grade.scenarios}
-            for view in self.scenarios.values():
-                if view.base:
-                    by_base.setdefault(view.base, []).append(view)
-            judged = {b: [v.outcome for v in views if v.outcome] for b, views in by_base.items()}
+            by_base: dict[str, list[ScenarioEvidence]] = {b: [] for b in grade.scenarios}
+            for ev in self.book.scenarios.values():
+                if ev.started.base:
+                    by_base.setdefault(ev.started.base, []).append(ev)
+            judged = {b: [ev.attempt for ev in evs if ev.attempt] for b, evs in by_base.items()}
+            attempts = [ev for evs in by_base.values() for ev in evs]
             return {
-                "grade": self.grade,
-                "attempts": {b: [(v.id, v.status) for v in views]
-                             for b, views in by_base.items()},
+                "grade": grade,
+                "attempts": {b: [(ev.id, status_of(ev)) for ev in evs]
+                             for b, evs in by_base.items()},
                 "metrics": {b: scenario_metrics(j) for b, j in judged.items()},
                 "overall": overall_metrics(judged),
-                "risks": [(v.id, r) for views in by_base.values() for v in views
-                          for r in v.risks],
-                "blind": [(v.id, v.risk_scan.detail) for views in by_base.values()
-                          for v in views if v.risk_scan and not v.risk_scan.complete],
+                "risks": [(ev.id, r) for ev in attempts for r in ev.risks],
+                "blind": [(ev.id, ev.risk_scan.detail) for ev in attempts
+                          if ev.risk_scan and not ev.risk_scan.complete],
             }
 
 
-def _end(address: str, port: int) -> str:
-    return f":{port}" if address in ("127.0.0.1", "::1") else f"{address}:{port}"
+def _figures(inv: InvocationEvidence, panes: _ScenarioPanes) -> InvocationFigures:
+    previous, client = panes.client.get(inv.n, (None, None))
+    return InvocationFigures(inv.latest, inv.payload_bytes, len(inv.packets), client,
+                             _cpu_percent(previous, client, inv))
 
 
-def _ms(model: DashboardModel, event: Event) -> str:
-    return f"{(event.t_ns - model.session_t0) / 1e9:8.3f}s"
+def _cpu_percent(previous: ProcessMetrics | None, latest: ProcessMetrics | None,
+                 inv: InvocationEvidence) -> float | None:
+    """The client's CPU over the last sampling interval (from its launch, for the first)."""
+    if latest is None:
+        return None
+    if previous is not None:
+        cpu_s, since_ns = latest.cpu_s - previous.cpu_s, previous.t_ns
+    elif inv.launched is not None:
+        cpu_s, since_ns = latest.cpu_s, inv.launched.t_ns
+    else:
+        return None
+    wall_s = (latest.t_ns - since_ns) / 1e9
+    return 100 * max(0.0, cpu_s) / wall_s if wall_s > 0 else None

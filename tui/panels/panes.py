@@ -1,0 +1,63 @@
+"""The three scrolling panes: packets, receiver & kernel events, client claims & exits.
+
+While the same scenario is shown (same model, same filter), new lines are appended; a user who
+scrolled up keeps their place. Another scenario, a new model (a replay stepped back) or another
+filter draws them afresh."""
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.reactive import reactive
+
+from tui.follow_log import FollowLog
+from tui.lines import CLAIMS, PACKETS, RECEIVER
+from tui.model import ScenarioView
+
+PANE_BURST = 200  # lines a pane takes per redraw
+TITLES = {PACKETS: "packets", RECEIVER: "receiver & kernel events",
+          CLAIMS: "client claims & exits"}
+
+
+class PanesPanel(Horizontal):
+    view: reactive[ScenarioView | None] = reactive(None, init=False)
+    # applied with the next view (a paused dashboard draws nothing new)
+    filter_text = reactive("", init=False, repaint=False)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._drawn: tuple = ()
+
+    def compose(self) -> ComposeResult:
+        for pane in TITLES:
+            yield FollowLog(id=pane)
+
+    def on_mount(self) -> None:
+        for pane, title in TITLES.items():
+            self.query_one(f"#{pane}").border_title = title
+
+    def watch_view(self, view: ScenarioView | None) -> None:
+        if view is None:
+            return
+        key = (view.generation, view.id, self.filter_text)
+        fresh, self._drawn = key != self._drawn, key
+        needle = self.filter_text.lower()
+        for pane, lines in ((PACKETS, view.packets), (RECEIVER, view.receiver),
+                            (CLAIMS, view.claims)):
+            _append(self.query_one(f"#{pane}", FollowLog), lines, needle, fresh)
+
+
+def _append(log: FollowLog, lines: tuple[tuple[int, str], ...], needle: str,
+            fresh: bool) -> None:
+    if fresh:
+        log.clear()
+        log.shown = 0
+    new = [(seq, text) for seq, text in lines if seq > log.shown]
+    if not new:
+        return
+    log.shown = new[-1][0]
+    shown = [text for _, text in new if not needle or needle in text.lower()]
+    if len(shown) > PANE_BURST:
+        # A burst faster than anyone reads: show its newest lines, say what was skipped.
+        skipped = len(shown) - PANE_BURST
+        shown = [f"… {skipped:,} lines skipped (burst; filter or pause to inspect)",
+                 *shown[-PANE_BURST:]]
+    log.write_lines(shown)
