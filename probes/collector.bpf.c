@@ -1,6 +1,8 @@
-// evlab's kernel observer (BCC). Loaded once per session by probes/bcc_collector.py, which
-// passes the counter ids as -D flags (CTR_*, NFUNCS, PATH_MAX_LEN) and retargets it per
-// invocation by writing the config map — never by recompiling.
+// evlab's kernel observer (BCC). Loaded once per session by probes/bcc_collector.py and
+// retargeted per invocation by writing the config map — never by recompiling.
+// Every number Python reads back is defined in probes/collector_abi.py and passed as -D flags:
+// counter ids (CTR_*), event kinds (EV_*), file operations (FOP_*), egress call kinds (EG_*),
+// MAX_FUNCS, SYSCALL_SLOTS, BUSY_MIN_NS and PATH_MAX_LEN; none is defined here.
 //
 // Who is watched: a process the launcher (the evlab runner) forks while armed, and what it
 // forks, is pending; the first exec of the client's path among them becomes tracked (the
@@ -72,16 +74,16 @@ BPF_HASH(roots, u32, u32, 1024);
 BPF_HASH(source_seen, u32, u8, 1024);
 BPF_PERCPU_ARRAY(scratch, struct config, 1);
 
-enum event_kind { EV_CONNECT = 1, EV_EXEC = 2, EV_FORK = 3, EV_EXIT = 4, EV_EGRESS = 5 };
 struct event {
     u64 ts;
     u32 inv;
-    u32 kind;
+    u32 kind;         // EV_CONNECT, EV_EXEC, EV_FORK, EV_EXIT or EV_EGRESS
     u32 tgid;
     u32 tid;
     u32 other;        // fork: child pid; exec: old pid;
-                      // egress: socket type << 8 | IP protocol
-    s32 ret;          // connect result (0 or -errno)
+                      // egress: call kind (EG_*) << 16 | socket type << 8 | IP protocol
+    s32 ret;          // connect: 0 or -errno; exit: 1 for the launched process;
+                      // egress: -1 when refused
     u16 family;
     u16 port;
     u8 addr[16];
@@ -90,15 +92,14 @@ struct event {
 };
 BPF_RINGBUF_OUTPUT(events, 64);
 
-// File operations of the tracked tree, for risk findings: successful opens (with their flags),
-// unlinks, renames, mkdirs, truncates, and chdirs (to resolve relative paths). Their own ring: the paths make them 10x larger than the
-// other events, and an interpreter's start-up opens dozens of files in a burst.
-enum file_op { FOP_OPEN = 1, FOP_UNLINK = 2, FOP_RMDIR = 3, FOP_RENAME = 4, FOP_MKDIR = 5,
-               FOP_TRUNCATE = 6, FOP_CHDIR = 7, FOP_FCHDIR = 8 };
+// File operations of the tracked tree, for risk findings: successful opens (with their flags)
+// and refused opens for writing, unlinks, rmdirs, renames, mkdirs, truncates, and chdirs (to
+// resolve relative paths). Their own ring: the paths make them 10x larger than the other
+// events, and an interpreter's start-up opens dozens of files in a burst.
 struct file_event {
     u64 ts;
     u32 inv;
-    u32 op;
+    u32 op;           // FOP_OPEN, FOP_UNLINK, FOP_RMDIR, FOP_RENAME, ... FOP_FCHDIR
     u32 tgid;
     u32 tid;
     s32 dfd;
@@ -290,7 +291,7 @@ TRACEPOINT_PROBE(raw_syscalls, sys_enter)
         return 0;
     u64 nr = args->id;
     add(*inv, CTR_SYSCALLS, 1);
-    add(*inv, CTR_SYSCALL_BASE + (u32)(nr & 0x3ff), 1);
+    add(*inv, CTR_SYSCALL_BASE + (u32)(nr & (SYSCALL_SLOTS - 1)), 1);
     if (is_progress(nr)) {
         struct task_clock *c = clocks.lookup(&tid);
         if (c)
@@ -701,6 +702,9 @@ static __always_inline int count_func(u32 slot)
 #define FUNC_SLOT(i) int on_func_##i(struct pt_regs *ctx) { return count_func(i); }
 FUNC_SLOT(0) FUNC_SLOT(1) FUNC_SLOT(2) FUNC_SLOT(3)
 FUNC_SLOT(4) FUNC_SLOT(5) FUNC_SLOT(6) FUNC_SLOT(7)
+#if MAX_FUNCS != 8
+#error "MAX_FUNCS (probes/collector_abi.py) must be the number of FUNC_SLOTs above"
+#endif
 
 // --- Egress, at the socket layer of the client's cgroup -------------------------------------
 // Attached by the loader to each invocation's cgroup: connect (TCP, and UDP connect), UDP
@@ -712,7 +716,6 @@ BPF_HASH(cg_inv, u64, struct cg_conf, 256);       // client cgroup id -> invocat
 struct dest_key { u32 inv; u16 family; u16 port; u8 addr[16]; };
 BPF_HASH(egress_allow, struct dest_key, u8, 256);  // what the contract allows (receiver, proxy)
 
-enum egress_kind { EG_CONNECT = 1, EG_SENDMSG = 2 };
 struct egress_key { u32 inv; u32 pid; u16 kind; u16 family; u16 port; u16 proto; u8 addr[16]; };
 struct egress_val { u64 calls; u64 refused; u64 first; u64 last; };
 BPF_HASH(egress, struct egress_key, struct egress_val, 4096);

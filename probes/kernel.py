@@ -4,6 +4,7 @@ Counter names are the collector's vocabulary; a counter a collector cannot obser
 from its snapshot (and listed in `unobserved`), never reported as 0.
 """
 
+import os
 from dataclasses import dataclass, field
 
 # Counters every collector tries to fill, in the order the BPF program numbers them.
@@ -102,10 +103,6 @@ class EgressTotals:
     flows: tuple[dict, ...]   # protocol, address, port, packets, bytes, dropped, first/last_ns
 
 
-FILE_OPS = {1: "open", 2: "unlink", 3: "rmdir", 4: "rename", 5: "mkdir", 6: "truncate",
-            7: "chdir", 8: "fchdir"}
-
-
 @dataclass(frozen=True)
 class FileEvent:
     t_ns: int
@@ -128,7 +125,7 @@ class FileEvent:
             return False
         if self.op != "open":
             return True
-        return bool(self.flags & 0o3) or bool(self.flags & (0o100 | 0o1000 | 0o2000))
+        return bool(self.flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND))
 
 
 class NoEgressView:

@@ -2,7 +2,9 @@
 unfired fault that had its chance makes the attempt invalid (the lab's failure, not the client's);
 one the client never reached is the client's doing."""
 
-from sessions.spec.faults import BURST_S, HEADER_MAX, WIRE_KINDS, armed  # fixture/faults.py's
+# BURST_S, HEADER_MAX and WIRE_KINDS are fixture/faults.py's (the proxy's and the protocol's),
+# reached through the spec, which judging may import
+from sessions.spec.faults import BURST_S, HEADER_MAX, WIRE_KINDS, armed
 from sessions.stream.events import ServerRecord
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 

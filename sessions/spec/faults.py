@@ -16,7 +16,9 @@ The kinds and every parameter's type and bounds are the fixture's (fixture/fault
 scenario file may declare is exactly what the receiver and the proxy accept.
 """
 
-from fixture.faults import (  # noqa: F401 - re-exported: the judge and the injector use them
+from fixture.faults import (
+    BURST_S,
+    HEADER_MAX,
     INTERRUPTIONS,
     PHASES,
     RECEIVER_KINDS,
@@ -26,6 +28,11 @@ from fixture.faults import (  # noqa: F401 - re-exported: the judge and the inje
     FaultError,
     check,
 )
+
+# Re-exported for the judge, the injector and fault_chance: judging reaches the fixture's
+# vocabulary only through the spec (an import-linter contract).
+__all__ = ["BURST_S", "HEADER_MAX", "INTERRUPTIONS", "PHASES", "RECEIVER_KINDS", "TRIGGERED",
+           "TRIGGERS", "WIRE_KINDS", "FaultSpecError", "armed", "for_invocation", "parse_faults"]
 
 
 class FaultSpecError(ValueError):

@@ -1,0 +1,62 @@
+"""The collector's egress hooks on a client's cgroup: attached per invocation with the
+destinations the contract allows; with deny, the kernel refuses (EPERM) or drops the rest."""
+
+import contextlib
+import ctypes
+import os
+from pathlib import Path
+
+from probes.bcc_events import packed
+
+# (program in the .bpf.c, BPF program type, attach type), named as BCC names uapi/linux/bpf.h's
+# numbers (bcc.BPF and bcc.BPFAttachType).
+HOOKS = (("egress_connect4", "CGROUP_SOCK_ADDR", "CGROUP_INET4_CONNECT"),
+         ("egress_connect6", "CGROUP_SOCK_ADDR", "CGROUP_INET6_CONNECT"),
+         ("egress_sendmsg4", "CGROUP_SOCK_ADDR", "CGROUP_UDP4_SENDMSG"),
+         ("egress_sendmsg6", "CGROUP_SOCK_ADDR", "CGROUP_UDP6_SENDMSG"),
+         ("egress_packets", "CGROUP_SKB", "CGROUP_INET_EGRESS"))
+
+
+class CgroupHooks:
+    def __init__(self, bpf):
+        self._bpf = bpf
+        self._cgroups: dict[int, tuple[int, int]] = {}   # invocation -> (cgroup fd, cgroup id)
+
+    def watch(self, invocation: int, cgroup_dir: Path, cgroup_id: int,
+              allowed: list[tuple[str, int]], deny: bool) -> None:
+        from bcc import BPF, BPFAttachType
+        fd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._cgroups[invocation] = (fd, cgroup_id)
+        for name, prog_type, attach_name in HOOKS:
+            attach = getattr(BPFAttachType, attach_name)
+            fn = self._bpf.load_func(name, getattr(BPF, prog_type),
+                                     attach_type=attach if prog_type != "CGROUP_SKB" else -1)
+            BPF.attach_func(fn, fd, attach)
+        allow = self._bpf["egress_allow"]
+        for address, port in allowed:
+            key = allow.Key()
+            key.inv, key.port = invocation, port
+            key.family, raw = packed(address)
+            ctypes.memmove(key.addr, raw, len(raw))
+            allow[key] = ctypes.c_ubyte(1)
+        conf = self._bpf["cg_inv"].Leaf()
+        conf.inv, conf.deny = invocation, int(deny)
+        self._bpf["cg_inv"][ctypes.c_ulonglong(cgroup_id)] = conf
+
+    def unwatch(self, invocation: int) -> None:
+        from bcc import BPF, BPFAttachType
+        fd, cgroup_id = self._cgroups.pop(invocation, (None, None))
+        if fd is None:
+            return
+        for name, _prog_type, attach_name in HOOKS:
+            try:
+                BPF.detach_func(self._bpf.funcs[name.encode()], fd,
+                                getattr(BPFAttachType, attach_name))
+            except Exception:
+                pass   # the cgroup is being removed: the kernel detaches with it
+        os.close(fd)
+        with contextlib.suppress(KeyError):
+            del self._bpf["cg_inv"][ctypes.c_ulonglong(cgroup_id)]
+        allow = self._bpf["egress_allow"]
+        for key in [k for k in allow.keys() if k.inv == invocation]:
+            del allow[key]

@@ -1,0 +1,74 @@
+"""Loading the collector's BPF program with BCC, and the kernel's account of what it costs.
+
+Compiling and loading happens once per session (BccCollector's constructor); a machine that
+cannot load it gets a CollectorUnavailable carrying the capability record that says why.
+"""
+
+import os
+from pathlib import Path
+
+from probes.capability import Capability
+from probes.collector_abi import cflags
+
+BPF_SOURCE = Path(__file__).with_name("collector.bpf.c")
+
+
+class CollectorUnavailable(Exception):
+    """BPF could not be loaded; carries the capability record that says why and how to fix it."""
+
+    def __init__(self, capability: Capability):
+        super().__init__(capability.detail)
+        self.capability = capability
+
+
+def load_bpf():
+    """The compiled and loaded collector (a bcc.BPF), or CollectorUnavailable."""
+    try:
+        from bcc import BPF
+    except ImportError as e:
+        raise CollectorUnavailable(Capability(
+            "bcc-import", False, f"cannot import bcc: {e}",
+            "apt-get install python3-bpfcc bpfcc-tools libbpfcc, then make setup")) from None
+    if os.geteuid() != 0:
+        raise CollectorUnavailable(Capability(
+            "root", False, "loading BPF programs needs root (CAP_BPF and CAP_PERFMON)",
+            "run evlab as root (sudo .venv/bin/evlab ...)"))
+    if not os.path.ismount("/sys/kernel/tracing"):
+        raise CollectorUnavailable(Capability(
+            "tracefs", False, "tracefs is not mounted; BCC cannot read tracepoint formats",
+            "mount -t tracefs nodev /sys/kernel/tracing"))
+    try:
+        return BPF(src_file=str(BPF_SOURCE), cflags=cflags())
+    except Exception as e:
+        detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        fix = ("make setup (installs linux-headers-amd64 and links /lib/modules/$(uname -r)/build)"
+               if "kernel headers" in str(e) else "see `evlab doctor`")
+        raise CollectorUnavailable(Capability("bpf-load", False, detail, fix)) from None
+
+
+def run_stats(bpf) -> tuple[int, int]:
+    """(run time ns, run count) of every loaded program, from the kernel's BPF statistics
+    (counted only while they are enabled: syscalls.enable_bpf_stats)."""
+    run_ns = run_cnt = 0
+    for fd in _prog_fds(bpf):
+        stats = _fdinfo(fd)
+        run_ns += stats.get("run_time_ns", 0)
+        run_cnt += stats.get("run_cnt", 0)
+    return run_ns, run_cnt
+
+
+def _prog_fds(bpf) -> list[int]:
+    fds = [fn.fd for fn in getattr(bpf, "funcs", {}).values() if getattr(fn, "fd", None)]
+    return [fd for fd in fds if fd and fd > 0]
+
+
+def _fdinfo(fd: int) -> dict[str, int]:
+    out = {}
+    try:
+        for line in Path(f"/proc/self/fdinfo/{fd}").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if value.strip().isdigit():
+                out[key.strip()] = int(value.strip())
+    except OSError:
+        pass
+    return out

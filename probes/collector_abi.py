@@ -1,0 +1,57 @@
+"""Every number collector.bpf.c and its Python side must agree on, defined here only and handed
+to the compiler as -D flags (cflags()): counter ids, event kinds, file operations, egress call
+kinds, sizes. The .bpf.c defines none of them itself, so the two cannot drift apart; a flag it
+needs and does not get fails the compile.
+"""
+
+from enum import IntEnum
+
+from probes.kernel import BUSY_MIN_NS, COUNTERS
+
+PATH_MAX_LEN = 256     # the config map's source and client paths, NUL included
+MAX_FUNCS = 8          # uprobe slots: on_func_0 .. on_func_7 in the .bpf.c
+# Counter ids in the `counters` map: COUNTERS from 0, then one per function slot, then one per
+# syscall number (the .bpf.c masks the number with SYSCALL_SLOTS - 1).
+FUNC_BASE = 100
+SYSCALL_BASE = 1000
+SYSCALL_SLOTS = 1024
+
+
+class EventKind(IntEnum):
+    """`kind` of a record in the `events` ring buffer."""
+    CONNECT = 1
+    EXEC = 2
+    FORK = 3
+    EXIT = 4
+    EGRESS = 5
+
+
+class FileOp(IntEnum):
+    """`op` of a record in the `file_events` ring buffer."""
+    OPEN = 1
+    UNLINK = 2
+    RMDIR = 3
+    RENAME = 4
+    MKDIR = 5
+    TRUNCATE = 6
+    CHDIR = 7
+    FCHDIR = 8
+
+
+class EgressKind(IntEnum):
+    """How a cgroup socket hook saw a destination."""
+    CONNECT = 1
+    SENDMSG = 2
+
+
+assert len(COUNTERS) <= FUNC_BASE and FUNC_BASE + MAX_FUNCS <= SYSCALL_BASE
+assert SYSCALL_SLOTS & (SYSCALL_SLOTS - 1) == 0   # a power of two: the mask keeps ids apart
+
+
+def cflags() -> list[str]:
+    flags = [f"-DCTR_{name.upper()}={i}" for i, name in enumerate(COUNTERS)]
+    for prefix, enum in (("EV", EventKind), ("FOP", FileOp), ("EG", EgressKind)):
+        flags += [f"-D{prefix}_{member.name}={member.value}" for member in enum]
+    return flags + [f"-DCTR_SYSCALL_BASE={SYSCALL_BASE}", f"-DCTR_FUNC_BASE={FUNC_BASE}",
+                    f"-DSYSCALL_SLOTS={SYSCALL_SLOTS}", f"-DMAX_FUNCS={MAX_FUNCS}",
+                    f"-DBUSY_MIN_NS={BUSY_MIN_NS}ULL", f"-DPATH_MAX_LEN={PATH_MAX_LEN}"]
