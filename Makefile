@@ -8,7 +8,7 @@ BEHAVIOURS := baseline false-success hash-storm unexpected-egress redundant-uplo
 CLIENTS := $(addprefix $(BUILD)/client-,$(BEHAVIOURS))
 CFLAGS ?= -std=c11 -O2 -g -Wall -Wextra -Werror -fno-omit-frame-pointer
 
-.PHONY: all setup system venv clients run test bench lint clean
+.PHONY: all setup system venv clients run test test-fast bench lint clean
 all: clients
 
 setup: system venv clients
@@ -32,7 +32,14 @@ run: setup
 
 test: setup
 	@$(VENV)/bin/lint-imports --no-cache >/dev/null || $(VENV)/bin/lint-imports --no-cache
+	@$(VENV)/bin/ruff check -q .
+	@$(VENV)/bin/mypy
 	@$(PY) -m pytest -q
+
+# The edit loop, as any user, in under a minute: ruff, then the tests not marked root, slow or live.
+test-fast: | $(VENV)/.stamp
+	@$(VENV)/bin/ruff check .
+	@$(PY) -m pytest -q -m "not root and not slow and not live"
 
 bench: setup
 	@$(PY) -m bench

@@ -10,6 +10,16 @@ from fixture.source import write_source
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked `root` (pyproject's markers) are skipped when not root, with the marker's
+    reason: `pytest.mark.root(reason="the BCC collector needs root")`."""
+    if os.geteuid() == 0:
+        return
+    for item in items:
+        if (mark := item.get_closest_marker("root")) is not None:
+            item.add_marker(pytest.mark.skip(reason=mark.kwargs.get("reason", "needs root")))
+
+
 @pytest.fixture(scope="session")
 def built_clients() -> Path:
     """The eight fixture clients, built by the project's Makefile (a no-op when up to date)."""

@@ -11,7 +11,8 @@ import pytest
 
 from sessions.output import archive
 from sessions.output.archive import ArchiveError, load_archive
-from sessions.stream.events import PhaseChanged, SessionEnded, to_json
+from sessions.stream.codec import to_json
+from sessions.stream.events import PhaseChanged, SessionEnded
 
 ROOT = Path(__file__).resolve().parent.parent
 EVLAB = str(ROOT / ".venv" / "bin" / "evlab")

@@ -12,11 +12,13 @@ import tarfile
 import typing
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessions import cli
-from sessions.stream.events import EVENT_TYPES, _hints
+from sessions.stream.codec import _hints
+from sessions.stream.events import EVENT_TYPES
 
 DATA = Path(__file__).parent / "data" / "session.tar.gz"
 with tarfile.open(DATA) as _tar:
@@ -88,6 +90,7 @@ def _refused(path: Path) -> None:
         assert "Traceback" not in err
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(event=broken_event(), at=st.integers(0, len(EVENTS)))

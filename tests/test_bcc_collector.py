@@ -3,17 +3,16 @@
 import itertools
 import os
 import shutil
-import socket
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from fixture.harness import client_path, start_decoy, start_receiver
+from tests.support import Sink, refused_port
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="loading BPF needs root")
+pytestmark = pytest.mark.root(reason="loading BPF needs root")
 _ids = itertools.count(1)
 
 
@@ -38,46 +37,11 @@ def run(collector, argv, source=None):
     return final, events, usage.ru_utime + usage.ru_stime
 
 
-class Sink:
-    """A loopback server that reads everything sent to it and counts the bytes."""
-
-    def __init__(self):
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.1)  # so the thread notices close() promptly
-        self.port = self.sock.getsockname()[1]
-        self.received = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self):
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.settimeout(5)
-                while data := conn.recv(65536):
-                    self.received += len(data)
-
-    def close(self):
-        self._stop.set()
-        self._thread.join()
-        self.sock.close()
-
-
 @pytest.fixture
 def sink():
     s = Sink()
     yield s
     s.close()
-
-
-def refused_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # nothing listens once it is closed
 
 
 def test_source_bytes_exact_through_four_read_syscalls(collector, exerciser, data_file):
@@ -210,6 +174,7 @@ def run_fixture_twice(collector, behaviour, source, tmp_path):
         return [run(collector, argv, source=source) for _ in range(2)], rx.port, decoy.port
 
 
+@pytest.mark.live
 def test_hash_storm_figures(collector, built_clients, source_file, tmp_path):
     (first, second), _, _ = run_fixture_twice(collector, "hash-storm", source_file, tmp_path)
     assert first[0].functions["hash_file"] == second[0].functions["hash_file"] == 256
@@ -217,12 +182,14 @@ def test_hash_storm_figures(collector, built_clients, source_file, tmp_path):
     assert first[0].counters["source_read_bytes"] == 257 * 524_288  # + the upload's read
 
 
+@pytest.mark.live
 def test_baseline_connects(collector, built_clients, source_file, tmp_path):
     (first, second), _, _ = run_fixture_twice(collector, "baseline", source_file, tmp_path)
     assert [first[0].counters["connects"], second[0].counters["connects"]] == [2, 1]
     assert first[0].functions == {"hash_file": 1, "send_payload": 1, "busy_wait": 0}
 
 
+@pytest.mark.live
 def test_unexpected_egress_connects_to_the_decoy(collector, built_clients, source_file, tmp_path):
     (first, second), rx_port, decoy_port = run_fixture_twice(
         collector, "unexpected-egress", source_file, tmp_path)
@@ -295,3 +262,17 @@ def test_file_events_exact_for_a_program_whose_file_operations_the_test_controls
     directory = next(e for e in files if e.op == "open" and e.path == d)
     unlinkat = next(e for e in files if e.op == "unlink" and e.path == "moved.txt")
     assert directory.fd is not None and unlinkat.dfd == directory.fd   # resolvable
+
+
+def test_every_number_the_bpf_program_shares_with_python_is_defined_once():
+    """collector_abi.py passes each as a -D flag; the .bpf.c defines none of them itself."""
+    import re
+
+    from probes.collector_abi import cflags
+    source = (Path(__file__).resolve().parent.parent / "probes" / "collector.bpf.c").read_text()
+    defined = {flag[2:].split("=")[0] for flag in cflags()}
+    used = set(re.findall(r"\b(?:CTR|EV|FOP|EG)_[A-Z0-9_]+\b", source))
+    assert used and used <= defined
+    assert {"MAX_FUNCS", "SYSCALL_SLOTS", "BUSY_MIN_NS", "PATH_MAX_LEN"} <= defined
+    assert not re.search(r"#define\s+(?:CTR|EV|FOP|EG|MAX_FUNCS|SYSCALL_SLOTS|PATH_MAX_LEN)\b"
+                         r"|\b(?:EV|FOP|EG)_[A-Z0-9_]+\s*=", source)

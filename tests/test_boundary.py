@@ -23,11 +23,11 @@ from probes.sandbox import Sandbox
 from sessions.lab.runner import Options, RunError, Session
 from sessions.spec.scenario import load_dir
 from sessions.stream.stream import EventStream
-from tests.test_grade import grade, runs
+from tests.support import grade, runs
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS = ROOT / "tests" / "clients"
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox and BCC need root")
+root_only = pytest.mark.root(reason="the sandbox and BCC need root")
 
 HYBRID = """cgroup2 /sys/fs/cgroup/unified cgroup2 rw,nosuid,nodev,noexec,relatime 0 0
 cgroup /sys/fs/cgroup/cpu cgroup rw,nosuid,nodev,noexec,relatime,cpu 0 0
@@ -57,6 +57,8 @@ def test_grade_refuses_to_run_without_a_sandbox_unless_told(monkeypatch, tmp_pat
     assert "\n" not in str(e.value) and "--no-sandbox" in str(e.value)   # one line, the way out
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_killed_runs_cgroups_are_swept_by_the_next(tmp_path, built_clients):
     killed = subprocess.Popen([str(ROOT / ".venv" / "bin" / "evlab"), "run", "busy-wait",
@@ -103,6 +105,9 @@ def judged(command: str, tmp_path: Path, **options) -> tuple[dict, dict]:
 
 
 # --- egress, whatever the path ------------------------------------------------------------------
+@root_only
+@pytest.mark.slow
+@pytest.mark.live
 @pytest.mark.parametrize("mode, what", [
     ("udp-sendto", "1 UDP datagram (39 bytes) to 127.0.0.1:"),
     ("udp-sendmsg", "1 UDP datagram (39 bytes) to 127.0.0.1:"),
@@ -121,6 +126,9 @@ def test_egress_without_connect_syscalls_fails_destination_only(egress, tmp_path
     assert [c for c, v in clauses.items() if v["status"] == "fail"] == ["destination-only"]
 
 
+@root_only
+@pytest.mark.slow
+@pytest.mark.live
 def test_deny_egress_refuses_the_datagram_and_still_fails_the_clause(egress, tmp_path):
     command = f"{egress} udp-sendto {{host}} {{port}} {{source}} {{decoy_port}}"
     doc = grade(command, tmp_path, attempts=1, scenarios=("normal",), deny_egress=True)
@@ -132,6 +140,9 @@ def test_deny_egress_refuses_the_datagram_and_still_fails_the_clause(egress, tmp
     assert doc["sandbox"]["deny_egress"] is True
 
 
+@root_only
+@pytest.mark.slow
+@pytest.mark.live
 def test_a_setsid_daemon_is_killed_with_the_sandbox_and_fails_cleanup(egress, tmp_path):
     run, clauses = judged(f"{egress} setsid-daemon {{host}} {{port}} {{source}} {{decoy_port}}",
                           tmp_path)
@@ -143,6 +154,9 @@ def test_a_setsid_daemon_is_killed_with_the_sandbox_and_fails_cleanup(egress, tm
 
 
 # --- CPU and hashing ------------------------------------------------------------------------------
+@root_only
+@pytest.mark.slow
+@pytest.mark.live
 @pytest.mark.parametrize("command", [
     "{egress} fork-spin {{host}} {{port}} {{source}}",
     "{egress} mem-rehash {{host}} {{port}} {{source}}",
@@ -156,6 +170,9 @@ def test_waste_without_progress_fails_cpu_budget(egress, tmp_path, command):
     assert [c for c, v in clauses.items() if v["status"] == "fail"] == ["cpu-budget"]
 
 
+@root_only
+@pytest.mark.slow
+@pytest.mark.live
 def test_a_mapped_source_makes_hash_work_inconclusive_with_the_reason(egress, tmp_path):
     run, clauses = judged(f"{egress} mmap-rehash {{host}} {{port}} {{source}}", tmp_path)
     hw = clauses["hash-work"]
@@ -163,6 +180,9 @@ def test_a_mapped_source_makes_hash_work_inconclusive_with_the_reason(egress, tm
 
 
 # --- honest clients in three runtimes -------------------------------------------------------------
+@root_only
+@pytest.mark.slow
+@pytest.mark.live
 @pytest.mark.parametrize("command", [
     "{egress} honest {{host}} {{port}} {{source}}",
     f"/usr/bin/python3 {CLIENTS / 'backup_client.py'} {{{{host}}}} {{{{port}}}} {{{{source}}}}",
@@ -183,6 +203,8 @@ def test_honest_clients_pass_every_clause_and_gate_in_the_sandbox(egress, tmp_pa
 HOSTILE = CLIENTS / "hostile.py"
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 @pytest.mark.parametrize("mode, failing, attempt", [
     ("forge-store", {"integrity", "honest-outcome", "gate immediate"},
@@ -222,6 +244,8 @@ def test_a_hostile_client_is_refused_or_fails_never_forges(tmp_path, mode, faili
     assert survivors == []
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_no_sandbox_is_recorded_and_shown_everywhere(tmp_path, built_clients):
     evlab = str(ROOT / ".venv" / "bin" / "evlab")
@@ -241,6 +265,8 @@ def test_no_sandbox_is_recorded_and_shown_everywhere(tmp_path, built_clients):
     assert inv["boundary"]["cgroup_cpu_ns"] > 0 and inv["boundary"]["egress"]["calls"]
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_client_only_root_may_reach_still_runs_at_its_own_path(tmp_path):
     # pytest's tmp_path is under a directory only root may enter, as a checkout under /root is:
@@ -261,6 +287,8 @@ def test_a_client_only_root_may_reach_still_runs_at_its_own_path(tmp_path):
     assert "is not readable by the sandbox user evlab-client (chmod o+r)" in r.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 @pytest.mark.parametrize("delay", [0.7, 1.6, 2.4, 3.2, 4.5])
 def test_sigterm_during_an_event_flood_ends_evlab_promptly_with_nothing_left(tmp_path, delay):

@@ -13,7 +13,7 @@ import pytest
 from fixture.harness import client_path, start_decoy, start_receiver
 from probes.collectors import NoCollector, open_collector
 from probes.kernel import COUNTERS
-from tests.test_bcc_collector import Sink, refused_port
+from tests.support import Sink, refused_port
 
 _ids = itertools.count(1)
 
@@ -68,6 +68,7 @@ def test_strace_connects_and_sends(strace, exerciser, data_file):
     assert results == sorted([(sink.port, 0)] * 5 + [(bad, -111)] * 2)
 
 
+@pytest.mark.live
 def test_strace_hash_storm_figure(strace, built_clients, source_file, tmp_path):
     with start_receiver(tmp_path / "store", tmp_path / "rx.jsonl") as rx, \
             start_decoy(tmp_path / "decoy.jsonl") as decoy:
@@ -93,6 +94,7 @@ def test_unknown_collector_is_a_clear_error():
         open_collector("ebpf")
 
 
+@pytest.mark.root(reason="needs root to drop privileges")
 def test_non_root_degrades_to_strace_with_the_reason():
     """As an unprivileged user, auto falls back to strace and records why BCC is missing."""
     code = (

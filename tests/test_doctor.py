@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from probes import doctor
+from probes import doctor, doctor_kernel, doctor_userspace
 from probes.capability import Capability
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,7 +19,7 @@ NAMES = ["root", "bpf-syscall", "tracefs", "kernel-headers", "bcc-import", "btf"
          "netem", "fault-injection", "strace",
          "tcpdump", "bpftrace", "tshark"]
 NOBODY = 65534
-as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+as_root = pytest.mark.root(reason="needs root")
 
 
 def by_name(caps: list[Capability]) -> dict[str, Capability]:
@@ -77,23 +77,24 @@ def test_unmounted_tracefs_is_named_with_the_mount_command(monkeypatch):
 
 
 def test_tracepoints_follow_the_collector_source(monkeypatch, tmp_path):
-    assert "sched/sched_switch" in doctor.collector_tracepoints()
+    assert "sched/sched_switch" in doctor_kernel.collector_tracepoints()
     src = tmp_path / "collector.bpf.c"
     src.write_text("TRACEPOINT_PROBE(sched, sched_switch)\n"
                    "TRACEPOINT_PROBE(evlab_test, no_such_event)\n")
-    monkeypatch.setattr(doctor, "COLLECTOR_SOURCE", str(src))
-    assert doctor.collector_tracepoints() == ("sched/sched_switch", "evlab_test/no_such_event")
+    monkeypatch.setattr(doctor_kernel, "COLLECTOR_SOURCE", str(src))
+    assert doctor_kernel.collector_tracepoints() == ("sched/sched_switch",
+                                                     "evlab_test/no_such_event")
     if os.geteuid() == 0:
-        cap = doctor.check_tracepoints()
+        cap = doctor_kernel.check_tracepoints()
         assert not cap.available
         assert cap.detail == "no format file for evlab_test:no_such_event"
-    monkeypatch.setattr(doctor, "COLLECTOR_SOURCE", str(tmp_path / "absent.c"))
-    assert doctor.collector_tracepoints() == doctor._FALLBACK_TRACEPOINTS
+    monkeypatch.setattr(doctor_kernel, "COLLECTOR_SOURCE", str(tmp_path / "absent.c"))
+    assert doctor_kernel.collector_tracepoints() == doctor_kernel._FALLBACK_TRACEPOINTS
 
 
 def test_missing_kernel_headers(monkeypatch):
-    monkeypatch.setattr(doctor.platform, "release", lambda: "0.0.0-evlab-test")
-    cap = doctor.check_kernel_headers()
+    monkeypatch.setattr(doctor_kernel.platform, "release", lambda: "0.0.0-evlab-test")
+    cap = doctor_kernel.check_kernel_headers()
     assert not cap.available
     assert "/lib/modules/0.0.0-evlab-test/build/include not found" in cap.detail
     assert cap.fix.startswith("make setup")
@@ -102,7 +103,7 @@ def test_missing_kernel_headers(monkeypatch):
 
 def test_bcc_not_importable(monkeypatch):
     monkeypatch.setitem(sys.modules, "bcc", None)  # makes `import bcc` raise ImportError
-    cap = doctor.check_bcc_import()
+    cap = doctor_userspace.check_bcc_import()
     assert not cap.available
     assert "ModuleNotFoundError" in cap.detail
     assert "apt-get install -y python3-bpfcc" in cap.fix and "make setup" in cap.fix
@@ -110,7 +111,7 @@ def test_bcc_not_importable(monkeypatch):
 
 def test_pypi_bcc_is_not_bcc(monkeypatch):
     monkeypatch.setitem(sys.modules, "bcc", types.ModuleType("bcc"))
-    cap = doctor.check_bcc_import()
+    cap = doctor_userspace.check_bcc_import()
     assert not cap.available and "not BCC" in cap.detail
     assert "pip uninstall -y bcc" in cap.fix
 
@@ -234,3 +235,16 @@ def test_kernel_fault_capabilities_are_said_plainly():
         assert doctor.needed_for(name) == ()  # evlab injects its faults in user space
         if not caps[name].available:
             assert "evlab" in caps[name].detail and caps[name].fix
+
+
+def test_syscall_numbers_are_this_architectures():
+    """probes.syscalls reads them from the running architecture's header: calling getpid and
+    getppid by those numbers gives what os gives."""
+    import ctypes
+
+    from probes import syscalls
+    numbers = syscalls.numbers()
+    assert "bpf" in numbers and syscalls.names()[numbers["bpf"]] == "bpf"
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.syscall(numbers["getpid"]) == os.getpid()
+    assert libc.syscall(numbers["getppid"]) == os.getppid()

@@ -9,16 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessions.judging.judge import INCONCLUSIVE, PASS, VerdictEngine
+from sessions.stream.codec import EventFormatError, from_json, to_json
 from sessions.stream.events import (
     EVENT_TYPES,
     CounterSample,
-    EventFormatError,
     PhaseChanged,
     ScenarioStarted,
     SessionStarted,
     VerifierResult,
-    from_json,
-    to_json,
 )
 from sessions.stream.stream import EventStream
 

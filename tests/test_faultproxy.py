@@ -276,6 +276,7 @@ def test_latency_adds_its_delay_to_a_round_trip_and_keeps_order(tmp_path):
         [(1, "latency", 200, 0), (2, "latency", 200, 0)]  # once per connection
 
 
+@pytest.mark.slow
 def test_bandwidth_paces_the_far_side(tmp_path):
     data = os.urandom(400_000)
     fault = {"kind": "bandwidth", "direction": "up", "bytes_per_s": 200_000}
@@ -327,7 +328,7 @@ def test_every_fault_is_armed_and_one_that_cannot_fire_never_does(tmp_path):
     faults = [{"kind": "reset", "direction": "up", "at_byte": 10_000_000},
               {"kind": "corrupt", "direction": "down", "at_byte": 10_000_000, "id": "late"},
               {"kind": "latency", "direction": "down", "ms": 0},
-              {"kind": "bandwidth", "direction": "down", "bytes_per_s": 1e9},
+              {"kind": "bandwidth", "direction": "down", "bytes_per_s": 1_000_000_000},
               {"kind": "blackhole", "direction": "down"}]
     data = os.urandom(100_000)
     with FarServer() as far, start_proxy(far.port, tmp_path / "p.jsonl", faults) as proxy, \
@@ -399,6 +400,7 @@ def test_an_unreachable_target_resets_the_client(tmp_path):
     assert closed[0]["end"] == "upstream-failed"
 
 
+@pytest.mark.live
 def test_receiver_rejects_an_upload_corrupted_on_the_wire(built_clients, source_file, tmp_path):
     store = tmp_path / "store"
     corrupt = {"kind": "corrupt", "direction": "up", "at_byte": 200}

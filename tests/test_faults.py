@@ -3,25 +3,31 @@ from the injector's say-so; an unfired fault makes the attempt invalid; a crash 
 phase never leaves a torn backup."""
 
 import json
-import os
 import subprocess
 import time
 
 import psutil
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from fixture import faults as rules
 from fixture.harness import backup_path, client_path, start_receiver
+from fixture.proxy_faults import FaultError as ProxyFaultError
+from fixture.proxy_faults import parse_fault
+from fixture.receiver_faults import FaultBook, checked
 from fixture.verifier import verify
 from sessions.judging.fault_chance import could_fire
 from sessions.judging.judge import VerdictEngine
+from sessions.lab.noise import HELPER
 from sessions.lab.runner import Options, run_session
-from sessions.spec.faults import PHASES
+from sessions.spec.faults import PHASES, FaultSpecError, parse_faults
 from sessions.spec.scenario import FAULTS_DIR, load_dir
 from sessions.stream.events import ScenarioJudged, ServerRecord, Verdict
 from sessions.stream.evidence import InvocationEvidence
 from sessions.stream.stream import EventStream
 
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the BCC collector needs root")
+root_only = pytest.mark.root(reason="the BCC collector needs root")
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +48,8 @@ def connection(events, scenario, conn_opened_before):
     return [r for r in records(events, scenario) if r.fields.get("conn") == conn_opened_before]
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_every_fault_scenario_is_judged_as_declared(fault_suite):
     judged = {e.scenario: e for e in fault_suite if isinstance(e, ScenarioJudged)}
@@ -58,6 +66,8 @@ def test_every_fault_scenario_is_judged_as_declared(fault_suite):
             if "/evlab-session-" in " ".join(p.info["cmdline"] or [])] == []
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_wire_faults_are_proven_on_the_far_side(fault_suite):
     # corruption: the receiver itself saw a payload whose digest did not match, then a commit
@@ -78,6 +88,8 @@ def test_wire_faults_are_proven_on_the_far_side(fault_suite):
     assert (committed.t_ns - started.t_ns) / 1e9 >= 0.45
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 @pytest.mark.parametrize("sid, cut", [("interrupt-first-byte", 1), ("interrupt-half", 262_144),
                                       ("interrupt-last-byte", 524_287)])
@@ -92,6 +104,8 @@ def test_a_drop_cuts_exactly_where_declared(fault_suite, sid, cut):
     assert len(commits) == 1 and commits[0].t_ns > fired[0].t_ns
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_crash_kills_the_receiver_and_the_client_recovers(fault_suite):
     restarted = records(fault_suite, "crash-before-rename", server="harness",
@@ -101,6 +115,8 @@ def test_a_crash_kills_the_receiver_and_the_client_recovers(fault_suite):
     assert records(fault_suite, "crash-before-rename", name="stale_temp_removed")
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_stall_holds_the_upload(fault_suite):
     opened = {r.fields["conn"]: r.t_ns for r in records(fault_suite, "receiver-stall",
@@ -111,6 +127,8 @@ def test_a_stall_holds_the_upload(fault_suite):
     assert (closed[conn] - opened[conn]) / 1e9 >= 1.0  # the receiver stopped reading for 1 s
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_disk_full_rejects_without_commit(fault_suite):
     rejected = records(fault_suite, "disk-full", name="rejected")
@@ -118,6 +136,8 @@ def test_disk_full_rejects_without_commit(fault_suite):
     assert len(records(fault_suite, "disk-full", name="committed")) == 1  # the retry
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_fault_that_cannot_fire_makes_the_attempt_invalid(fault_suite):
     assert records(fault_suite, "fault-cannot-fire", name="fault_fired") == []
@@ -126,6 +146,7 @@ def test_a_fault_that_cannot_fire_makes_the_attempt_invalid(fault_suite):
     assert judged.instrument_check == "detected" and "invalid as declared" in judged.detail
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("phase", PHASES)
 def test_a_crash_at_any_commit_phase_leaves_old_or_new_never_torn(phase, built_clients,
                                                                    source_file, tmp_path):
@@ -156,6 +177,8 @@ def _matrix(events) -> dict:
     return {(e.scenario, e.clause): e.status for e in events if isinstance(e, Verdict)}
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_noise_leaves_the_verdict_matrix_unchanged(built_clients, tmp_path):
     """The seeded suite judged the same with all ambient noise on as with it off."""
@@ -173,12 +196,13 @@ def test_noise_leaves_the_verdict_matrix_unchanged(built_clients, tmp_path):
     assert all(e.instrument_check == "detected" for e in runs["noisy"]
                if isinstance(e, ScenarioJudged))
     time.sleep(0.5)  # noise helpers and twins are gone with their scenarios
-    leftovers = [p for p in psutil.process_iter(["cmdline"])
-                 if "sessions.lab.noise" in " ".join(p.info["cmdline"] or [])
-                 or "/noise/twin/" in " ".join(p.info["cmdline"] or [])]
+    leftovers = [p for p in psutil.process_iter(["cmdline"])  # the helpers (HELPER), the twins
+                 if any(name in " ".join(p.info["cmdline"] or [])
+                        for name in ("sessions.lab.noise", HELPER, "/noise/twin/"))]
     assert leftovers == []
 
 
+@pytest.mark.live
 def test_an_injected_rejection_refuses_a_correct_payload(built_clients, source_file, tmp_path):
     faults = tmp_path / "faults.json"
     faults.write_text(json.dumps([{"id": "r", "kind": "reject"}]))
@@ -193,6 +217,8 @@ def test_an_injected_rejection_refuses_a_correct_payload(built_clients, source_f
     assert (tmp_path / "faults.json.fired").read_text().split() == ["r"]
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_time_triggered_fault_fires_on_time(fault_suite):
     started = records(fault_suite, "timed-drop", name="upload_started")[0]
@@ -248,3 +274,85 @@ SIZE = 524_288
 ])
 def test_could_fire_asks_whether_this_fault_had_its_chance(fault, inv, chance):
     assert could_fire({"invocation": 1, **fault}, inv, SIZE) is chance
+
+
+# --- one vocabulary: what a scenario may declare, the proxy and the receiver arm ----------------
+
+def _around(rule: rules.Rule):
+    """Values a parameter might be given: inside its bounds, on them, just past them, of the
+    wrong type, and not numbers at all."""
+    if rule.choices:
+        return st.sampled_from([*rule.choices, "later", "", 1])
+    if rule.types == (str,):
+        return st.text(max_size=int(rule.high) + 2) | st.integers(0, 3)
+    low, high = rule.low, rule.high
+    inside = st.integers(low, high)
+    if float in rule.types:
+        inside |= st.floats(low, high)
+    edges = st.sampled_from([low - 1, low, low + 1, high - 1, high, high + 1, 2 ** 63 - 1])
+    wrong = st.sampled_from([0.5, float(high), float("nan"), float("inf"), True, "1", None])
+    return inside | edges | wrong
+
+
+_RULES = {**rules.COMMON, **rules.TRIGGER_RULES,
+          **{key: rule for params in rules.PARAMS.values() for key, rule in params.items()}}
+
+
+@st.composite
+def _fault_tables(draw) -> dict:
+    kind = draw(st.sampled_from([*rules.KINDS, "explode"]))
+    own = rules.keys_of(kind) if kind in rules.PARAMS else ()
+    keys = [k for k in own if k not in rules.TRIGGERS
+            and draw(st.sampled_from([True, True, True, False]))]
+    if kind in rules.TRIGGERED:   # mostly the one trigger it needs, sometimes none or both
+        keys += draw(st.sampled_from([["after_bytes"]] * 3 + [["after_ms"]] * 3
+                                     + [[], list(rules.TRIGGERS)]))
+    keys += draw(st.lists(st.sampled_from(sorted(_RULES)), max_size=1))   # one it may not take
+    return {"kind": kind, **{k: draw(_around(_RULES[k])) for k in keys}}
+
+
+@settings(max_examples=400, deadline=None)
+@given(_fault_tables(), st.from_regex(r"[a-z0-9][a-z0-9-]{0,62}", fullmatch=True))
+def test_every_fault_a_scenario_may_declare_is_one_the_proxy_or_receiver_arms(spec, sid):
+    try:
+        (fault,) = parse_faults([spec], sid)
+    except FaultSpecError as e:
+        assert e.key.startswith("faults[0]") and "\n" not in e.expected
+        fault = None
+    if spec["kind"] in rules.WIRE_KINDS:
+        # as the injector hands it over: JSON, without the invocation
+        given = {k: v for k, v in (fault or spec).items() if k != "invocation"}
+        try:
+            armed = parse_fault(json.dumps(given), 1)
+        except ProxyFaultError:
+            assert fault is None, f"the proxy refuses what a scenario may declare: {fault}"
+            return
+        assert fault is not None or "id" in spec or "invocation" in spec, \
+            f"the proxy arms what a scenario may not declare: {spec}"
+        assert armed.params == {k: spec[k] for k in rules.PARAMS[spec["kind"]]}
+    elif fault is not None:
+        # as the injector writes the receiver's fault file
+        assert checked(json.loads(json.dumps(fault))) == fault
+
+
+@pytest.mark.parametrize("fault", [
+    {"kind": "bandwidth", "direction": "up", "bytes_per_s": 0},
+    {"kind": "bandwidth", "direction": "up", "bytes_per_s": 2.5},
+    {"kind": "latency", "direction": "down", "ms": 2.5},
+    {"kind": "reset", "direction": "up", "at_byte": 2 ** 62 + 1},
+])
+def test_the_proxy_refuses_what_a_scenario_may_not_declare(fault):
+    with pytest.raises(FaultSpecError):
+        parse_faults([fault], "s")
+    with pytest.raises(ProxyFaultError, match="expected"):
+        parse_fault(json.dumps(fault), 1)
+
+
+def test_the_receiver_reports_a_fault_it_refuses_and_arms_the_rest(tmp_path):
+    path, refused = tmp_path / "faults.json", []
+    path.write_text(json.dumps([{"id": "a", "kind": "stall", "after_bytes": 5},  # no seconds
+                                {"id": "b", "kind": "drop", "after_ms": 10}]))
+    book = FaultBook(path, on_invalid=lambda fault, e: refused.append((fault["id"], e.key)))
+    assert [f["id"] for f in book.for_new_upload()] == ["b"]
+    book.for_new_upload()
+    assert refused == [("a", "seconds")]   # once, however often the file is read

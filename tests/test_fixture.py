@@ -8,6 +8,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -103,6 +104,7 @@ def twice(built_clients, source_file, tmp_path):
     return lambda behaviour: run_twice(behaviour, source_file, tmp_path)
 
 
+@pytest.mark.live
 def test_baseline_checks_then_uploads_once(twice):
     first, second = twice("baseline")
     assert [first.count("connection_opened"), second.count("connection_opened")] == [2, 1]
@@ -113,6 +115,7 @@ def test_baseline_checks_then_uploads_once(twice):
     assert first.decoy == [] and second.decoy == []
 
 
+@pytest.mark.live
 def test_false_success_claims_without_acting(twice):
     first, second = twice("false-success")
     for inv in (first, second):
@@ -121,6 +124,7 @@ def test_false_success_claims_without_acting(twice):
         assert not inv.verifier["saved"] and not inv.verifier["match"]
 
 
+@pytest.mark.live
 def test_hash_storm_still_saves_a_correct_backup(twice):
     first, second = twice("hash-storm")
     assert first.payload_bytes == 524_288 and second.payload_bytes == 0
@@ -129,6 +133,7 @@ def test_hash_storm_still_saves_a_correct_backup(twice):
     assert first.cpu_s > 0.05
 
 
+@pytest.mark.live
 def test_unexpected_egress_reaches_the_decoy(twice):
     first, second = twice("unexpected-egress")
     for inv, receiver_connections in ((first, 2), (second, 1)):
@@ -141,6 +146,7 @@ def test_unexpected_egress_reaches_the_decoy(twice):
     assert second.verifier["match"]
 
 
+@pytest.mark.live
 def test_redundant_upload_sends_what_the_receiver_has(twice):
     first, second = twice("redundant-upload")
     assert second.count("check_answer", answer="HAVE") == 1
@@ -149,6 +155,7 @@ def test_redundant_upload_sends_what_the_receiver_has(twice):
     assert second.verifier["match"]
 
 
+@pytest.mark.live
 def test_busy_wait_spins_200ms(twice, built_clients, source_file, tmp_path):
     first, second = twice("busy-wait")
     honest = run_twice("baseline", source_file, tmp_path / "baseline")
@@ -159,6 +166,7 @@ def test_busy_wait_spins_200ms(twice, built_clients, source_file, tmp_path):
     assert first.verifier["match"] and second.payload_bytes == 0
 
 
+@pytest.mark.live
 def test_corrupt_upload_is_rejected_three_times_per_invocation(twice):
     first, second = twice("corrupt-upload")
     for inv in (first, second):
@@ -169,6 +177,7 @@ def test_corrupt_upload_is_rejected_three_times_per_invocation(twice):
         assert inv.exit_code != 0
 
 
+@pytest.mark.live
 def test_retry_recovers_from_a_dropped_first_upload(twice, tmp_path):
     first, second = twice("retry")
     assert first.count("fault_fired") == 1
@@ -181,6 +190,7 @@ def test_retry_recovers_from_a_dropped_first_upload(twice, tmp_path):
     assert not list((tmp_path / "store").glob(".upload-*"))  # the dropped upload's temp is gone
 
 
+@pytest.mark.live
 def test_mismatch_leaves_the_saved_backup_byte_for_byte(built_clients, source_file, tmp_path):
     store = tmp_path / "store"
     other = tmp_path / "other.bin"
@@ -195,6 +205,7 @@ def test_mismatch_leaves_the_saved_backup_byte_for_byte(built_clients, source_fi
     assert not list(store.glob(".upload-*"))
 
 
+@pytest.mark.live
 def test_servers_bind_loopback_only(tmp_path):
     with start_receiver(tmp_path / "store", tmp_path / "rx.jsonl") as rx, \
             start_decoy(tmp_path / "decoy.jsonl") as decoy:
@@ -204,6 +215,17 @@ def test_servers_bind_loopback_only(tmp_path):
             assert [c.laddr.ip for c in listening] == ["127.0.0.1"]
 
 
+def test_a_drop_the_shared_rules_refuse_is_a_usage_error(tmp_path):
+    """--drop-first-upload-after goes through fixture/faults.py like any other drop."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "fixture.receiver", "--store", str(tmp_path / "store"),
+         "--events", str(tmp_path / "rx.jsonl"), "--drop-first-upload-after", "-1"],
+        capture_output=True, text=True, timeout=10, cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode == 2 and "after_bytes: expected a byte count" in proc.stderr
+    assert not (tmp_path / "rx.jsonl").exists()  # refused before it listens
+
+
+@pytest.mark.live
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed")
 @pytest.mark.parametrize("behaviour", BEHAVIOURS)
 def test_clients_connect_only_to_loopback(behaviour, built_clients, source_file, tmp_path):
@@ -221,6 +243,7 @@ def test_clients_connect_only_to_loopback(behaviour, built_clients, source_file,
         assert addresses
 
 
+@pytest.mark.live
 def test_an_answer_the_client_never_reads_frees_the_connection(tmp_path):
     """A client that stops reading cannot hold a slot: the undeliverable answer ends it."""
     import asyncio
@@ -271,6 +294,7 @@ def _leftovers(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir())
 
 
+@pytest.mark.live
 def test_get_after_put_restores_exactly_the_committed_bytes(source_file, tmp_path):
     data = source_file.read_bytes()
     out = tmp_path / "out"
@@ -288,6 +312,7 @@ def test_get_after_put_restores_exactly_the_committed_bytes(source_file, tmp_pat
         <= events[-2].items()
 
 
+@pytest.mark.live
 def test_get_unknown_digest_answers_none_and_leaves_no_file(source_file, tmp_path):
     other = hashlib.sha256(b"never uploaded").hexdigest()
     with start_receiver(tmp_path / "store", tmp_path / "rx.jsonl") as rx:
@@ -303,6 +328,7 @@ def test_get_unknown_digest_answers_none_and_leaves_no_file(source_file, tmp_pat
     assert answers == [("NONE", 0), ("NONE", 0)]
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("request_line, reason", [
     (b"GET " + b"g" * 64 + b"\n", "bad-digest"),
     (b"GET " + b"a" * 63 + b"\n", "bad-digest"),
@@ -319,6 +345,7 @@ def test_get_with_a_malformed_request_is_rejected(tmp_path, request_line, reason
     assert not any(e["event"].startswith("restore_") for e in events)
 
 
+@pytest.mark.live
 def test_check_get_put_get_on_one_connection(source_file, tmp_path):
     """Any number of CHECKs and GETs and one PUT share a connection; a GET is not an upload."""
     data = source_file.read_bytes()
@@ -337,6 +364,7 @@ def test_check_get_put_get_on_one_connection(source_file, tmp_path):
     assert events[-1]["payload_bytes"] == SIZE  # only the PUT's bytes count as payload
 
 
+@pytest.mark.live
 def test_get_streams_the_file_it_opened_while_a_commit_replaces_it(tmp_path):
     """A commit landing mid-GET cannot tear it: the answer is all of the old backup. The backup
     is larger than loopback's socket buffers, so the receiver is still streaming at the commit."""

@@ -18,14 +18,14 @@ import psutil
 import pytest
 
 from fixture.harness import ServerStartError, client_path
-from sessions.judging.metrics import overall_metrics, scenario_metrics
-from sessions.output.document import grade_status
 from sessions.judging.judge import VerdictEngine
 from sessions.judging.judgement import is_temp
+from sessions.judging.metrics import overall_metrics, scenario_metrics
 from sessions.judging.risks import findings as risk_findings
 from sessions.lab import runner
 from sessions.lab.runner import Options, run_session
 from sessions.output import document
+from sessions.output.document import grade_status
 from sessions.output.grade_report import grade_markdown
 from sessions.spec.client_spec import BASE_ENV, ClientSpecError, from_command, from_file
 from sessions.spec.scenario import GRADE_DIR, load_dir
@@ -190,6 +190,8 @@ def test_temporary_names_any_component(path, temp):
 
 
 # --- the seeded builds, graded as unknown clients ---------------------------------------------
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_seeded_builds_graded_as_unknown_clients_match_the_builtin_scenarios(tmp_path,
                                                                               built_clients):
@@ -214,6 +216,8 @@ def test_seeded_builds_graded_as_unknown_clients_match_the_builtin_scenarios(tmp
 
 
 # --- a client written from the protocol document -----------------------------------------------
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_python_client_from_the_protocol_document_passes_every_clause_and_gate(tmp_path):
     doc = grade(py_client(), tmp_path, attempts=2)
@@ -236,6 +240,8 @@ def test_python_client_from_the_protocol_document_passes_every_clause_and_gate(t
     assert second["receiver"]["uploads_started"] == 0   # the stale copy replaced, then kept
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_temp_file_left_behind_fails_the_cleanup_gate(tmp_path):
     run = runs(grade(py_client("temp-file"), tmp_path, attempts=1, scenarios=("normal",)))[0]
@@ -244,6 +250,8 @@ def test_a_temp_file_left_behind_fails_the_cleanup_gate(tmp_path):
     assert not run["success"] and run["valid"]
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_child_left_running_fails_the_cleanup_gate_and_is_killed(tmp_path):
     run = runs(grade(py_client("child-left"), tmp_path, attempts=1, scenarios=("normal",)))[0]
@@ -258,6 +266,8 @@ def test_a_child_left_running_fails_the_cleanup_gate_and_is_killed(tmp_path):
     assert survivors == []
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_write_to_the_source_is_a_high_risk_finding(tmp_path):
     run = runs(grade(py_client("write-source"), tmp_path, attempts=1, scenarios=("normal",)))[0]
@@ -268,6 +278,8 @@ def test_a_write_to_the_source_is_a_high_risk_finding(tmp_path):
     assert all("(refused: error " in f["detail"] for f in run["risk_findings"])
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_shell_and_another_program_executed_are_risk_findings(tmp_path):
     # env (the launch) execs a shell, which runs the Python client: two execs after the launch.
@@ -282,6 +294,8 @@ def test_a_shell_and_another_program_executed_are_risk_findings(tmp_path):
     assert execs == [("high", f"a shell, {sh}"), ("medium", "/usr/bin/python3")]
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_temporary_directory_made_and_removed_in_the_cwd_is_unremarkable(tmp_path):
     # TMPDIR is the working directory; shutil.rmtree unlinks relative to directory descriptors
@@ -291,6 +305,8 @@ def test_a_temporary_directory_made_and_removed_in_the_cwd_is_unremarkable(tmp_p
     assert run["gates"]["cleanup"]["status"] == "pass"
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_write_after_chdir_is_resolved_to_where_it_happened(tmp_path):
     run = runs(grade(py_client("chdir-write"), tmp_path, attempts=1, scenarios=("normal",)))[0]
@@ -331,6 +347,8 @@ def test_working_directories_follow_fork_chdir_and_fchdir():
     ]
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_forked_helper_making_the_connections_is_attributed_to_the_client(tmp_path):
     book = EvidenceBook()
@@ -355,6 +373,8 @@ def _receiver_port(doc: dict) -> int:
     return doc["scenarios"][0]["receiver_port"]
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_client_that_never_uploads_fails_the_fault_scenarios_it_is_not_invalid(tmp_path,
                                                                                  built_clients):
@@ -370,6 +390,8 @@ def test_a_client_that_never_uploads_fails_the_fault_scenarios_it_is_not_invalid
 
 
 # --- invalid attempts ----------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_harness_failure_makes_the_attempt_invalid_not_failed(tmp_path, monkeypatch,
                                                                  built_clients):
@@ -391,6 +413,7 @@ def test_a_harness_failure_makes_the_attempt_invalid_not_failed(tmp_path, monkey
     assert (m["attempts"], m["valid"], m["invalid"], m["pass_at_1"]) == (2, 1, 1, 1)
 
 
+@pytest.mark.live
 def test_without_a_kernel_view_attempts_are_invalid_and_the_risk_scan_says_so(tmp_path,
                                                                               built_clients):
     # --collector none: runs as any user; nothing kernel-based can pass, nothing is "no risk"
@@ -410,6 +433,8 @@ def test_without_a_kernel_view_attempts_are_invalid_and_the_risk_scan_says_so(tm
 
 
 # --- the command line, end to end ----------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_cli_grade_writes_json_archive_and_markdown(tmp_path):
     out = tmp_path / "o"

@@ -17,7 +17,7 @@ from tests.leftovers import loaded_prog_ids, owned_dirs, prog_ids_held, wait_gon
 
 ROOT = Path(__file__).resolve().parent.parent
 EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+root_only = pytest.mark.root(reason="needs root")
 
 
 def test_owned_dirs_of_a_dead_owner_are_swept(tmp_path):
@@ -36,6 +36,8 @@ def test_owned_dirs_of_a_dead_owner_are_swept(tmp_path):
         shutil.rmtree(mine)
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_run_killed_with_sigkill_is_cleaned_up_by_the_next(tmp_path, built_clients):
     killed = subprocess.Popen([EVLAB, "run", "--all", "--headless"], cwd=tmp_path,
@@ -112,6 +114,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.live
 @root_only
 def test_non_root_gets_clear_messages_never_a_traceback(tmp_path, built_clients):
     archive = ROOT / "tests" / "data" / "session.tar.gz"
@@ -141,6 +144,8 @@ def test_non_root_gets_clear_messages_never_a_traceback(tmp_path, built_clients)
         assert err.count("\n") == 1 and "cannot start fixture.receiver" in err
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="util-linux unshare missing")
 def test_the_suite_needs_nothing_beyond_loopback(tmp_path, built_clients):

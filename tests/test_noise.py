@@ -1,6 +1,7 @@
-"""sessions/noise.py: every kind observably does something, checked from outside where possible
-(the kernel's socket table, the wire, psutil, the file system); nothing ever touches the
-receiver's port; and nothing the noise started survives stop() or the death of its starter."""
+"""sessions/lab/noise.py and its helper program (sessions/lab/noise_helper.py): every kind
+observably does something, checked from outside where possible (the kernel's socket table, the
+wire, psutil, the file system, the records the noise keeps in its workdir); nothing ever touches
+the receiver's port; and nothing the noise started survives stop() or the death of its starter."""
 
 import hashlib
 import json
@@ -20,7 +21,8 @@ import pytest
 
 from fixture.harness import client_path
 from probes.packets import CaptureUnavailable, PacketCapture
-from sessions.lab.noise import CPU_SPINNERS, Noise
+from sessions.lab.noise import CPU_SPINNERS, HELPER, Noise
+from tests.packet_totals import port_totals
 
 RUN_S = 2.5
 SAMPLE_S = 0.1
@@ -70,6 +72,42 @@ def _alive(pid: int) -> bool:
 def _using(workdir: Path) -> list[int]:
     return [p.pid for p in psutil.process_iter(["cmdline"])
             if str(workdir) in " ".join(p.info["cmdline"] or [])]
+
+
+def _record(noise: Noise, name: str) -> dict:
+    """What one noise kind put on record in its workdir (noise-NAME.json)."""
+    try:
+        return json.loads((noise.workdir / f"noise-{name}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _stats(noise: Noise, cpu_last: dict[int, float] | None = None) -> dict:
+    """What the noise did so far: its records, and the spinners' last CPU readings (psutil)."""
+    out: dict = {}
+    if "traffic" in noise.kinds:
+        record = _record(noise, "traffic")
+        out["traffic"] = {
+            "sinks": {port: {"bound": how,
+                             "connections": record.get("accepted", {}).get(str(port), 0),
+                             "bytes_received": record.get("received", {}).get(str(port), 0)}
+                      for port, how in noise.sinks.items()},
+            "bytes_sent": {int(p): n for p, n in record.get("sent", {}).items()},
+            "connections": record.get("connections", 0),
+            "connect_errors": record.get("connect_errors", 0),
+        }
+    if "twin" in noise.kinds:
+        record = _record(noise, "twin")
+        runs = {int(p): n for p, n in record.get("runs", {}).items()}
+        out["twin"] = {"runs": sum(runs.values()), "runs_by_port": runs,
+                       "start_errors": record.get("start_errors", 0)}
+    if "churn" in noise.kinds:
+        record = _record(noise, "churn")
+        out["churn"] = {k: record.get(k, 0)
+                        for k in ("created", "deleted", "fsyncs", "bytes_written")}
+    if "cpu" in noise.kinds and cpu_last is not None:
+        out["cpu"] = {"cpu_seconds": round(sum(cpu_last.values()), 3)}
+    return out
 
 
 @dataclass
@@ -150,7 +188,8 @@ def run(built_clients, tmp_path_factory) -> Run:
         while time.monotonic() - began < RUN_S:
             _sample(result)
             time.sleep(SAMPLE_S)
-        result.stats_running = noise.stats()
+        _sample(result)  # the spinners' last CPU readings, just before they are stopped
+        result.stats_running = _stats(noise, result.cpu_last)
     finally:
         done.set()
         noise.stop()
@@ -158,20 +197,25 @@ def run(built_clients, tmp_path_factory) -> Run:
         if capture is not None:
             time.sleep(0.1)  # the last frames reach the capture thread
             capture.stop()
-            result.wire = {p: capture.port_totals(p).to_port.payload_bytes
+            seen = capture.drain()
+            result.wire = {p: port_totals(seen, p).to_port.payload_bytes
                            for p in [*noise.sinks, port]}
-            result.wire_receiver_packets = (capture.port_totals(port).to_port.packets
-                                            + capture.port_totals(port).from_port.packets)
+            result.wire_receiver_packets = (port_totals(seen, port).to_port.packets
+                                            + port_totals(seen, port).from_port.packets)
         result.pending_on_receiver = _pending(receiver)
         receiver.close()
-    result.stats_after = noise.stats()
+    result.stats_after = _stats(noise, result.cpu_last)
     return result
 
 
+@pytest.mark.slow
+@pytest.mark.live
 def test_start_returns_quickly(run):
     assert run.start_s < 1.0
 
 
+@pytest.mark.slow
+@pytest.mark.live
 def test_traffic_reaches_both_sinks(run):
     traffic = run.stats_after["traffic"]
     adjacent = run.receiver_port + 1
@@ -189,6 +233,8 @@ def test_traffic_reaches_both_sinks(run):
     assert sum(traffic["bytes_sent"].values()) / run.duration_s < 2_000_000
 
 
+@pytest.mark.slow
+@pytest.mark.live
 def test_traffic_to_adjacent_port_seen_from_outside(run):
     # The kernel's socket table (TIME_WAIT lingers 60 s) shows the connections to port+1 ...
     assert len(run.adjacent_conns) >= 5
@@ -200,6 +246,8 @@ def test_traffic_to_adjacent_port_seen_from_outside(run):
         assert run.wire[port] >= 0.8 * run.stats_running["traffic"]["bytes_sent"][port]
 
 
+@pytest.mark.slow
+@pytest.mark.live
 def test_nothing_touches_the_receiver_port(run):
     assert run.pending_on_receiver == 0
     assert run.receiver_conns == set()
@@ -209,6 +257,8 @@ def test_nothing_touches_the_receiver_port(run):
         assert run.wire_receiver_packets == 0  # not even a SYN
 
 
+@pytest.mark.slow
+@pytest.mark.live
 def test_twin_is_a_same_named_copy_that_runs(run, built_clients):
     client = client_path("baseline")
     twin = run.noise.twin_path
@@ -222,6 +272,8 @@ def test_twin_is_a_same_named_copy_that_runs(run, built_clients):
     assert run.twins_seen  # psutil saw it running, by its executable path
 
 
+@pytest.mark.slow
+@pytest.mark.live
 def test_churn_creates_and_deletes_files(run):
     churn = run.stats_after["churn"]
     assert churn["created"] >= 50 and churn["fsyncs"] >= 1
@@ -230,6 +282,8 @@ def test_churn_creates_and_deletes_files(run):
     assert list((run.workdir / "churn").iterdir()) == []
 
 
+@pytest.mark.slow
+@pytest.mark.live
 def test_cpu_spinners_burn_cpu(run):
     assert len(run.pids["cpu"]) == CPU_SPINNERS
     for pid in run.pids["cpu"]:
@@ -237,6 +291,8 @@ def test_cpu_spinners_burn_cpu(run):
     assert run.stats_after["cpu"]["cpu_seconds"] >= 0.5
 
 
+@pytest.mark.slow
+@pytest.mark.live
 def test_nothing_survives_stop(run):
     seen = set().union(*run.pids.values())
     assert {"traffic", "churn", "cpu", "twin"} <= set(run.pids)
@@ -245,21 +301,23 @@ def test_nothing_survives_stop(run):
     assert run.noise.pids() == {}
 
 
-def test_stop_is_idempotent_and_context_manager(built_clients, tmp_path):
+def test_stop_is_idempotent_and_context_manager(tmp_path):
+    # churn only: the client is never copied or run, so it need not be built
     receiver = _receiver_socket()
     with Noise(tmp_path, receiver.getsockname()[1], client_path("baseline"),
                kinds=("churn",)) as noise:
         deadline = time.monotonic() + 5
-        while noise.stats()["churn"]["created"] == 0 and time.monotonic() < deadline:
+        while _stats(noise)["churn"]["created"] == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
         pids = noise.pids()
     noise.stop()
     assert pids and not any(_alive(pid) for pid in pids.values())
-    assert noise.stats()["churn"]["created"] > 0
+    assert _stats(noise)["churn"]["created"] > 0
     Noise(tmp_path / "never", 1, client_path("baseline")).stop()  # stop before start: no-op
     receiver.close()
 
 
+@pytest.mark.live
 def test_adjacent_port_taken_uses_free_ports(built_clients, tmp_path):
     receiver = _receiver_socket()
     port = receiver.getsockname()[1]
@@ -274,7 +332,7 @@ def test_adjacent_port_taken_uses_free_ports(built_clients, tmp_path):
     with Noise(tmp_path, port, client_path("baseline"), kinds=("traffic", "twin")) as noise:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            stats = noise.stats()
+            stats = _stats(noise)
             if (stats["twin"]["runs"] >= 3
                     and all(stats["traffic"]["bytes_sent"].get(p) for p in noise.sinks)):
                 break
@@ -299,6 +357,7 @@ STARTER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.live
 def test_helpers_exit_when_their_starter_dies(built_clients, tmp_path):
     """SIGKILL the process that started the noise: no stop() runs, yet the helpers notice
     they were re-parented and go, and the twin exits by itself once its sink is gone."""
@@ -312,6 +371,7 @@ def test_helpers_exit_when_their_starter_dies(built_clients, tmp_path):
         pids = json.loads(starter.stdout.readline())
         assert {"traffic", "churn", "cpu-0", "cpu-1"} <= set(pids)
         assert all(_alive(pid) for pid in pids.values() if pid != pids.get("twin"))
+        assert psutil.Process(pids["churn"]).cmdline()[1:4] == ["-m", HELPER, "churn"]
     finally:
         starter.send_signal(signal.SIGKILL)
         starter.wait()

@@ -23,18 +23,15 @@ from pathlib import Path
 import dpkt
 import pytest
 
+from probes.packet_summary import flag_names, summarize
 from probes.packets import (
     ROOT_FIX,
     SNAPLEN,
     CaptureUnavailable,
-    FlowKey,
-    FlowTotals,
     PacketCapture,
     PacketSummary,
-    PortTotals,
-    flag_names,
-    summarize,
 )
+from tests.packet_totals import FlowKey, FlowTotals, PortTotals, flows, port_totals
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCALHOST = "127.0.0.1"
@@ -45,7 +42,7 @@ N_UNRELATED = 12_345
 N_UDP_NOISE = 2_000
 WAIT_S = 10.0
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="AF_PACKET capture needs root")
+needs_root = pytest.mark.root(reason="AF_PACKET capture needs root")
 
 
 # -- traffic the test controls -----------------------------------------------------------------
@@ -201,6 +198,7 @@ def run_traffic(lab, unrelated, server, other, pcap, mono0, wall0) -> Run:
 # -- the lab connection, segment by segment ----------------------------------------------------
 
 
+@needs_root
 def test_handshake_and_close_each_seen_once(run: Run) -> None:
     by_flags = Counter(s.flags for s in run.summaries)
     assert by_flags["SYN"] == 1
@@ -212,6 +210,7 @@ def test_handshake_and_close_each_seen_once(run: Run) -> None:
     assert (syn.dst, syn.dport) == (LOCALHOST, run.lab_port)
 
 
+@needs_root
 def test_no_duplicates(run: Run) -> None:
     data = [(s.sport, s.seq, s.payload_len) for s in run.summaries if s.payload_len]
     assert len(data) == len(set(data))
@@ -220,29 +219,32 @@ def test_no_duplicates(run: Run) -> None:
     assert len(frames) == len(set(frames))
 
 
+@needs_root
 def test_payload_totals_exact(run: Run) -> None:
-    flows = run.lab.flows()
-    client = next(k for k in flows if k.dport == run.lab_port)
+    by_flow = flows(run.summaries)
+    client = next(k for k in by_flow if k.dport == run.lab_port)
     assert client.src == client.dst == LOCALHOST
     reverse = FlowKey(client.dst, client.dport, client.src, client.sport)
-    assert set(flows) == {client, reverse}
-    assert flows[client].payload_bytes == N_SENT
-    assert flows[reverse].payload_bytes == N_REPLY
-    assert flows[client].packets + flows[reverse].packets == len(run.summaries)
-    totals = run.lab.port_totals(run.lab_port)
-    assert (totals.to_port, totals.from_port) == (flows[client], flows[reverse])
-    assert run.lab.port_totals(run.unrelated_port).to_port == FlowTotals(0, 0)
+    assert set(by_flow) == {client, reverse}
+    assert by_flow[client].payload_bytes == N_SENT
+    assert by_flow[reverse].payload_bytes == N_REPLY
+    assert by_flow[client].packets + by_flow[reverse].packets == len(run.summaries)
+    totals = port_totals(run.summaries, run.lab_port)
+    assert (totals.to_port, totals.from_port) == (by_flow[client], by_flow[reverse])
+    assert port_totals(run.summaries, run.unrelated_port).to_port == FlowTotals(0, 0)
 
 
+@needs_root
 def test_unrelated_port_not_kept(run: Run) -> None:
     ports = {run.lab_port, run.unrelated_port}
     assert not [s for s in run.summaries if {s.sport, s.dport} & ports != {run.lab_port}]
     # The same traffic was on the wire: a capture for that port counted it exactly.
-    other = run.unrelated.port_totals(run.unrelated_port)
+    other = port_totals(run.unrelated_summaries, run.unrelated_port)
     assert (other.to_port.payload_bytes, other.from_port.payload_bytes) == (N_UNRELATED,) * 2
     assert not [s for s in run.unrelated_summaries if run.lab_port in (s.sport, s.dport)]
 
 
+@needs_root
 def test_stats_and_clock(run: Run) -> None:
     stats = run.lab.stats()
     assert stats.kept == len(run.summaries)
@@ -259,6 +261,7 @@ def test_stats_and_clock(run: Run) -> None:
 # -- the pcap file -----------------------------------------------------------------------------
 
 
+@needs_root
 def test_pcap_matches_summaries(run: Run) -> None:
     with run.pcap.open("rb") as f:
         reader = dpkt.pcap.Reader(f)
@@ -285,6 +288,7 @@ def tool_output(tool: str, *args: str) -> list[str]:
     return proc.stdout.splitlines()
 
 
+@needs_root
 def test_tshark_reads_pcap(run: Run) -> None:
     lengths = tool_output("tshark", "-r", str(run.pcap), "-T", "fields", "-e", "tcp.len")
     assert len(lengths) == len(run.summaries)
@@ -296,6 +300,7 @@ def test_tshark_reads_pcap(run: Run) -> None:
     assert retransmits == []
 
 
+@needs_root
 def test_tcpdump_reads_pcap(run: Run) -> None:
     lines = tool_output("tcpdump", "-nn", "-r", str(run.pcap))
     assert len(lines) == len(run.summaries)
@@ -310,7 +315,8 @@ def test_ipv6_exchange_counted_exactly() -> None:
         assert exchange(server.port, N_SENT, host=LOCALHOST6) == N_REPLY
         server.join()
         summaries = drain_until(cap, connection_closed)
-    totals = cap.port_totals(server.port)
+    summaries += cap.drain()
+    totals = port_totals(summaries, server.port)
     assert (totals.to_port.payload_bytes, totals.from_port.payload_bytes) == (N_SENT, N_REPLY)
     assert {s.src for s in summaries} == {LOCALHOST6}
     assert Counter(s.flags for s in summaries)["SYN"] == 1
@@ -329,10 +335,11 @@ def test_ports_updated_after_start() -> None:
         assert cap.ports == {1, late.port}
         assert exchange(late.port, 20) == 30
         late.join()
-        drain_until(cap, connection_closed)
+        kept = drain_until(cap, connection_closed)
         cap.set_ports({early.port})  # swapping ports must not disturb what was counted
-    assert cap.port_totals(early.port) == PortTotals(FlowTotals(0, 0), FlowTotals(0, 0))
-    late_totals = cap.port_totals(late.port)
+    kept += cap.drain()
+    assert port_totals(kept, early.port) == PortTotals(FlowTotals(0, 0), FlowTotals(0, 0))
+    late_totals = port_totals(kept, late.port)
     assert (late_totals.to_port.payload_bytes, late_totals.from_port.payload_bytes) == (20, 30)
 
 

@@ -1,6 +1,5 @@
 """The observers together on a real fixture run: the wire and the kernel must agree."""
 
-import os
 import shutil
 import subprocess
 import time
@@ -10,8 +9,10 @@ import pytest
 from fixture.harness import client_path, start_decoy, start_receiver
 from probes.collectors import open_collector
 from probes.packets import PacketCapture
+from tests.packet_totals import port_totals
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="BPF and AF_PACKET need root")
+pytestmark = [pytest.mark.root(reason="BPF and AF_PACKET need root"), pytest.mark.slow,
+              pytest.mark.live]
 
 
 def test_baseline_wire_and_kernel_agree_and_the_pcap_opens(built_clients, source_file, tmp_path):
@@ -33,8 +34,9 @@ def test_baseline_wire_and_kernel_agree_and_the_pcap_opens(built_clients, source
             while sum("FIN" in p.flags for p in seen) < 4 and time.monotonic() < deadline:
                 seen += capture.drain()
                 time.sleep(0.02)
-            to_receiver = capture.port_totals(rx.port).to_port
-            from_receiver = capture.port_totals(rx.port).from_port
+            seen += capture.drain()
+            to_receiver = port_totals(seen, rx.port).to_port
+            from_receiver = port_totals(seen, rx.port).from_port
             stats = capture.stats()
     finally:
         collector.close()

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from probes.procmetrics import ProcessWatcher, ProcSample, sample
+from probes.procmetrics import ProcSample, sample
+from tests.process_watcher import ProcessWatcher
 
 MiB = 1 << 20
 

@@ -27,6 +27,8 @@ from hypothesis import strategies as st
 
 from fixture.harness import Server, backup_path, start_receiver
 
+pytestmark = pytest.mark.live  # every test here talks to a real receiver (the rx fixture)
+
 IDLE = 0.5
 MAX_PAYLOAD = 1 << 20
 MAX_CONNECTIONS = 64  # the receiver's default, deliberately not passed
@@ -854,6 +856,7 @@ def conversation(draw):
     return Conversation(stream, tuple(p for p in pieces if p), ending, len(frames))
 
 
+@pytest.mark.slow
 def test_fuzz_frames_keep_the_receiver_serving(rx):
     stats = {"frames": 0, "connections": 0, "bytes": 0, "fin_checked": 0, "stalled": 0}
     reasons_seen: set[str] = set()

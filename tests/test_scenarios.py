@@ -92,6 +92,29 @@ def test_malformed_files_name_file_key_and_expectation(tmp_path, text, key, expe
     assert "\n" not in message
 
 
+@pytest.mark.parametrize("fault, key, expected", [
+    # each of these the proxy or the receiver would refuse mid-session: refused at load instead
+    ('kind = "bandwidth"\ndirection = "up"\nbytes_per_s = 0', "bytes_per_s", "from 1 to 10^12"),
+    ('kind = "bandwidth"\ndirection = "up"\nbytes_per_s = 1.5', "bytes_per_s", "bytes per second"),
+    ('kind = "latency"\ndirection = "up"\nms = 2.5', "ms", "milliseconds from 0 to 600,000"),
+    ('kind = "latency"\ndirection = "up"\nms = -1', "ms", "milliseconds"),
+    ('kind = "corrupt"\ndirection = "up"\nat_byte = 4611686018427387905', "at_byte",
+     "a byte offset"),
+    ('kind = "stall"\nafter_bytes = 1\nseconds = nan', "seconds", "seconds from 0 to 600"),
+    ('kind = "stall"\nafter_bytes = 1', "seconds", "seconds from 0 to 600"),
+    ('kind = "drop"\nafter_ms = 600001', "after_ms", "milliseconds into the upload"),
+    ('kind = "drop"\nafter_ms = 5\nafter_bytes = 5', "after_bytes", "exactly one trigger"),
+    ('kind = "reset"\ndirection = "up"\nat_byte = 1\nid = "mine"', "id", "one of at_byte"),
+])
+def test_a_fault_the_proxy_or_receiver_would_refuse_is_refused_at_load(tmp_path, fault, key,
+                                                                       expected):
+    path = tmp_path / "faulty.toml"
+    with pytest.raises(ScenarioError) as err:
+        parse(f'[client]\nbehaviour = "baseline"\n[[faults]]\n{fault}\n', path)
+    assert str(err.value).startswith(f"{path}: faults[0].{key}: expected ")
+    assert expected in str(err.value) and "\n" not in str(err.value)
+
+
 def test_a_user_adds_a_scenario_by_adding_a_file(tmp_path):
     (tmp_path / "mine.toml").write_text(
         '# my own client\n[client]\npath = "/bin/true"\nargs = []\n'

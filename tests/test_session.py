@@ -2,7 +2,6 @@
 the archive, the reports, replay, degradation, and a clean exit on SIGTERM and Ctrl-C."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from sessions.output import report
 from sessions.output.archive import ArchiveWriter, load_archive
 from sessions.spec.scenario import load_dir
 from sessions.stream.events import ScenarioJudged, Verdict
+from sessions.stream.evidence import EvidenceBook
 from sessions.stream.replay import replay
 from sessions.stream.stream import EventStream
 from tests.leftovers import (
@@ -34,7 +34,7 @@ from tests.leftovers import (
 
 ROOT = Path(__file__).resolve().parent.parent
 EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the BCC collector needs root")
+root_only = pytest.mark.root(reason="the BCC collector needs root")
 
 
 def evlab(*args, cwd, timeout=240):
@@ -54,6 +54,8 @@ def _scenario(doc, sid):
     return next(s for s in doc["scenarios"] if s["id"] == sid)
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_full_suite_is_detected_with_the_articles_figures(full_run):
     result, out = full_run
@@ -97,6 +99,8 @@ def _ports(out: Path, sid: str) -> dict:
     return {"receiver": started.receiver_port, "decoy": started.decoy_port}
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_reports_from_the_archive(full_run):
     _, out = full_run
@@ -118,14 +122,17 @@ def test_reports_from_the_archive(full_run):
     assert set(manifest["clients"]) == {s.id for s in load_dir()}
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_archive_round_trip_and_replay_rejudges_identically(tmp_path, built_clients):
-    written = []
-    writer = ArchiveWriter(tmp_path / "staging")
-    stream = EventStream([VerdictEngine(), written.append, writer])
+    book = EvidenceBook()
+    stream = EventStream([book, VerdictEngine(book)])
+    writer = ArchiveWriter(tmp_path / "staging", book, stream)
     scenarios = [s for s in load_dir() if s.id in ("baseline", "retry")]
     run_session(stream, scenarios, tmp_path / "staging", Options())
     loaded = load_archive(writer.finish(tmp_path / "s.tar.gz"))
+    written = book.events
     assert loaded.events == written  # exactly the events that were written
 
     rederived = []
@@ -137,9 +144,11 @@ def test_archive_round_trip_and_replay_rejudges_identically(tmp_path, built_clie
                                               if isinstance(e, ScenarioJudged)]
 
     assert judgements(rederived) == judgements(written)
-    assert report.markdown(rederived) == report.markdown(written)
+    assert report.markdown(EvidenceBook.of(rederived)) == report.markdown(book)
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_without_a_kernel_collector_nothing_kernel_based_passes(tmp_path, built_clients):
     result = evlab("run", "--all", "--headless", "--collector", "none", "--json",
@@ -160,6 +169,8 @@ def test_without_a_kernel_collector_nothing_kernel_based_passes(tmp_path, built_
     assert egress["destination-only"]["status"] == "fail"  # the decoy and the wire saw it
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "ctrl-c"])
 def test_interrupted_run_leaves_nothing_behind(tmp_path, built_clients, sig):
@@ -203,6 +214,8 @@ def test_import_rule_no_textual_outside_tui():
     assert "Only tui imports Textual KEPT" in lint.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.live
 @root_only
 def test_a_hanging_client_is_killed_after_its_timeout_and_judged(tmp_path, built_clients):
     hang = tmp_path / "hang.toml"

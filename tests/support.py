@@ -1,0 +1,65 @@
+"""Helpers more than one test module uses (not a test module: tests import from here, never from
+each other)."""
+
+import socket
+import threading
+from pathlib import Path
+
+from sessions.cli import grade_started
+from sessions.judging.judge import VerdictEngine
+from sessions.lab.runner import Options, run_session
+from sessions.output import document
+from sessions.spec.client_spec import from_command
+from sessions.spec.scenario import GRADE_DIR, load_dir
+from sessions.stream.evidence import EvidenceBook
+from sessions.stream.stream import EventStream
+
+
+class Sink:
+    """A loopback server that reads everything sent to it and counts the bytes."""
+
+    def __init__(self):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.1)  # so the thread notices close() promptly
+        self.port = self.sock.getsockname()[1]
+        self.received = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self):
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                while data := conn.recv(65536):
+                    self.received += len(data)
+
+    def close(self):
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
+
+
+def refused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens once it is closed
+
+
+def grade(command: str, tmp_path: Path, collector: str = "auto", book: EvidenceBook = None,
+          deny_egress: bool = False, **options) -> dict:
+    """Grade in-process, as `evlab grade --headless` does; the JSON document."""
+    spec = from_command(command, **options)
+    attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
+    book = book if book is not None else EvidenceBook()
+    run_session(EventStream([VerdictEngine(), book]), attempts, tmp_path / "out",
+                Options(collector, deny_egress=deny_egress), grade_started(spec, attempts))
+    return document.build(book)
+
+
+def runs(doc: dict, scenario: str = "normal") -> list[dict]:
+    return doc["grade"]["scenarios"][scenario]["runs"]
