@@ -95,7 +95,7 @@ def fields_line(event: Event, t0: int) -> str:
     """Every field of any event on one line (the evidence view: what decided a verdict)."""
     data = {k: v for k, v in vars(event).items() if k not in ("seq", "t_ns", "scenario")}
     when = f"{(event.t_ns - t0) / 1e9:8.3f}s" if t0 else ""
-    fields = " ".join(f"{k}={v}" for k, v in data.items() if v not in (None, {}, ()))
+    fields = " ".join(f"{k}={v}" for k, v in data.items() if v not in (None, {}, (), ""))
     return f"{when} {type(event).__name__}: {fields}"
 
 
