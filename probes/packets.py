@@ -63,7 +63,7 @@ from probes.pcap_file import SNAPLEN, PcapFile
 __all__ = ["ROOT_FIX", "SNAPLEN", "CaptureStats", "CaptureUnavailable", "PacketCapture",
            "PacketSummary"]
 
-POLL_SECONDS = 0.05  # how long stop() may wait for the capture thread
+POLL_SECONDS = 0.05  # how often an idle capture thread reads the kernel's drop counters
 BATCH = 1024  # frames read before looking at the stop flag again
 
 _TIMESPEC = struct.Struct("@ll")  # struct timespec
@@ -109,6 +109,10 @@ class PacketCapture:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._stopped = False
+        # sync(): a wake-up pipe for the thread, and how many syncs it has answered
+        self._wake_r, self._wake_w = -1, -1
+        self._synced = threading.Condition(self._lock)
+        self._sync_asked = self._sync_done = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -127,6 +131,7 @@ class PacketCapture:
                 self._sock.close()
                 raise
         self._offset_ns = realtime_offset_ns()
+        self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(target=self._run, name="evlab-packets", daemon=True)
         self._thread.start()
         return self
@@ -139,15 +144,32 @@ class PacketCapture:
                 return
             self._stopped = True
         self._stopping.set()
+        os.write(self._wake_w, b"s")
         self._thread.join()
         self._read_kernel_stats()
         self._sock.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
         if self._pcap is not None:
             try:
                 self._pcap.close()
             except OSError as exc:  # a pcap that cannot be written is evidence lost, said so
                 with self._lock:
                     self._error = self._error or f"{type(exc).__name__}: {exc}"
+
+    def sync(self, timeout: float = 1.0) -> bool:
+        """Return once the thread has read every frame queued before this call (a loopback
+        frame is queued by the syscall that sent it), so drain() then holds them all; False if
+        the thread is not running or did not answer in time."""
+        with self._synced:
+            if self._thread is None or self._stopped or not self._thread.is_alive():
+                return False
+            self._sync_asked += 1
+            target = self._sync_asked
+            os.write(self._wake_w, b"y")
+            return self._synced.wait_for(lambda: self._sync_done >= target
+                                         or not self._thread.is_alive(), timeout) \
+                and self._sync_done >= target
 
     def __enter__(self) -> PacketCapture:
         return self.start()
@@ -202,8 +224,10 @@ class PacketCapture:
     def _run(self) -> None:
         try:
             while not self._stopping.is_set():
-                ready, _, _ = select.select([self._sock], [], [], POLL_SECONDS)
-                if ready:
+                ready, _, _ = select.select([self._sock, self._wake_r], [], [], POLL_SECONDS)
+                if self._wake_r in ready:
+                    self._answer_sync()
+                elif ready:
                     self._read_batch()
                 self._read_kernel_stats()
             self._read_batch()  # frames that arrived just before stop()
@@ -211,17 +235,31 @@ class PacketCapture:
             with self._lock:
                 self._error = f"{type(exc).__name__}: {exc}"
 
-    def _read_batch(self) -> None:
+    def _answer_sync(self) -> None:
+        os.read(self._wake_r, 4096)
+        with self._synced:
+            asked = self._sync_asked
+        while not self._read_batch():   # everything queued now, then say so
+            pass
+        with self._synced:
+            self._sync_done = max(self._sync_done, asked)
+            self._synced.notify_all()
+
+    def _read_batch(self) -> bool:
+        """Read up to BATCH frames; True when the socket's queue was emptied."""
+        emptied = False
         for _ in range(BATCH):
             try:
                 frame, anc, msg_flags, addr = self._sock.recvmsg(
                     SNAPLEN, socket.CMSG_SPACE(_TIMESPEC.size), socket.MSG_DONTWAIT
                 )
             except BlockingIOError:
+                emptied = True
                 break
             self._handle(frame, anc, msg_flags, pkttype=addr[2])
         if self._pcap is not None:
             self._pcap.flush()
+        return emptied
 
     def _handle(self, frame: bytes, anc: list, msg_flags: int, pkttype: int) -> None:
         if pkttype == socket.PACKET_OUTGOING:

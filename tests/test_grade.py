@@ -397,11 +397,11 @@ def test_a_harness_failure_makes_the_attempt_invalid_not_failed(tmp_path, monkey
                                                                  built_clients):
     real, calls = runner.start_decoy, []
 
-    def clash_once(path):
+    def clash_once(path, *args):
         calls.append(path)
         if len(calls) == 1:
             raise ServerStartError("fixture.decoy exited at start: address already in use")
-        return real(path)
+        return real(path, *args)
 
     monkeypatch.setattr(runner, "start_decoy", clash_once)
     doc = grade(f"{client_path('baseline')} {{host}} {{port}} {{source}}", tmp_path,

@@ -46,9 +46,9 @@ class Boundary:
         self.sandbox = sandbox
         self.gaps = [gap for gap in (layout.capability(), sandbox_gap) if gap]
         self._why_not = sandbox_gap.detail if sandbox_gap else ""
-        self._cgroup: ClientCgroup | None = None   # the running invocation's
-        self._inv = 0
-        self._programs: list[tuple[Path, Path]] = []   # the scenario's staged program files
+        # Several attempts may run at once (--jobs): state is kept per invocation and scenario.
+        self._cgroups: dict[int, ClientCgroup] = {}          # invocation -> its cgroup
+        self._programs: dict[str, list[tuple[Path, Path]]] = {}   # scenario -> staged files
 
     @classmethod
     def open(cls, options, layout: Layout | None = None) -> "Boundary":
@@ -89,7 +89,7 @@ class Boundary:
         if self.sandbox is None:
             return client_home
         os.chmod(client_home, 0o711)   # the sandbox user binds what is inside
-        self._programs = self.sandbox.stage(program_paths(s), client_home)
+        self._programs[s.id] = self.sandbox.stage(program_paths(s), client_home)
         return self.sandbox.make_home(client_home / "home")
 
     def workdir(self, path: Path) -> Path:
@@ -103,31 +103,30 @@ class Boundary:
         lim = self.options.limits
         launch = argv
         if self.sandbox is not None:
-            launch = self.sandbox.wrap(argv, cwd, source_dir, self._programs)
+            launch = self.sandbox.wrap(argv, cwd, source_dir, self._programs.get(s.id, []))
         if self.layout.capability() is None:
             confined = self.sandbox is not None
-            self._cgroup = ClientCgroup.create(self.layout, f"inv{inv}", Limits(
+            cg = self._cgroups[inv] = ClientCgroup.create(self.layout, f"inv{inv}", Limits(
                 lim.memory_bytes if confined else None, lim.pids if confined else None))
-            self._inv = inv
-            launch = self._cgroup.join_argv() + launch
-            collector.watch_cgroup(inv, self._cgroup.dirs["v2"], self._cgroup.id,
-                                   [(HOST, port)], self.options.deny_egress or s.deny_egress)
+            launch = cg.join_argv() + launch
+            collector.watch_cgroup(inv, cg.dirs["v2"], cg.id, [(HOST, port)],
+                                   self.options.deny_egress or s.deny_egress)
         return launch
 
     def tasks(self, collector: Collector, inv: int) -> list[int] | None:
         """Tasks of the invocation still running: the kernel's view of its tree, and whatever
         is in its cgroup. None without the tree's view: in the sandbox, what the client left
         is killed when it ends, and only the kernel's exit events record it."""
-        tasks = collector.live_tasks(inv)
-        if self._cgroup is None or tasks is None:
+        tasks, cg = collector.live_tasks(inv), self._cgroups.get(inv)
+        if cg is None or tasks is None:
             return tasks
-        return sorted(set(tasks) | set(self._cgroup.census()))
+        return sorted(set(tasks) | set(cg.census()))
 
     def leave(self, collector: Collector, scenario: str, n: int, inv: int,
               home: Path) -> list[Event]:
         """What the cgroup saw (CPU of the whole tree, memory, limits hit, egress), then empty
         and remove it: nothing of the invocation outlives it."""
-        cg = self._cgroup
+        cg = self._cgroups.get(inv)
         if cg is None:
             return []
         try:
@@ -143,18 +142,22 @@ class Boundary:
                                             totals.flows))
             return events
         finally:
-            self.abandon(collector)
+            self.abandon(collector, inv)
 
-    def abandon(self, collector: Collector) -> None:
-        """Unwatch, kill and remove the running invocation's cgroup (teardown, interrupts)."""
-        cg, self._cgroup = self._cgroup, None
+    def abandon(self, collector: Collector, inv: int) -> None:
+        """Unwatch, kill and remove an invocation's cgroup (teardown, interrupts)."""
+        cg = self._cgroups.pop(inv, None)
         if cg is not None:
             try:
-                collector.unwatch_cgroup(self._inv)
+                collector.unwatch_cgroup(inv)
             finally:
                 cg.remove()
 
+    def forget(self, s: Scenario) -> None:
+        self._programs.pop(s.id, None)
+
     def close(self, collector: Collector | None) -> None:
         if collector is not None:
-            self.abandon(collector)
+            for inv in list(self._cgroups):
+                self.abandon(collector, inv)
         remove_parents(self.layout)

@@ -10,26 +10,28 @@ import json
 import os
 from pathlib import Path
 
-from fixture.harness import Server, start_proxy, start_receiver
+from fixture.harness import Server, start_proxy, start_receiver, stop_all
+from fixture.spawner import Spawner
 from sessions.spec.faults import RECEIVER_KINDS, WIRE_KINDS, for_invocation
 
 
 class Injector:
-    def __init__(self, faults, workdir: Path, receiver: Server):
+    def __init__(self, faults, workdir: Path, receiver: Server, spawner: Spawner | None = None):
         self.faults = faults
         self.workdir = workdir
         self.receiver = receiver
+        self.spawner = spawner
         self.fault_file = workdir / "faults.json"
         self.proxy: Server | None = None
 
     @classmethod
-    def start(cls, faults, workdir: Path) -> "Injector":
+    def start(cls, faults, workdir: Path, spawner: Spawner | None = None) -> "Injector":
         """Start the scenario's receiver, wired to its fault file."""
         fault_file = workdir / "faults.json"
         fault_file.write_text("[]")
         receiver = start_receiver(workdir / "store", workdir / "receiver.jsonl",
-                                  fault_file=fault_file)
-        return cls(faults, workdir, receiver)
+                                  fault_file=fault_file, spawner=spawner)
+        return cls(faults, workdir, receiver, spawner)
 
     def _write(self, faults: list[dict]) -> None:
         tmp = self.fault_file.with_suffix(".tmp")
@@ -43,7 +45,8 @@ class Injector:
         if not wire:
             return self.receiver.port
         wire = [{k: v for k, v in f.items() if k != "invocation"} for f in wire]
-        self.proxy = start_proxy(self.receiver.port, self.workdir / f"proxy-{n}.jsonl", wire)
+        self.proxy = start_proxy(self.receiver.port, self.workdir / f"proxy-{n}.jsonl", wire,
+                                 self.spawner)
         return self.proxy.port
 
     def disarm(self) -> None:
@@ -59,9 +62,15 @@ class Injector:
         if status is None:
             return None
         self.receiver = start_receiver(self.workdir / "store", self.workdir / "receiver.jsonl",
-                                       fault_file=self.fault_file, port=self.receiver.port)
+                                       fault_file=self.fault_file, port=self.receiver.port,
+                                       spawner=self.spawner)
         return status
 
-    def close(self) -> None:
-        self.disarm()
-        self.receiver.stop()
+    def servers(self) -> list[Server]:
+        return [s for s in (self.receiver, self.proxy) if s is not None]
+
+    def close(self, *others: Server) -> None:
+        """Heal, then stop the receiver (and any other servers given) side by side."""
+        self._write([])
+        stop_all([*self.servers(), *others])
+        self.proxy = None

@@ -2,6 +2,7 @@
 captured packets, the servers' record files, the client's stdout claims and psutil samples."""
 
 import json
+import threading
 import time
 
 from probes import procmetrics
@@ -38,6 +39,18 @@ class Observations:
 
     def __init__(self, stream: EventStream, collector: Collector):
         self.stream, self.collector = stream, collector
+        # Kernel events come from one ring buffer for every invocation: each goes to the
+        # scenario and invocation that own its id (several attempts may run at once).
+        self._owners: dict[int, tuple[Running, int]] = {}
+        self._poll = threading.Lock()
+
+    def own(self, inv_id: int, live: Running, n: int) -> None:
+        self._owners[inv_id] = (live, n)
+
+    def disown(self, live: Running) -> None:
+        for inv_id, (owner, _) in list(self._owners.items()):
+            if owner is live:
+                del self._owners[inv_id]
 
     def pump(self, live: Running, n: int, inv_id: int) -> None:
         self.kernel(live, live.scenario.id, n, inv_id)
@@ -48,26 +61,34 @@ class Observations:
         snap = self.collector.snapshot(inv_id)
         self.stream.publish(CounterSample(snap.t_ns, s, n, snap.counters, snap.functions,
                                           snap.unobserved))
-        for e in self.collector.poll_events():
-            if isinstance(e, ProcessEvent):
-                _note_exit(live, e)
-            # A client that floods events cannot grow evlab without end: past the cap they
-            # are counted by the kernel and not kept (the risk scan then says incomplete).
-            if live.kernel_events >= KERNEL_EVENTS_MAX:
-                continue
-            live.kernel_events += 1
-            if isinstance(e, EgressEvent):
-                self.stream.publish(EgressObserved(e.t_ns, s, n, e.pid, e.kind, e.family,
-                                                   e.protocol, e.address, e.port, e.refused))
-            elif isinstance(e, ConnectEvent):
-                self.stream.publish(ConnectObserved(e.t_ns, s, n, e.pid, e.family, e.address,
-                                                    e.port, e.result))
-            elif isinstance(e, FileEvent):
-                self.stream.publish(FileObserved(e.t_ns, s, n, e.pid, e.op, e.path, e.writes,
-                                                 e.dfd, e.old_path, e.old_dfd, e.fd))
-            else:
-                self.stream.publish(ProcessObserved(e.t_ns, s, n, e.kind, e.pid, e.child_pid,
-                                                    e.filename))
+        with self._poll:
+            events = self.collector.poll_events()
+        for e in events:
+            owner = self._owners.get(e.invocation)
+            if owner is not None:
+                self._kernel_event(e, *owner)
+
+    def _kernel_event(self, e, live: Running, n: int) -> None:
+        s = live.scenario.id
+        if isinstance(e, ProcessEvent):
+            _note_exit(live, e)
+        # A client that floods events cannot grow evlab without end: past the cap they are
+        # counted by the kernel and not kept (the risk scan then says incomplete).
+        if live.kernel_events >= KERNEL_EVENTS_MAX:
+            return
+        live.kernel_events += 1
+        if isinstance(e, EgressEvent):
+            self.stream.publish(EgressObserved(e.t_ns, s, n, e.pid, e.kind, e.family,
+                                               e.protocol, e.address, e.port, e.refused))
+        elif isinstance(e, ConnectEvent):
+            self.stream.publish(ConnectObserved(e.t_ns, s, n, e.pid, e.family, e.address,
+                                                e.port, e.result))
+        elif isinstance(e, FileEvent):
+            self.stream.publish(FileObserved(e.t_ns, s, n, e.pid, e.op, e.path, e.writes,
+                                             e.dfd, e.old_path, e.old_dfd, e.fd))
+        else:
+            self.stream.publish(ProcessObserved(e.t_ns, s, n, e.kind, e.pid, e.child_pid,
+                                                e.filename))
 
     def packets(self, live: Running, n: int) -> None:
         if live.capture is not None:

@@ -8,17 +8,20 @@ KeyboardInterrupt by the CLI) leaves no process, port, BPF attachment or temp di
 
 import os
 import platform
+import select
 import shutil
 import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fixture.harness import ServerStartError, start_decoy
 from fixture.receiver import sha256_of
 from fixture.source import SIZE, write_source, write_stale_backup
+from fixture.spawner import Spawner, SpawnError
 from fixture.verifier import verify
 from probes.capability import Capability
 from probes.cgroup import find_layout
@@ -58,6 +61,7 @@ HOST = "127.0.0.1"
 POLL_S = 0.1            # counters, events, packets and records are pumped at 10 Hz
 METRICS_EVERY_S = 0.25  # psutil samples at 4 Hz
 SETTLE_S = 3.0          # how long to wait for the receiver to finish with a client's connections
+SETTLE_POLL_S = 0.002   # how often the records are read while a connection is still open
 
 
 class RunError(Exception):
@@ -77,6 +81,7 @@ class Options:
     sandbox: str = "auto"        # auto (when it can be built), required, off (--no-sandbox)
     deny_egress: bool = False    # refuse every destination but the receiver (EPERM)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    jobs: int = 1                # scenarios run at once (--jobs), each in its own cgroup
 
 
 class Session:
@@ -87,10 +92,12 @@ class Session:
         self.contract = load_contract()
         self.cancel = threading.Event()  # set from another thread to stop the current run
         self._next_invocation = 1
+        self._launch_lock = threading.Lock()   # one launch armed in the collector at a time
         self._tmp: Path | None = None
         self.collector: Collector | None = None
         self.packets_mode = "off"
         self.layout = find_layout()
+        self.spawner: Spawner | None = None
         self.boundary: Boundary | None = None
 
     # --- session ----------------------------------------------------------------------
@@ -99,6 +106,12 @@ class Session:
         # them), then its temp directories.
         stale = sweep_stale_cgroups(self.layout) + sweep_stale()
         functions = tuple(dict.fromkeys(self.options.functions))
+        # The servers' warm interpreter imports them while the collector compiles; without it
+        # each server starts an interpreter of its own (and says so if it cannot).
+        try:
+            self.spawner = Spawner.start()
+        except SpawnError:
+            self.spawner = None
         try:
             self.boundary = Boundary.open(self.options, self.layout)
             self.boundary.check_reachable(scenarios)
@@ -138,6 +151,9 @@ class Session:
 
     def close(self, reason: str = "complete") -> None:
         try:
+            if self.spawner is not None:
+                self.spawner.close()
+                self.spawner = None
             if self.boundary is not None:
                 self.boundary.close(self.collector)
             if self.collector is not None:
@@ -208,8 +224,8 @@ class Session:
         s = live.scenario
         if s.store == "stale":
             write_stale_backup(live.workdir / "store")
-        live.injector = Injector.start(s.faults, live.workdir)
-        live.decoy = start_decoy(live.workdir / "decoy.jsonl")
+        live.injector = Injector.start(s.faults, live.workdir, self.spawner)
+        live.decoy = start_decoy(live.workdir / "decoy.jsonl", self.spawner)
         live.tails = {"receiver": Tail(live.injector.receiver.events_path),
                       "decoy": Tail(live.decoy.events_path)}
         if self.packets_mode == "on":
@@ -232,9 +248,11 @@ class Session:
         live.started = True
 
     def _invoke(self, live: Running, n: int) -> None:
-        s, inv_id = live.scenario, self._next_invocation
-        self._next_invocation += 1
+        s = live.scenario
+        with self._launch_lock:
+            inv_id, self._next_invocation = self._next_invocation, self._next_invocation + 1
         live.invocation = n
+        self.observe.own(inv_id, live, n)
         self._phase(s, "invocation", n)
         port = live.injector.arm(n)
         if live.injector.proxy is not None:
@@ -282,27 +300,32 @@ class Session:
         self.observe.packet_stats(live, n)
 
     def _watch(self, live, n, inv_id, proc, started) -> tuple[int, int | None, bool]:
-        """Pump evidence until the client exits or its timeout passes (then kill its group)."""
+        """Pump evidence until the client exits or its timeout passes (then kill its group).
+        Its exit wakes the wait at once (a pidfd); the pump runs at POLL_S meanwhile."""
         deadline = started + int(live.scenario.timeout_s * 1e9)
         last_metrics = 0
-        while True:
-            self._check_cancel()
-            self._revive_receiver(live, n)
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                proc.returncode = os.waitstatus_to_exitcode(status)
-                return status, int((usage.ru_utime + usage.ru_stime) * 1e9), False
-            now = time.monotonic_ns()
-            if now > deadline:
-                kill_group(proc.pid)
-                _, status, _ = os.wait4(proc.pid, 0)
-                proc.returncode = -9
-                return status, None, True
-            self.observe.pump(live, n, inv_id)
-            if now - last_metrics > METRICS_EVERY_S * 1e9:
-                self.observe.process_metrics(live, n, proc.pid)
-                last_metrics = now
-            time.sleep(POLL_S)
+        exited = os.pidfd_open(proc.pid)
+        try:
+            while True:
+                self._check_cancel()
+                self._revive_receiver(live, n)
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    proc.returncode = os.waitstatus_to_exitcode(status)
+                    return status, int((usage.ru_utime + usage.ru_stime) * 1e9), False
+                now = time.monotonic_ns()
+                if now > deadline:
+                    kill_group(proc.pid)
+                    _, status, _ = os.wait4(proc.pid, 0)
+                    proc.returncode = -9
+                    return status, None, True
+                self.observe.pump(live, n, inv_id)
+                if now - last_metrics > METRICS_EVERY_S * 1e9:
+                    self.observe.process_metrics(live, n, proc.pid)
+                    last_metrics = now
+                select.select([exited], [], [], min(POLL_S, max(0, deadline - now) / 1e9))
+        finally:
+            os.close(exited)
 
     def _revive_receiver(self, live: Running, n: int) -> None:
         status = live.injector.revive_receiver()
@@ -313,15 +336,19 @@ class Session:
                 {"exit_status": status, "port": live.injector.receiver.port}))
 
     def _settle(self, live: Running, n: int, inv_id: int) -> None:
-        """Let the receiver finish with the client's connections so records land in invocation n."""
+        """Let the receiver finish with the client's connections so records land in invocation
+        n, and the capture read their last segments: waits on records and the capture, not on
+        a fixed time (SETTLE_S bounds it for a connection the client left open)."""
         deadline = time.monotonic() + SETTLE_S
         while True:
             self._check_cancel()
-            self.observe.pump(live, n, inv_id)
+            self.observe.records(live, n)
             if live.open_connections <= 0 or time.monotonic() > deadline:
                 break
-            time.sleep(0.02)
-        time.sleep(0.05)  # the last FIN/ACKs on the wire
+            time.sleep(SETTLE_POLL_S)
+        if live.capture is not None:
+            live.capture.sync()
+        self.observe.pump(live, n, inv_id)
 
     def _lifecycle(self, live: Running) -> None:
         """After the invocations: SIGKILL the receiver and restart it on its store (durability),
@@ -367,8 +394,11 @@ def run_session(stream: EventStream, scenarios: list[Scenario], out_dir: Path,
         session.open(scenarios)
         if grade is not None:
             stream.publish(grade)
-        for scenario in scenarios:
-            session.run_scenario(scenario)
+        if session.options.jobs > 1:
+            _run_at_once(session, scenarios, session.options.jobs)
+        else:
+            for scenario in scenarios:
+                session.run_scenario(scenario)
     except KeyboardInterrupt:
         reason = "interrupted"
         raise
@@ -377,3 +407,18 @@ def run_session(stream: EventStream, scenarios: list[Scenario], out_dir: Path,
         raise
     finally:
         session.close(reason)
+
+
+def _run_at_once(session: Session, scenarios: list[Scenario], jobs: int) -> None:
+    """Up to `jobs` scenarios at once, each on a thread of its own; the first failure (or an
+    interrupt in the main thread) cancels the rest, which tear down as on Ctrl-C."""
+    pool = ThreadPoolExecutor(jobs, thread_name_prefix="evlab-scenario")
+    futures = [pool.submit(session.run_scenario, s) for s in scenarios]
+    try:
+        for future in futures:
+            future.result()
+    except BaseException:
+        session.cancel.set()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

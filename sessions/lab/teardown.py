@@ -36,8 +36,10 @@ def _steps(session, live: Running):
                            lambda: session.boundary.tasks(session.collector, live.inv_id))
 
     def cgroup():
-        if session.boundary is not None and session.collector is not None:
-            session.boundary.abandon(session.collector)
+        if session.boundary is not None:
+            session.boundary.forget(live.scenario)
+            if session.collector is not None and live.inv_id:
+                session.boundary.abandon(session.collector, live.inv_id)
 
     def records():
         for name in ("receiver", "decoy"):
@@ -54,11 +56,13 @@ def _steps(session, live: Running):
     if session.collector is not None:
         yield lambda: session.collector.release(live.scenario.client)
     yield from (part.stop for part in (live.noise, live.capture) if part is not None)
-    if live.injector is not None:
-        yield live.injector.close
-    if live.decoy is not None:
+    if live.injector is not None:   # the receiver, a proxy and the decoy stop side by side
+        yield lambda: live.injector.close(*[d for d in (live.decoy,) if d is not None])
+    elif live.decoy is not None:
         yield live.decoy.stop
     yield records
+    if getattr(session, "observe", None) is not None:
+        yield lambda: session.observe.disown(live)
     yield lambda: shutil.rmtree(live.workdir, ignore_errors=True)
     yield client_home
 

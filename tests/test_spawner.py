@@ -1,0 +1,71 @@
+"""fixture/spawner.py: servers forked by a warm interpreter behave as started ones do (port,
+records, SIGTERM, SIGKILL status, start errors), and nothing outlives the spawner or evlab."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from fixture.harness import ServerStartError, start_decoy, start_receiver, stop_all
+from fixture.spawner import Spawner
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture
+def spawner():
+    s = Spawner.start()
+    yield s
+    s.close()
+
+
+def test_forked_servers_serve_stop_and_report_their_status(tmp_path, spawner):
+    receiver = start_receiver(tmp_path / "store", tmp_path / "r.jsonl", spawner=spawner)
+    decoy = start_decoy(tmp_path / "d.jsonl", spawner=spawner)
+    assert receiver.port and decoy.port and receiver.pid != decoy.pid
+    assert psutil.Process(receiver.pid).ppid() == spawner.process.pid
+    stop_all([receiver, decoy])
+    assert (receiver.process.returncode, decoy.process.returncode) == (0, 0)
+    events = [e["event"] for e in receiver.events()]
+    assert events[0] == "listening" and not psutil.pid_exists(receiver.pid)
+    killed = start_receiver(tmp_path / "store", tmp_path / "r.jsonl", spawner=spawner,
+                            port=receiver.port)   # restarted on the same store and port
+    assert killed.port == receiver.port
+    killed.kill()
+    assert killed.process.returncode == -signal.SIGKILL
+
+
+def test_a_server_that_fails_at_start_says_why_in_one_line(tmp_path, spawner):
+    with pytest.raises(ServerStartError, match="exited at start: .*"):
+        start_receiver(tmp_path / "store", tmp_path / "r.jsonl", spawner=spawner,
+                       extra_args=["--no-such-option"])
+
+
+def test_closing_the_spawner_or_killing_its_parent_leaves_no_server(tmp_path):
+    s = Spawner.start()
+    receiver = start_receiver(tmp_path / "a", tmp_path / "a.jsonl", spawner=s)
+    s.close()
+    assert not psutil.pid_exists(receiver.pid) and s.process.poll() is not None
+    # A parent killed with SIGKILL: the spawner sees its stdin close, its servers are
+    # re-parented and stop on their own.
+    code = (f"import sys, time; sys.path.insert(0, {os.getcwd()!r})\n"
+            "from pathlib import Path\n"
+            "from fixture.harness import start_receiver\nfrom fixture.spawner import Spawner\n"
+            "s = Spawner.start()\n"
+            f"r = start_receiver(Path({str(tmp_path / 'b')!r}), "
+            f"Path({str(tmp_path / 'b.jsonl')!r}), spawner=s)\n"
+            "print(s.process.pid, r.pid, flush=True)\ntime.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in parent.stdout.readline().split()]
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+              for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+                   for p in pids)
