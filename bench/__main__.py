@@ -52,13 +52,14 @@ from bench import (
     overhead,
     report,
     suite,
+    throughput,
     tmux_run,
     workloads,
 )
 from bench.measure import median, say
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("overhead", "suite", "dashboard", "grade", "hooks")
+SECTIONS = ("overhead", "suite", "dashboard", "grade", "throughput", "hooks")
 HASH_STORM_REPEATS = {"untraced": 10, "evlab": 10, "strace": 5, "bpftrace": 10,
                       "evlab-idle": 5, "bpf-floor": 5}
 READLOOP_REPEATS = {"untraced": 3, "evlab": 3, "strace": 1, "bpftrace": 3,
@@ -66,6 +67,7 @@ READLOOP_REPEATS = {"untraced": 3, "evlab": 3, "strace": 1, "bpftrace": 3,
 ROUNDS = 3
 SUITE_REPEATS = 4
 GRADE_REPEATS = 3
+THROUGHPUT_REPEATS = 3
 COST_REPEATS = 2
 TMUX_REPEATS = 3
 HOOKS_ROUNDS = 9
@@ -175,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
                            ("dashboard_flood", lambda r: r.setdefault("dashboard", {}).update(
                                flood=flood.measure()))],
              "grade": [("grade", lambda r: r.update(grade=grade.measure(GRADE_REPEATS)))],
+             "throughput": [("throughput", lambda r: r.update(
+                 throughput=throughput.measure(THROUGHPUT_REPEATS)))],
              "hooks": [("hooks", lambda r: r.update(hooks=hooks.measure(HOOKS_ROUNDS)))]}
     for section in only:
         for name, step in steps[section]:
