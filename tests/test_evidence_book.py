@@ -11,7 +11,7 @@ import pytest
 
 from sessions.judging.judge import VerdictEngine
 from sessions.lab import runner
-from sessions.lab.runner import run_session
+from sessions.lab.schedule import run_session
 from sessions.output import report
 from sessions.output.archive import ArchiveWriter, parse_events
 from sessions.spec.scenario import load_dir, select

@@ -23,7 +23,8 @@ from sessions.judging.judgement import is_temp
 from sessions.judging.metrics import overall_metrics, scenario_metrics
 from sessions.judging.risks import findings as risk_findings
 from sessions.lab import runner
-from sessions.lab.runner import Options, run_session
+from sessions.lab.runner import Options
+from sessions.lab.schedule import run_session
 from sessions.output import document
 from sessions.output.document import grade_status
 from sessions.output.grade_report import grade_markdown

@@ -14,7 +14,8 @@ import psutil
 import pytest
 
 from sessions.judging.judge import VerdictEngine
-from sessions.lab.runner import Options, run_session
+from sessions.lab.runner import Options
+from sessions.lab.schedule import run_session
 from sessions.output import report
 from sessions.output.archive import ArchiveWriter, load_archive
 from sessions.spec.scenario import load_dir

@@ -13,7 +13,8 @@ from probes.sandbox import SandboxLimits
 from sessions.cli.outputs import check_outputs, deliver, write_atomic
 from sessions.cli.parser import LIMIT_FLAGS, TOML_KEYS, UsageError, default_jobs
 from sessions.judging.judge import VerdictEngine
-from sessions.lab.runner import Options, run_session
+from sessions.lab.runner import Options
+from sessions.lab.schedule import run_session
 from sessions.output import document, report
 from sessions.output.archive import ArchiveWriter
 from sessions.spec.scenario import NOISE_KINDS

@@ -14,7 +14,6 @@ import subprocess
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +43,6 @@ from sessions.stream.events import (
     ClientExited,
     ClientLaunched,
     CounterSample,
-    GradeStarted,
     LifecycleCheck,
     PhaseChanged,
     ScenarioStarted,
@@ -382,43 +380,3 @@ def _client_env(s: Scenario, cwd: Path) -> dict[str, str] | None:
     if s.env is None:
         return None
     return {name: value.replace("{cwd}", str(cwd)) for name, value in s.env}
-
-
-def run_session(stream: EventStream, scenarios: list[Scenario], out_dir: Path,
-                options: Options | None = None, grade: GradeStarted | None = None) -> None:
-    """Run the scenarios in order; always closes the session (SessionEnded says how it ended).
-    With `grade`, the scenarios are the attempts of `evlab grade` and it says who is graded."""
-    session = Session(stream, out_dir, options)
-    reason = "complete"
-    try:
-        session.open(scenarios)
-        if grade is not None:
-            stream.publish(grade)
-        if session.options.jobs > 1:
-            _run_at_once(session, scenarios, session.options.jobs)
-        else:
-            for scenario in scenarios:
-                session.run_scenario(scenario)
-    except KeyboardInterrupt:
-        reason = "interrupted"
-        raise
-    except BaseException as e:
-        reason = f"error: {e}"
-        raise
-    finally:
-        session.close(reason)
-
-
-def _run_at_once(session: Session, scenarios: list[Scenario], jobs: int) -> None:
-    """Up to `jobs` scenarios at once, each on a thread of its own; the first failure (or an
-    interrupt in the main thread) cancels the rest, which tear down as on Ctrl-C."""
-    pool = ThreadPoolExecutor(jobs, thread_name_prefix="evlab-scenario")
-    futures = [pool.submit(session.run_scenario, s) for s in scenarios]
-    try:
-        for future in futures:
-            future.result()
-    except BaseException:
-        session.cancel.set()
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
