@@ -6,10 +6,10 @@ ATTEMPTS), read back from its archive: each attempt's wall time from its `setup`
 `done` phase, minus the wall time of its two client invocations (ClientExited.wall_ns: launch
 through the sandbox chain to the client's reaped exit). The median over the attempts.
 
-Attempts at once: the same grade with --jobs 1 and --jobs 2, alternated; attempts per minute
-of each, their ratio, and whether every clause, gate and outcome was identical across all the
-runs (a concurrent attempt must be judged as a sequential one is). The peak summed RSS of the
-evlab process tree during the grade is sampled as bench/suite.py does.
+Repeated REPEATS times: attempts per minute, whether every clause, gate and outcome was
+identical across the runs, and the peak summed RSS of the evlab process tree during the grade
+(sampled as bench/suite.py does). Attempts at once (--jobs) are not measured yet: the
+collector's per-invocation bookkeeping is not safe for concurrent invocations.
 """
 
 import json
@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from bench.measure import median, ratio, say
+from bench.measure import median, say
 from bench.suite import EVLAB, run_evlab
 from sessions.output.archive import load_archive
 from sessions.stream.events import ClientExited, PhaseChanged
@@ -27,9 +27,9 @@ BASELINE = ROOT / "fixture" / "build" / "client-baseline"
 ATTEMPTS = 3
 
 
-def _grade(jobs: int, archive: Path) -> dict:
+def _grade(archive: Path) -> dict:
     args = ["grade", "--client", f"{BASELINE} {{host}} {{port}} {{source}}", "--attempts",
-            str(ATTEMPTS), "--headless", "--jobs", str(jobs), "--archive", str(archive)]
+            str(ATTEMPTS), "--headless", "--archive", str(archive)]
     run = run_evlab(args)
     run["attempts"], run["harness_ms"], run["judged"] = _read(archive)
     run["attempts_per_min"] = run["attempts"] / run["wall_s"] * 60 if run["wall_s"] else None
@@ -62,26 +62,19 @@ def _harness_ms(archive: Path) -> list[float]:
 
 
 def measure(repeats: int) -> dict:
-    runs: dict[int, list[dict]] = {1: [], 2: []}
+    runs = []
     with tempfile.TemporaryDirectory(prefix="evlab-bench-throughput-") as tmp:
         for i in range(repeats):
-            for jobs in runs:
-                say(f"throughput: grade --jobs {jobs}, run {i + 1}/{repeats}")
-                runs[jobs].append(_grade(jobs, Path(tmp) / f"g{jobs}-{i}.tar.gz"))
-    sequential = runs[1]
-    reference = sequential[0]["judged"]
-    identical = all(r["judged"] == reference for rs in runs.values() for r in rs)
-    per_min = {jobs: median(r["attempts_per_min"] for r in rs) for jobs, rs in runs.items()}
+            say(f"throughput: grade, run {i + 1}/{repeats}")
+            runs.append(_grade(Path(tmp) / f"g{i}.tar.gz"))
     return {
         "command": f"evlab grade --client '{BASELINE} {{host}} {{port}} {{source}}' "
-                   f"--attempts {ATTEMPTS} --headless --jobs 1|2",
-        "harness_ms_per_attempt": median(ms for r in sequential for ms in r["harness_ms"]),
-        "attempts_per_grade": sequential[0]["attempts"],
-        "attempts_per_min": per_min,
-        "ratio_jobs2_jobs1": ratio(per_min[2], per_min[1]),
-        "verdicts_identical": identical,
-        "peak_tree_rss_mb": max(r["peak_tree_rss_mb"] for rs in runs.values() for r in rs),
-        "peak_tree_rss_mb_jobs1": max(r["peak_tree_rss_mb"] for r in sequential),
-        "runs": {jobs: [{k: v for k, v in r.items() if k not in ("rss_samples", "judged")}
-                        for r in rs] for jobs, rs in runs.items()},
+                   f"--attempts {ATTEMPTS} --headless",
+        "harness_ms_per_attempt": median(ms for r in runs for ms in r["harness_ms"]),
+        "attempts_per_grade": runs[0]["attempts"],
+        "attempts_per_min": median(r["attempts_per_min"] for r in runs),
+        "verdicts_identical": all(r["judged"] == runs[0]["judged"] for r in runs),
+        "peak_tree_rss_mb": max(r["peak_tree_rss_mb"] for r in runs),
+        "runs": [{k: v for k, v in r.items() if k not in ("rss_samples", "judged")}
+                 for r in runs],
     }

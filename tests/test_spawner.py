@@ -3,6 +3,7 @@ records, SIGTERM, SIGKILL status, start errors), and nothing outlives the spawne
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -69,3 +70,46 @@ def test_closing_the_spawner_or_killing_its_parent_leaves_no_server(tmp_path):
         time.sleep(0.05)
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
                    for p in pids)
+
+
+def test_a_reused_pid_is_a_new_process_not_the_one_that_exited(tmp_path, spawner):
+    # pid_max can be small (32768 here) and a grade forks thousands of processes: a server
+    # given the pid of one that exited earlier must not look dead from the start.
+    first = start_receiver(tmp_path / "a", tmp_path / "a.jsonl", spawner=spawner)
+    first.stop()
+    assert spawner.status_of(first.pid) == 0
+    spawner.record({"pid": first.pid})   # the kernel hands the pid out again
+    spawner._replies.clear()             # (no spawn() is waiting for that reply)
+    assert spawner.status_of(first.pid) is None
+
+
+def test_a_restarted_receiver_keeps_its_port_while_it_is_down(tmp_path, spawner):
+    # Scenarios run at once: a receiver SIGKILLed for the durability check (or by an injected
+    # crash) must get its port back, so nothing else may bind it meanwhile.
+    key = str(tmp_path)
+    first = start_receiver(tmp_path / "store", tmp_path / "r.jsonl", spawner=spawner,
+                           listen_key=key)
+    first.kill()
+    other = socket.socket()
+    with pytest.raises(OSError):
+        other.bind(("127.0.0.1", first.port))
+    other.close()
+    again = start_receiver(tmp_path / "store", tmp_path / "r.jsonl", spawner=spawner,
+                           port=first.port, listen_key=key)
+    assert again.port == first.port
+    with socket.create_connection(("127.0.0.1", again.port), timeout=5) as c:
+        c.sendall(b"CHECK " + b"0" * 64 + b"\n")
+        assert c.recv(100).startswith(b"NEED")
+    again.stop()
+    spawner.release(key)
+    deadline = time.monotonic() + 5
+    while True:   # released: the port is free again
+        probe = socket.socket()
+        try:
+            probe.bind(("127.0.0.1", first.port))
+            break
+        except OSError:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        finally:
+            probe.close()

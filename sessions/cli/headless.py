@@ -11,7 +11,7 @@ from probes.interrupts import raise_or_defer
 from probes.owned_tmp import make_owned_dir
 from probes.sandbox import SandboxLimits
 from sessions.cli.outputs import check_outputs, deliver, write_atomic
-from sessions.cli.parser import LIMIT_FLAGS, TOML_KEYS, UsageError, default_jobs
+from sessions.cli.parser import LIMIT_FLAGS, TOML_KEYS, UsageError
 from sessions.judging.judge import VerdictEngine
 from sessions.lab.runner import Options
 from sessions.lab.schedule import run_session
@@ -81,8 +81,7 @@ def options_of(args, grading: bool = False, from_file: dict | None = None) -> Op
     sandbox = "off" if args.no_sandbox else "required" if grading else "auto"
     return Options(args.collector, args.packets, noise=noise_kinds(args.noise),
                    sandbox=sandbox, deny_egress=args.deny_egress or from_file.get(
-                       "deny_egress", False), limits=SandboxLimits(**limits),
-                   jobs=args.jobs or default_jobs())
+                       "deny_egress", False), limits=SandboxLimits(**limits))
 
 
 def record_session(scenarios, args, grade: GradeStarted | None = None,

@@ -130,9 +130,6 @@ TOML_KEYS = {"memory_bytes": "memory_mib", "pids": "pids", "cpu_s": "cpu_seconds
 
 
 def _boundary_arguments(parser) -> None:
-    parser.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
-                        help=f"scenarios run at once, each in its own cgroup (default "
-                        f"{default_jobs()} on this machine)")
     b = parser.add_argument_group("the client's boundary (its cgroup and sandbox)")
     b.add_argument("--deny-egress", action="store_true",
                    help="refuse (EPERM) every destination but the receiver; still judged")
@@ -142,12 +139,6 @@ def _boundary_arguments(parser) -> None:
     for flag, field, unit, scale in LIMIT_FLAGS:
         b.add_argument(flag, type=_positive_int, dest=f"limit_{field}", metavar=unit.upper(),
                        help=f"sandbox limit (default {getattr(d, field) // scale} {unit})")
-
-
-def default_jobs() -> int:
-    """One scenario at a time: the collector arms one launch at a time (its launch
-    configuration is a single slot), so concurrent attempts wait for each other's launch."""
-    return 1
 
 
 def _positive_int(text: str) -> int:

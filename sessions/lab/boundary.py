@@ -46,7 +46,7 @@ class Boundary:
         self.sandbox = sandbox
         self.gaps = [gap for gap in (layout.capability(), sandbox_gap) if gap]
         self._why_not = sandbox_gap.detail if sandbox_gap else ""
-        # Several attempts may run at once (--jobs): state is kept per invocation and scenario.
+        # State is kept per invocation and scenario, so that attempts can run at once.
         self._cgroups: dict[int, ClientCgroup] = {}          # invocation -> its cgroup
         self._programs: dict[str, list[tuple[Path, Path]]] = {}   # scenario -> staged files
 

@@ -30,7 +30,8 @@ class Injector:
         fault_file = workdir / "faults.json"
         fault_file.write_text("[]")
         receiver = start_receiver(workdir / "store", workdir / "receiver.jsonl",
-                                  fault_file=fault_file, spawner=spawner)
+                                  fault_file=fault_file, spawner=spawner,
+                                  listen_key=str(workdir))
         return cls(faults, workdir, receiver, spawner)
 
     def _write(self, faults: list[dict]) -> None:
@@ -63,7 +64,7 @@ class Injector:
             return None
         self.receiver = start_receiver(self.workdir / "store", self.workdir / "receiver.jsonl",
                                        fault_file=self.fault_file, port=self.receiver.port,
-                                       spawner=self.spawner)
+                                       spawner=self.spawner, listen_key=str(self.workdir))
         return status
 
     def servers(self) -> list[Server]:
@@ -74,3 +75,5 @@ class Injector:
         self._write([])
         stop_all([*self.servers(), *others])
         self.proxy = None
+        if self.spawner is not None:
+            self.spawner.release(str(self.workdir))

@@ -79,7 +79,6 @@ class Options:
     sandbox: str = "auto"        # auto (when it can be built), required, off (--no-sandbox)
     deny_egress: bool = False    # refuse every destination but the receiver (EPERM)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
-    jobs: int = 1                # scenarios run at once (--jobs), each in its own cgroup
 
 
 class Session:
@@ -263,10 +262,11 @@ class Session:
         launch = self.boundary.enter(self.collector, inv_id, s, argv, cwd, live.source.parent,
                                      port)
         started = time.monotonic_ns()
-        proc = self.collector.launch(inv_id, launch, live.source, client=s.client, cwd=cwd,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     stdin=subprocess.DEVNULL,
-                                     env=_client_env(s, cwd))
+        with self._launch_lock:   # the collector arms one launch at a time
+            proc = self.collector.launch(inv_id, launch, live.source, client=s.client,
+                                         cwd=cwd, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                         env=_client_env(s, cwd))
         live.client, live.client_pid, live.inv_id = proc, proc.pid, inv_id
         self.stream.publish(ClientLaunched(started, s.id, n, proc.pid, tuple(argv), str(cwd),
                                           str(live.source), s.own_files))

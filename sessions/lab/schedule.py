@@ -1,7 +1,8 @@
 """A session of scenarios: opened once (one compiled collector, one warm server spawner), the
-scenarios run in order or several at once, and always closed."""
+scenarios run in order, and always closed. (State is kept per scenario and invocation, so
+scenarios can later run at once; the collector's per-invocation bookkeeping is not yet safe
+for that: see issue "Throughput".)"""
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sessions.lab.runner import Options, Session
@@ -20,31 +21,13 @@ def run_session(stream: EventStream, scenarios: list[Scenario], out_dir: Path,
         session.open(scenarios)
         if grade is not None:
             stream.publish(grade)
-        if session.options.jobs > 1:
-            _run_at_once(session, scenarios, session.options.jobs)
-        else:
-            for scenario in scenarios:
-                session.run_scenario(scenario)
+        for scenario in scenarios:
+            session.run_scenario(scenario)
     except KeyboardInterrupt:
         reason = "interrupted"
         raise
     except BaseException as e:
-        reason = f"error: {e}"
+        reason = f"error: {e or type(e).__name__}"
         raise
     finally:
         session.close(reason)
-
-
-def _run_at_once(session: Session, scenarios: list[Scenario], jobs: int) -> None:
-    """Up to `jobs` scenarios at once, each on a thread of its own; the first failure (or an
-    interrupt in the main thread) cancels the rest, which tear down as on Ctrl-C."""
-    pool = ThreadPoolExecutor(jobs, thread_name_prefix="evlab-scenario")
-    futures = [pool.submit(session.run_scenario, s) for s in scenarios]
-    try:
-        for future in futures:
-            future.result()
-    except BaseException:
-        session.cancel.set()
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
