@@ -109,7 +109,8 @@ NOTES = [
     "cgroup-only) / N, of wall (fork to reaped exit), of the client's own clock around its loop, "
     "and of client CPU (os.wait4; loopback delivery runs in the sender's context, so the "
     "receiving side is in it, alike in every condition). Hooks' BPF run time: the kernel's BPF "
-    "stats of this process's cgroup programs (enabled by the collector, as in every evlab run).",
+    "stats of this process's cgroup programs (on for this section only: evlab leaves them "
+    "off, they cost every BPF program run on the machine ~30 ns).",
 ]
 
 

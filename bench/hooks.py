@@ -182,7 +182,8 @@ def measure(rounds: int) -> dict:
     binary = build("sockloop")
     runs = {w: {c: [] for c in CONDITIONS} for w in WORKLOADS}
     inv = 0
-    collector = BccCollector()      # compiled and loaded once, outside every timed run
+    collector = BccCollector(bpf_stats=True)   # compiled once, outside every timed run; BPF
+    # statistics on: the exactness check reads the hooks' run counts
     try:
         with servers(binary) as ports:
             for r in range(rounds):

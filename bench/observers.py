@@ -1,5 +1,6 @@
 """The ways a client is run: untraced, under evlab's BCC collector, strace, bpftrace, and two
-diagnostics (evlab loaded but the client untracked; the floor of any raw_syscalls tracer).
+diagnostics (evlab loaded and tracking another process, the client untracked; the floor of any
+raw_syscalls tracer).
 
 Each observer is a context manager: set-up (BPF compile, bpftrace start-up) happens in
 __enter__, outside every timed region; `run(argv, source, timeout_s)` times one client.
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from bench.build import build
 from bench.measure import QUIET, Run, RunFailed, timed, wait_rusage
+from probes import syscalls
 
 FUNCTIONS = ("hash_file", "send_payload", "busy_wait")
 PUMP_S = 0.1      # the runner's pump rate: counters and events polled at 10 Hz
@@ -38,7 +40,10 @@ class Untraced:
 
 
 class Evlab:
-    """evlab's BCC collector, used as the runner uses it: launch, pump at 10 Hz, finish."""
+    """evlab's BCC collector, used as the runner uses it: launch, pump at 10 Hz, finish.
+
+    `run(..., measure_bpf=True)` also has the kernel time the programs (BPF statistics, which
+    cost every BPF program run on the machine: never on for a timed run, and off in sessions)."""
 
     name = "evlab"
 
@@ -51,9 +56,11 @@ class Evlab:
     def __exit__(self, *exc):
         self.collector.close()
 
-    def run(self, argv, source, timeout_s) -> Run:
+    def run(self, argv, source, timeout_s, measure_bpf: bool = False) -> Run:
         self.invocation += 1
-        inv, before = self.invocation, self.collector.overhead()
+        inv = self.invocation
+        stats = syscalls.enable_bpf_stats() if measure_bpf else None
+        before = own_bpf_stats()
         stop = threading.Event()
         started = time.perf_counter()
         proc = self.collector.launch(inv, argv, source, **QUIET)
@@ -65,17 +72,20 @@ class Evlab:
             wall = time.perf_counter() - started
             stop.set()
             pump.join()
+            after = own_bpf_stats()
+            if stats is not None:
+                os.close(stats)
         snap = self.collector.finish(inv)
         self.collector.poll_events()
-        after = self.collector.overhead()
         extra = {"reads": snap.syscalls_by_name.get("read", 0),
                  "read_bytes": snap.counters.get("read_bytes"),
                  "source_read_bytes": snap.counters.get("source_read_bytes"),
                  "syscalls": snap.counters.get("syscalls"),
                  "lost_events": snap.counters.get("lost_events"),
-                 "functions": dict(snap.functions),
-                 "bpf_run_s": _delta(after, before, "bpf_run_time_ns", 1e-9),
-                 "bpf_run_count": _delta(after, before, "bpf_run_count", 1)}
+                 "functions": dict(snap.functions)}
+        if stats is not None:
+            extra.update(bpf_run_s=(after[0] - before[0]) * 1e-9,
+                         bpf_run_count=after[1] - before[1])
         return Run(wall, usage.ru_utime, usage.ru_stime, status, proc.pid, extra)
 
     def _pump(self, inv: int, stop: threading.Event) -> None:
@@ -85,11 +95,24 @@ class Evlab:
 
 
 class EvlabIdle(Evlab):
-    """Diagnostic: the collector loaded but the client not tracked (what every process pays)."""
+    """Diagnostic: the collector loaded and tracking another process (a sleeping bystander, as
+    while a session runs), the client not tracked: what every other process pays."""
 
     name = "evlab-idle"
 
-    def run(self, argv, source, timeout_s) -> Run:
+    def __enter__(self):
+        super().__enter__()
+        self.invocation += 1
+        self.bystander = self.collector.launch(self.invocation, ["sleep", "3600"], None, **QUIET)
+        return self
+
+    def __exit__(self, *exc):
+        self.bystander.kill()
+        self.bystander.wait()
+        self.collector.finish(self.invocation)
+        super().__exit__(*exc)
+
+    def run(self, argv, source, timeout_s, measure_bpf: bool = False) -> Run:
         return timed(argv, timeout_s)
 
 
@@ -201,10 +224,22 @@ class BpfFloor(Bpftrace):
         self.script = FLOOR_SCRIPT
 
 
-def _delta(after: dict, before: dict, key: str, scale: float) -> float | None:
-    if after.get(key) is None or before.get(key) is None:
-        return None
-    return (after[key] - before[key]) * scale
+def own_bpf_stats() -> tuple[int, int]:
+    """(run time ns, run count) summed over the BPF programs this process holds (evlab's
+    collector, in the evlab conditions), from the kernel's statistics: counted only while they
+    are enabled."""
+    run_ns = run_cnt = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:bpf-prog":
+                continue
+            info = dict(line.split(":", 1) for line in
+                        Path(f"/proc/self/fdinfo/{fd}").read_text().splitlines() if ":" in line)
+        except OSError:
+            continue   # closed meanwhile
+        run_ns += int(info.get("run_time_ns", "0"))
+        run_cnt += int(info.get("run_cnt", "0"))
+    return run_ns, run_cnt
 
 
 def observer(name: str, comm: str):

@@ -9,14 +9,18 @@
     collector.close()                             # detach everything
 
 The BPF program (collector.bpf.c beside this file) is compiled once, in __init__ (~1-2 s here);
-invocations are retargeted by writing the config map. Overhead: two raw_syscalls programs run
-for every syscall on the machine (one hash lookup when untracked), sched_switch on every
-context switch, uprobes only in the client's binary. `overhead()` reports the programs' own
-run time from the kernel's BPF statistics.
+invocations are retargeted by writing the config map. Overhead: one program runs at the exit of
+every syscall on the machine (one task-storage lookup when untracked), sched_switch and softirqs
+likewise, uprobes only in the client's binary. `overhead()` reports the programs' own run time
+from the kernel's BPF statistics when they were asked for (`bpf_stats=True`, or
+measure_bpf()): the kernel then times every BPF program run on the machine, which costs more
+than evlab's programs themselves, so it is off unless asked for.
 
 Beside it: collector_abi.py (every number the .bpf.c and Python share, passed as -D flags),
-bcc_load.py (compiling and loading, and the programs' run-time statistics), bcc_events.py
-(ring-buffer records and egress maps read into events) and bcc_egress.py (the cgroup hooks).
+bcc_load.py (compiling and loading, and the programs' run-time statistics), bcc_btf.py (the
+tp_btf programs, which BCC cannot load), bcc_counters.py (each invocation's counter slot),
+bcc_events.py (ring-buffer records and egress maps read into events) and bcc_egress.py (the
+cgroup hooks).
 """
 
 import contextlib
@@ -28,13 +32,14 @@ import time
 from pathlib import Path
 
 from probes import bcc_events, syscalls
+from probes.bcc_btf import detach
+from probes.bcc_counters import CounterSlots
 from probes.bcc_egress import CgroupHooks
-from probes.bcc_load import CollectorUnavailable, load_bpf, run_stats
+from probes.bcc_load import CollectorUnavailable, attach_btf, load_bpf, run_stats
 from probes.collector_abi import FUNC_BASE, MAX_FUNCS, PATH_MAX_LEN, SYSCALL_BASE
 from probes.interrupts import deferred
 from probes.kernel import (
     COUNTERS,
-    MAXIMA,
     ConnectEvent,
     CounterSnapshot,
     EgressEvent,
@@ -49,12 +54,12 @@ __all__ = ["BccCollector", "CollectorUnavailable"]   # CollectorUnavailable: pro
 class BccCollector:
     name = "bcc"
 
-    def __init__(self, functions: tuple[str, ...] = ("hash_file", "send_payload", "busy_wait")):
+    def __init__(self, functions: tuple[str, ...] = ("hash_file", "send_payload", "busy_wait"),
+                 bpf_stats: bool = False):
         if len(functions) > MAX_FUNCS:
             raise ValueError(f"at most {MAX_FUNCS} function probes, got {len(functions)}")
         self.functions = tuple(functions)
-        self._bpf = load_bpf()
-        self._stats_fd = syscalls.enable_bpf_stats()
+        self._stats_fd: int | None = None
         self._attached: dict[Path, tuple[str, ...]] = {}  # binary -> symbols with a uprobe
         self._binary_of: dict[int, Path] = {}              # invocation -> its client binary
         self._probe_lock = threading.Lock()                # attach vs background detach
@@ -62,10 +67,20 @@ class BccCollector:
         self._syscall_names = syscalls.names()
         self._events_seen = 0
         self._started_ns = time.monotonic_ns()
-        self._hooks = CgroupHooks(self._bpf)
         self._raised: BaseException | None = None   # see _guarded
-        self._bpf["events"].open_ring_buffer(self._guarded(self._on_event))
-        self._bpf["file_events"].open_ring_buffer(self._guarded(self._on_file_event))
+        self._bpf = load_bpf()
+        self._links: list[tuple[int, int]] = []
+        try:
+            self._links = attach_btf(self._bpf)
+            self._slots = CounterSlots(self._bpf)
+            self._hooks = CgroupHooks(self._bpf)
+            self._bpf["events"].open_ring_buffer(self._guarded(self._on_event))
+            self._bpf["file_events"].open_ring_buffer(self._guarded(self._on_file_event))
+        except BaseException:
+            detach(self._links)
+            self._bpf.cleanup()
+            raise
+        self.measure_bpf(bpf_stats)
 
     # --- retargeting -------------------------------------------------------------------
     @contextlib.contextmanager
@@ -74,19 +89,28 @@ class BccCollector:
         if invocation <= 0:
             raise ValueError("invocation ids start at 1")
         self._binary_of[invocation] = self._attach_functions(Path(client))
+        slot = self._slots.assign(invocation)
         # execve() sees the path exactly as the launcher passes it (PATH-searched if bare).
         exec_path = str(client) if "/" in str(client) else shutil.which(str(client)) or ""
-        self._write_config(armed_inv=invocation, source=source, client=exec_path)
+        self._write_paths(invocation, source=source, client=exec_path)
+        self._arm(invocation, slot)
         try:
             yield
         finally:
-            self._write_config(armed_inv=0, source=source, client=exec_path)
+            self._arm(0, 0)
 
-    def _write_config(self, armed_inv: int, source: Path | None, client: str) -> None:
+    def _arm(self, armed_inv: int, slot: int) -> None:
+        """One launch is armed at a time (the caller serialises launches); what it execs and
+        reads is matched against its own invocation's paths (_write_paths)."""
         table = self._bpf["config"]
         cfg = table[ctypes.c_int(0)]
         cfg.launcher_tgid = os.getpid()
-        cfg.armed_inv = armed_inv
+        cfg.armed_inv, cfg.armed_slot = armed_inv, slot
+        table[ctypes.c_int(0)] = cfg
+
+    def _write_paths(self, invocation: int, source: Path | None, client: str) -> None:
+        table = self._bpf["inv_config"]
+        cfg = table.Leaf()
         for field, value in (("source", os.fsencode(source) if source else b""),
                              ("client", os.fsencode(client))):
             if len(value) >= PATH_MAX_LEN:
@@ -94,14 +118,15 @@ class BccCollector:
             setattr(cfg, f"{field}_len", len(value))
             offset = getattr(type(cfg), f"{field}_path").offset
             ctypes.memmove(ctypes.addressof(cfg) + offset, value + b"\0", len(value) + 1)
-        table[ctypes.c_int(0)] = cfg
+        table[ctypes.c_uint(invocation)] = cfg
 
     # --- the client's cgroup -----------------------------------------------------------------
     def watch_cgroup(self, invocation: int, cgroup_dir: Path, cgroup_id: int,
                      allowed: list[tuple[str, int]], deny: bool) -> None:
         """Attach the egress hooks to an invocation's cgroup: every destination its sockets
         use is counted; with deny, any not in `allowed` is refused (EPERM) or dropped."""
-        self._hooks.watch(invocation, cgroup_dir, cgroup_id, allowed, deny)
+        self._hooks.watch(invocation, self._slots.assign(invocation), cgroup_dir, cgroup_id,
+                          allowed, deny)
 
     def unwatch_cgroup(self, invocation: int) -> None:
         self._hooks.unwatch(invocation)
@@ -137,25 +162,22 @@ class BccCollector:
         counters = dict.fromkeys(COUNTERS, 0)
         functions = dict.fromkeys(self._attached.get(self._binary_of.get(invocation), ()), 0)
         syscalls: dict[str, int] = {}
-        for key, per_cpu in self._bpf["counters"].items():
-            if key.inv != invocation:
-                continue
-            value = sum(per_cpu)
-            if key.id >= SYSCALL_BASE:
-                nr = key.id - SYSCALL_BASE
+        for cid, value in self._slots.read(invocation).items():
+            if cid >= SYSCALL_BASE:
+                nr = cid - SYSCALL_BASE
                 syscalls[self._syscall_names.get(nr, f"sys_{nr}")] = value
-            elif key.id >= FUNC_BASE:
-                functions[self.functions[key.id - FUNC_BASE]] = value
-            else:
-                name = COUNTERS[key.id]
-                counters[name] = max(per_cpu) if name in MAXIMA else value
+            elif cid >= FUNC_BASE:
+                if cid - FUNC_BASE < len(self.functions):
+                    functions[self.functions[cid - FUNC_BASE]] = value
+            elif cid < len(COUNTERS):
+                counters[COUNTERS[cid]] = value
         return CounterSnapshot(time.monotonic_ns(), invocation, counters, functions, syscalls)
 
     def live_tasks(self, invocation: int) -> list[int]:
         """Tasks (threads and processes) of the invocation's tree that have not exited: the
         kernel forgets a task in sched_process_exit, so whatever is left is still running —
         also a child that left the client's session with setsid()."""
-        return sorted(k.value for k, v in self._bpf["tracked"].items() if v.value == invocation)
+        return sorted(k.value for k, v in self._bpf["tracked"].items() if v.inv == invocation)
 
     def poll_events(self) -> list[ConnectEvent | EgressEvent | ProcessEvent | FileEvent]:
         self._poll()
@@ -187,11 +209,12 @@ class BccCollector:
         """Final totals for an invocation whose process tree has exited; frees its map keys."""
         self._poll()  # drained into _pending for the next poll_events
         final = self.snapshot(invocation)
-        for table in ("counters", "egress", "flows"):
+        self._slots.release(invocation)
+        for table in ("egress", "flows"):
             entries = self._bpf[table]
             for key in [k for k in entries.keys() if k.inv == invocation]:
                 del entries[key]
-        for table in ("live", "roots", "source_seen"):
+        for table in ("live", "roots", "inv_config"):
             with contextlib.suppress(KeyError):
                 del self._bpf[table][ctypes.c_uint(invocation)]
         if len(self._bpf["tracked"]) == 0:
@@ -199,11 +222,24 @@ class BccCollector:
             # gets a recycled pid does not inherit this one's source/socket descriptors.
             self._bpf["fd_kinds"].clear()
             self._bpf["parent_of"].clear()
+            gen = self._bpf["fd_gen"]
+            gen[ctypes.c_int(0)] = ctypes.c_ulonglong(gen[ctypes.c_int(0)].value + 1)
         return final
 
+    def measure_bpf(self, enabled: bool = True) -> None:
+        """Have the kernel time every BPF program run (its BPF statistics), for overhead(). Off
+        unless asked for: it costs every BPF program run on the machine two clock reads, more
+        than evlab's own programs take on an untracked task's syscall."""
+        if enabled and self._stats_fd is None:
+            self._stats_fd = syscalls.enable_bpf_stats()
+        elif not enabled and self._stats_fd is not None:
+            os.close(self._stats_fd)
+            self._stats_fd = None
+
     def overhead(self) -> dict:
-        """The BPF programs' own run time and call counts (kernel BPF stats), events/s."""
-        run_ns, run_cnt = run_stats(self._bpf)
+        """Events/s, and the BPF programs' own run time and run count (kernel BPF statistics,
+        counted while measure_bpf() is on; None while it is off)."""
+        run_ns, run_cnt = run_stats(self._bpf, self._links)
         elapsed = max(1, time.monotonic_ns() - self._started_ns) / 1e9
         return {"bpf_run_time_ns": run_ns if self._stats_fd is not None else None,
                 "bpf_run_count": run_cnt if self._stats_fd is not None else None,
@@ -212,12 +248,11 @@ class BccCollector:
     def close(self) -> None:
         with self._probe_lock:
             if self._bpf is not None:
-                _detach_all(self._bpf)
+                _detach_all(self._bpf, self._links)
+                self._links = []
                 self._bpf.cleanup()
                 self._bpf = None
-        if self._stats_fd is not None:
-            os.close(self._stats_fd)
-            self._stats_fd = None
+        self.measure_bpf(False)
 
     def __enter__(self) -> "BccCollector":
         return self
@@ -235,13 +270,15 @@ class BccCollector:
         self._pending.append(bcc_events.file_event(self._bpf["file_events"].event(data)))
 
 
-def _detach_all(bpf) -> None:
+def _detach_all(bpf, links: list[tuple[int, int]]) -> None:
     """Detach every tracepoint and uprobe at once: each detach waits ~0.07 s in the kernel for
     an RCU grace period, and the waits overlap when the detaches run side by side (8
-    tracepoints and a few uprobes: ~0.6 s one after another, ~0.1 s together)."""
+    tracepoints and a few uprobes: ~0.6 s one after another, ~0.1 s together). `links`: the
+    tp_btf programs (bcc_btf.py), which BCC does not know of."""
     jobs = ([(bpf.detach_uprobe_event, name) for name in list(bpf.uprobe_fds)]
             + [(bpf.detach_tracepoint, tp) for tp in list(bpf.tracepoint_fds)]
-            + [(bpf.detach_raw_tracepoint, tp) for tp in list(bpf.raw_tracepoint_fds)])
+            + [(bpf.detach_raw_tracepoint, tp) for tp in list(bpf.raw_tracepoint_fds)]
+            + [(detach, [link]) for link in links])
     threads = [threading.Thread(target=_quietly, args=job, name="evlab-detach") for job in jobs]
     for t in threads:
         t.start()

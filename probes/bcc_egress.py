@@ -22,7 +22,7 @@ class CgroupHooks:
         self._bpf = bpf
         self._cgroups: dict[int, tuple[int, int]] = {}   # invocation -> (cgroup fd, cgroup id)
 
-    def watch(self, invocation: int, cgroup_dir: Path, cgroup_id: int,
+    def watch(self, invocation: int, slot: int, cgroup_dir: Path, cgroup_id: int,
               allowed: list[tuple[str, int]], deny: bool) -> None:
         from bcc import BPF, BPFAttachType
         fd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -40,7 +40,7 @@ class CgroupHooks:
             ctypes.memmove(key.addr, raw, len(raw))
             allow[key] = ctypes.c_ubyte(1)
         conf = self._bpf["cg_inv"].Leaf()
-        conf.inv, conf.deny = invocation, int(deny)
+        conf.inv, conf.slot, conf.deny = invocation, slot, int(deny)
         self._bpf["cg_inv"][ctypes.c_ulonglong(cgroup_id)] = conf
 
     def unwatch(self, invocation: int) -> None:

@@ -7,6 +7,7 @@ cannot load it gets a CollectorUnavailable carrying the capability record that s
 import os
 from pathlib import Path
 
+from probes import bcc_btf
 from probes.capability import Capability
 from probes.collector_abi import cflags
 
@@ -46,11 +47,23 @@ def load_bpf():
         raise CollectorUnavailable(Capability("bpf-load", False, detail, fix)) from None
 
 
-def run_stats(bpf) -> tuple[int, int]:
+def attach_btf(bpf) -> list[tuple[int, int]]:
+    """The collector's tp_btf programs (probes/bcc_btf.py) loaded and attached: [(program fd,
+    link fd)], or CollectorUnavailable."""
+    try:
+        return bcc_btf.attach(bpf)
+    except OSError as e:
+        raise CollectorUnavailable(Capability(
+            "tp_btf", False, str(e),
+            "needs Linux >= 5.11 with BTF (/sys/kernel/btf/vmlinux): BTF-typed tracepoints "
+            "and task storage")) from None
+
+
+def run_stats(bpf, links=()) -> tuple[int, int]:
     """(run time ns, run count) of every loaded program, from the kernel's BPF statistics
     (counted only while they are enabled: syscalls.enable_bpf_stats)."""
     run_ns = run_cnt = 0
-    for fd in _prog_fds(bpf):
+    for fd in _prog_fds(bpf) + [prog for prog, _ in links]:
         stats = _fdinfo(fd)
         run_ns += stats.get("run_time_ns", 0)
         run_cnt += stats.get("run_cnt", 0)

@@ -2,18 +2,25 @@
 // retargeted per invocation by writing the config map — never by recompiling.
 // Every number Python reads back is defined in probes/collector_abi.py and passed as -D flags:
 // counter ids (CTR_*), event kinds (EV_*), file operations (FOP_*), egress call kinds (EG_*),
-// MAX_FUNCS, SYSCALL_SLOTS, BUSY_MIN_NS and PATH_MAX_LEN; none is defined here.
+// MAX_FUNCS, SYSCALL_SLOTS, COUNTER_SPACE, INV_SLOTS, BUSY_MIN_NS and PATH_MAX_LEN; none is
+// defined here.
 //
 // Who is watched: a process the launcher (the evlab runner) forks while armed, and what it
 // forks, is pending; the first exec of the client's path among them becomes tracked (the
 // sandbox's launcher chain runs first); anything a tracked process forks or clones is tracked
 // too. Egress is watched at the socket layer by programs attached to the client's own cgroup
 // (end of this file), whatever syscall or io_uring submission produced it.
-// Attribution is by process tree, never by name. Every probe returns early for untracked
-// tasks after one hash lookup, so the cost for the rest of the machine is that lookup.
+// Attribution is by process tree, never by name.
 //
-// Tracepoints only (this kernel has no kprobes); raw_syscalls covers every byte-moving
-// syscall with one enter and one exit program; x86-64 syscall numbers.
+// What it costs (this kernel has no kprobes and no fentry; it has tp_btf): one program runs
+// on every syscall of the machine, on raw_syscalls' sys_exit (BTF-typed, loaded by
+// probes/bcc_btf.py; the functions named btf_*), and for a task that is not tracked it
+// returns after one task-local-storage lookup (no hash, no lock). The syscall's arguments are
+// read from its saved registers at exit, so nothing runs at sys_enter. A tracked task's state
+// lives in its task storage; its invocation's counters are a per-CPU array slot (INV_SLOTS of
+// them, assigned by Python), so the tracked path does no hash lookup for a read(2) either.
+// sched_switch (tp_btf) and the softirq raw tracepoints cost the rest of the machine one
+// task-storage lookup each. x86-64 syscall numbers and registers.
 #include <uapi/linux/ptrace.h>
 #include <linux/socket.h>
 #include <linux/in.h>
@@ -26,52 +33,62 @@
 struct config {
     u32 launcher_tgid;    // the runner's pid: its forks are candidates while armed
     u32 armed_inv;        // invocation id for the next launch; 0 = not armed
+    u32 armed_slot;       // its counter slot
     u32 source_len;       // bytes in source_path, without the NUL
     u32 client_len;       // bytes in client_path: only an exec of this path is the client
     char source_path[PATH_MAX_LEN];
     char client_path[PATH_MAX_LEN];
 };
 BPF_ARRAY(config, struct config, 1);
+// Each invocation's own source and client paths (launcher_tgid and armed_* unused there):
+// several invocations may run at once, each matched against its own paths.
+BPF_HASH(inv_config, u32, struct config, 256);
 
-BPF_HASH(tracked, u32, u32, 8192);        // tid or tgid -> invocation id
-BPF_HASH(pending_exec, u32, u32, 1024);   // forked by the launcher, counted from exec on
+// A tracked task: its invocation and counter slot, its on-CPU clock (when it last went on the
+// CPU, 0 = off it; how long it has run since its last syscall that makes progress, see
+// is_progress; how much of that the kernel spent in softirqs on its time), the kind of the
+// descriptor it last read or wrote (valid while fd_gen has not moved), and whether its next
+// sys_exit is the return of the fork or exec it was tracked in (entered before it was tracked:
+// not counted).
+enum skip { SKIP_NONE = 0, SKIP_FORK = 1, SKIP_EXEC = 2 };
+struct task {
+    u32 inv;
+    u32 slot;
+    u64 on_since;
+    u64 stretch;
+    u64 softirq;
+    u64 fd_gen;
+    s32 fd;
+    u8 fd_kind;
+    u8 skip;
+};
+BPF_TASK_STORAGE(tasks, struct task);
+
+struct launch { u32 inv; u32 slot; };
+BPF_HASH(tracked, u32, struct launch, 8192);   // tid -> invocation: the tree's live tasks
+BPF_HASH(pending_exec, u32, struct launch, 1024);   // forked by the launcher, tracked from exec
 BPF_HASH(parent_of, u32, u32, 8192);      // tracked tgid -> tracked parent tgid (fd inheritance)
 
-struct ckey { u32 inv; u32 id; };
-BPF_PERCPU_HASH(counters, struct ckey, u64, 16384);
+// Counters of an invocation: one per-CPU array slot; ids are CTR_* (maxima merged by max),
+// CTR_FUNC_BASE + function slot, CTR_SYSCALL_BASE + syscall number. `slots` says which
+// invocation owns a slot (a task left over from a finished invocation counts nowhere) and
+// whether its tree has opened the source: stretches before that are start-up (an interpreter
+// loading itself), judged apart from those during the work.
+struct counters { u64 c[COUNTER_SPACE]; };
+BPF_PERCPU_ARRAY(counters, struct counters, INV_SLOTS);
+struct slot { u32 inv; u32 source_seen; };
+BPF_ARRAY(slots, struct slot, INV_SLOTS);
 
 enum fd_kind { FD_OTHER = 0, FD_SOURCE = 1, FD_SOCKET = 2 };
 struct fdkey { u32 tgid; s32 fd; };
 BPF_HASH(fd_kinds, struct fdkey, u8, 65536);
+BPF_ARRAY(fd_gen, u64, 1);                 // moves whenever fd_kinds does: task caches go stale
 
-struct inflight {
-    u64 nr;
-    s64 fd;           // the descriptor read from / written to (in_fd for sendfile/splice)
-    s64 fd2;          // the other end for sendfile/splice, old fd for dup
-    u8 source_open;   // an open of the source path
-    u16 family;
-    u16 port;
-    u8 addr[16];
-    u64 path;         // file syscalls: the user pointer to the path (new path for rename)
-    u64 path2;        // rename: the old path
-    s32 dfd;          // the directory fd a relative path is resolved against
-    s32 dfd2;         // rename: the old path's directory fd
-    u32 flags;        // open flags; unlinkat's AT_REMOVEDIR
-};
-BPF_HASH(inflight, u32, struct inflight, 8192);
-// On-CPU clock of each tracked task: when it last went on the CPU (0 = off it), how long it
-// has run since its last syscall that makes progress (see is_progress below), and how much of
-// that the kernel spent in softirqs on its time (loopback traffic of other processes, say).
-struct task_clock { u64 on_since; u64 stretch; u64 softirq; };
 BPF_PERCPU_ARRAY(softirq_since, u64, 1);   // a softirq running on a tracked task's time
-BPF_HASH(clocks, u32, struct task_clock, 8192);
 // Tasks alive per invocation, and the process evlab launched: when that process ends, the
 // tasks still alive are its leftovers (the sandbox's pid namespace then kills them).
 BPF_HASH(live, u32, s64, 1024);
 BPF_HASH(roots, u32, u32, 1024);
-// Invocations whose tree has opened the source: stretches before that are start-up (an
-// interpreter loading itself), judged apart from those during the work.
-BPF_HASH(source_seen, u32, u8, 1024);
 BPF_PERCPU_ARRAY(scratch, struct config, 1);
 
 struct event {
@@ -112,20 +129,47 @@ struct file_event {
 };
 BPF_RINGBUF_OUTPUT(file_events, 128);
 
-static __always_inline void add(u32 inv, u32 id, u64 n)
+// A syscall's saved registers, read at its exit: the BTF-typed pt_regs of sys_exit, loaded
+// directly (an integer address, so that BCC does not turn the loads into probe reads).
+#define REGS(ctx) ((u64)(ctx)->args[0])
+#define REG(regs, field) (*(u64 *)((regs) + __builtin_offsetof(struct pt_regs, field)))
+
+// The counters of a task's invocation, or 0 when its slot has moved on to another invocation.
+static __always_inline struct counters *counters_of(u32 slot, u32 inv, struct slot **owner)
 {
-    struct ckey k = { .inv = inv, .id = id };
-    u64 zero = 0;
-    u64 *v = counters.lookup_or_try_init(&k, &zero);
-    if (v)
-        *v += n;
+    struct slot *s = slots.lookup(&slot);
+    if (!s || s->inv != inv || inv == 0)
+        return 0;
+    if (owner)
+        *owner = s;
+    return counters.lookup(&slot);
 }
 
-static __always_inline struct event *reserve(u32 inv)
+static __always_inline void add(u32 slot, u32 inv, u32 id, u64 n)
+{
+    struct counters *c = counters_of(slot, inv, 0);
+    if (c && id < COUNTER_SPACE)
+        c->c[id] += n;
+}
+
+static __always_inline struct task *tracked_task(void)
+{
+    return tasks.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+}
+
+static __always_inline void fd_changed(void)
+{
+    int zero = 0;
+    u64 *gen = fd_gen.lookup(&zero);
+    if (gen)
+        __sync_fetch_and_add(gen, 1);
+}
+
+static __always_inline struct event *reserve(u32 slot, u32 inv)
 {
     struct event *e = events.ringbuf_reserve(sizeof(struct event));
     if (!e) {
-        add(inv, CTR_LOST_EVENTS, 1);
+        add(slot, inv, CTR_LOST_EVENTS, 1);
         return 0;
     }
     __builtin_memset(e, 0, sizeof(*e));
@@ -140,7 +184,7 @@ static __always_inline struct event *reserve(u32 inv)
 
 // What kind of file is fd in tgid? A forked child inherits its parent's descriptors, so look
 // up the parent chain when the child has no entry of its own (closes leave an FD_OTHER mark).
-static __always_inline u8 fd_kind(u32 tgid, s64 fd)
+static __always_inline u8 fd_kind_of(u32 tgid, s64 fd)
 {
     struct fdkey k = { .tgid = tgid, .fd = (s32)fd };
 #pragma unroll
@@ -156,16 +200,33 @@ static __always_inline u8 fd_kind(u32 tgid, s64 fd)
     return FD_OTHER;
 }
 
-static __always_inline void set_fd_kind(u32 tgid, s64 fd, u8 kind)
-{
-    struct fdkey k = { .tgid = tgid, .fd = (s32)fd };
-    fd_kinds.update(&k, &kind);
-}
-
-static __always_inline int is_source_path(const char *user_path)
+// The same, remembered by the task for the descriptor it used last (a read loop asks about
+// one descriptor again and again) until any descriptor of the tree changes kind.
+static __always_inline u8 fd_kind(struct task *t, s64 fd)
 {
     int zero = 0;
-    struct config *cfg = config.lookup(&zero);
+    u64 *genp = fd_gen.lookup(&zero);
+    u64 gen = genp ? *genp : 0;
+    if (t->fd_gen == gen && t->fd == (s32)fd)
+        return t->fd_kind;
+    u8 kind = fd_kind_of(bpf_get_current_pid_tgid() >> 32, fd);
+    t->fd_gen = gen;
+    t->fd = (s32)fd;
+    t->fd_kind = kind;
+    return kind;
+}
+
+static __always_inline void set_fd_kind(s64 fd, u8 kind)
+{
+    struct fdkey k = { .tgid = bpf_get_current_pid_tgid() >> 32, .fd = (s32)fd };
+    fd_kinds.update(&k, &kind);
+    fd_changed();
+}
+
+static __always_inline int is_source_path(u32 inv, const char *user_path)
+{
+    int zero = 0;
+    struct config *cfg = inv_config.lookup(&inv);
     struct config *buf = scratch.lookup(&zero);
     if (!cfg || !buf || cfg->source_len == 0)
         return 0;
@@ -181,16 +242,20 @@ static __always_inline int is_source_path(const char *user_path)
     return 1;
 }
 
-static __always_inline void emit_file(u32 inv, struct inflight *f, u32 op, s64 ret)
+// A file operation's record: its paths are read from the caller's memory at the syscall's exit.
+struct fileop { u64 path; u64 path2; s32 dfd; s32 dfd2; u32 flags; };
+
+static __always_inline void emit_file(struct task *t, struct counters *c, struct fileop *f,
+                                      u32 op, s64 ret)
 {
-    add(inv, CTR_FILE_OPS, 1);
+    c->c[CTR_FILE_OPS]++;
     struct file_event *e = file_events.ringbuf_reserve(sizeof(struct file_event));
     if (!e) {
-        add(inv, CTR_LOST_EVENTS, 1);
+        c->c[CTR_LOST_EVENTS]++;
         return;
     }
     e->ts = bpf_ktime_get_ns();
-    e->inv = inv;
+    e->inv = t->inv;
     e->op = op;
     u64 id = bpf_get_current_pid_tgid();
     e->tgid = id >> 32;
@@ -209,30 +274,13 @@ static __always_inline void emit_file(u32 inv, struct inflight *f, u32 op, s64 r
     file_events.ringbuf_submit(e, 0);
 }
 
-static __always_inline void read_sockaddr(struct inflight *f, const void *uaddr)
-{
-    u16 family = 0;
-    bpf_probe_read_user(&family, sizeof(family), uaddr);
-    f->family = family;
-    if (family == AF_INET) {
-        struct sockaddr_in sin = {};
-        bpf_probe_read_user(&sin, sizeof(sin), uaddr);
-        f->port = ntohs(sin.sin_port);
-        __builtin_memcpy(f->addr, &sin.sin_addr.s_addr, 4);
-    } else if (family == AF_INET6) {
-        struct sockaddr_in6 sin6 = {};
-        bpf_probe_read_user(&sin6, sizeof(sin6), uaddr);
-        f->port = ntohs(sin6.sin6_port);
-        __builtin_memcpy(f->addr, &sin6.sin6_addr, 16);
-    }
-}
-
 // Busy-work: on-CPU time a task spends between two syscalls that make progress. Spinning,
 // or re-hashing a buffer in a loop, runs for long stretches without one; real work (reading,
 // sending, waiting, even an interpreter starting up) enters the kernel every few hundred µs.
 // Time passed preempted does not count (the clock stops at switch-out), so machine load does
 // not lengthen a stretch. Calls that only look at the clock, yield or sleep do not end one
-// (sleeping costs no CPU, so it cannot lengthen a stretch either).
+// (sleeping costs no CPU, so it cannot lengthen a stretch either). A stretch ends when such a
+// syscall returns (or the task exits).
 static __always_inline int is_progress(u64 nr)
 {
     switch (nr) {
@@ -245,269 +293,325 @@ static __always_inline int is_progress(u64 nr)
     return 1;
 }
 
-static __always_inline void end_stretch(u32 inv, struct task_clock *c, u64 now)
+static __always_inline void end_stretch(struct task *t, struct counters *c, struct slot *s,
+                                        u64 now)
 {
-    u64 run = c->stretch;
-    if (c->on_since) {
-        add(inv, CTR_ONCPU_NS, now - c->on_since);
-        run += now - c->on_since;
-        c->on_since = now;
+    u64 run = t->stretch;
+    if (t->on_since) {
+        c->c[CTR_ONCPU_NS] += now - t->on_since;
+        run += now - t->on_since;
+        t->on_since = now;
     }
-    run = run > c->softirq ? run - c->softirq : 0;   // not the task's own computing
-    c->stretch = 0;
-    c->softirq = 0;
+    run = run > t->softirq ? run - t->softirq : 0;   // not the task's own computing
+    t->stretch = 0;
+    t->softirq = 0;
     if (run >= BUSY_MIN_NS) {
-        add(inv, CTR_BUSY_NS, run);
-        add(inv, CTR_BUSY_STRETCHES, 1);
+        c->c[CTR_BUSY_NS] += run;
+        c->c[CTR_BUSY_STRETCHES]++;
     }
-    u32 id = source_seen.lookup(&inv) ? CTR_BUSY_MAX_NS : CTR_BUSY_START_MAX_NS;
-    struct ckey k = { .inv = inv, .id = id };   // per-CPU maximum, merged by max
-    u64 zero = 0;
-    u64 *max = counters.lookup_or_try_init(&k, &zero);
-    if (max && run > *max)
+    // per-CPU maxima, merged by max
+    u64 *max = s->source_seen ? &c->c[CTR_BUSY_MAX_NS] : &c->c[CTR_BUSY_START_MAX_NS];
+    if (run > *max)
         *max = run;
 }
 
-static __always_inline int track(u32 tid, u32 inv, u64 now)
+static __always_inline void count_syscall(struct counters *c, u64 nr)
 {
-    if (tracked.update(&tid, &inv))
+    c->c[CTR_SYSCALLS]++;
+    c->c[CTR_SYSCALL_BASE + (nr & (SYSCALL_SLOTS - 1))]++;
+}
+
+static __always_inline void read_sockaddr(struct event *e, const void *uaddr)
+{
+    u16 family = 0;
+    bpf_probe_read_user(&family, sizeof(family), uaddr);
+    e->family = family;
+    if (family == AF_INET) {
+        struct sockaddr_in sin = {};
+        bpf_probe_read_user(&sin, sizeof(sin), uaddr);
+        e->port = ntohs(sin.sin_port);
+        __builtin_memcpy(e->addr, &sin.sin_addr.s_addr, 4);
+    } else if (family == AF_INET6) {
+        struct sockaddr_in6 sin6 = {};
+        bpf_probe_read_user(&sin6, sizeof(sin6), uaddr);
+        e->port = ntohs(sin6.sin6_port);
+        __builtin_memcpy(e->addr, &sin6.sin6_addr, 16);
+    }
+}
+
+// An open that returned: the new descriptor's kind (the source, by the path it named), and its
+// file event; a refused open for writing is recorded too (an attempt the sandbox stopped).
+static __always_inline void opened(struct task *t, struct counters *c, struct slot *s,
+                                   struct fileop *f, int may_be_source, s64 ret)
+{
+    if (ret >= 0) {
+        int source = may_be_source && is_source_path(t->inv, (const char *)f->path);
+        set_fd_kind(ret, source ? FD_SOURCE : FD_OTHER);
+        if (source) {
+            c->c[CTR_SOURCE_OPENS]++;
+            s->source_seen = 1;
+        }
+        emit_file(t, c, f, FOP_OPEN, ret);
+    } else if (f->flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC)) {
+        emit_file(t, c, f, FOP_OPEN, ret);
+    }
+}
+
+// Bytes moved by the read and write families: all of them, and those of the source's and of
+// sockets' descriptors. in_fd/out_fd < 0: not that direction.
+static __always_inline void moved(struct task *t, struct counters *c, s64 in_fd, s64 out_fd,
+                                  s64 ret)
+{
+    if (in_fd >= 0) {
+        u8 kind = fd_kind(t, in_fd);
+        if (kind == FD_SOURCE)
+            c->c[CTR_SOURCE_READ_BYTES] += ret;
+        else if (kind == FD_SOCKET)
+            c->c[CTR_SOCK_RECV_BYTES] += ret;
+    }
+    if (out_fd >= 0 && fd_kind(t, out_fd) == FD_SOCKET)
+        c->c[CTR_SOCK_SENT_BYTES] += ret;
+}
+
+static __always_inline void connected(struct task *t, struct counters *c, u64 regs, s64 ret)
+{
+    c->c[CTR_CONNECTS]++;
+    struct event *e = reserve(t->slot, t->inv);
+    if (e) {
+        e->kind = EV_CONNECT;
+        e->ret = (s32)ret;
+        read_sockaddr(e, (const void *)REG(regs, si));
+        events.ringbuf_submit(e, 0);
+    }
+}
+
+// File syscalls that changed something: their file events. Arguments: x86-64 di, si, dx, r10.
+static __always_inline void file_changed(struct task *t, struct counters *c, u64 regs, u64 nr,
+                                         s64 ret)
+{
+    if (ret != 0)
+        return;
+    struct fileop f = { .dfd = AT_FDCWD, .dfd2 = AT_FDCWD };
+    u32 op;
+    switch (nr) {
+    case __NR_unlink: case __NR_rmdir: case __NR_mkdir: case __NR_truncate: case __NR_chdir:
+        f.path = REG(regs, di);
+        op = nr == __NR_unlink ? FOP_UNLINK : nr == __NR_rmdir ? FOP_RMDIR
+             : nr == __NR_mkdir ? FOP_MKDIR : nr == __NR_truncate ? FOP_TRUNCATE : FOP_CHDIR;
+        break;
+    case __NR_fchdir:          // the new cwd is a descriptor's directory: reported unresolved
+        f.dfd = (s32)REG(regs, di);
+        op = FOP_FCHDIR;
+        break;
+    case __NR_unlinkat: case __NR_mkdirat:
+        f.path = REG(regs, si);
+        f.dfd = (s32)REG(regs, di);
+        f.flags = nr == __NR_unlinkat ? (u32)REG(regs, dx) : 0;
+        op = nr == __NR_mkdirat ? FOP_MKDIR : (f.flags & AT_REMOVEDIR) ? FOP_RMDIR : FOP_UNLINK;
+        break;
+    case __NR_rename:
+        f.path2 = REG(regs, di);
+        f.path = REG(regs, si);
+        op = FOP_RENAME;
+        break;
+    default:                   // renameat, renameat2: (olddfd, old, newdfd, new)
+        f.path2 = REG(regs, si);
+        f.dfd2 = (s32)REG(regs, di);
+        f.path = REG(regs, r10);
+        f.dfd = (s32)REG(regs, dx);
+        op = FOP_RENAME;
+        break;
+    }
+    emit_file(t, c, &f, op, ret);
+}
+
+// What a tracked task's syscall did, from its result and its arguments (still in the saved
+// registers at exit). Only the syscalls below: every other one was just counted.
+static __always_inline void syscall_done(struct task *t, struct counters *c, struct slot *s,
+                                         u64 regs, u64 nr, s64 ret)
+{
+    struct fileop f = { .dfd = AT_FDCWD, .dfd2 = AT_FDCWD };
+    switch (nr) {
+    case __NR_read: case __NR_pread64: case __NR_readv: case __NR_preadv: case __NR_preadv2:
+        if (ret > 0) {
+            c->c[CTR_READ_CALLS]++;
+            c->c[CTR_READ_BYTES] += ret;
+            moved(t, c, REG(regs, di), -1, ret);
+        }
+        return;
+    case __NR_recvfrom: case __NR_recvmsg:
+        if (ret > 0) {
+            c->c[CTR_READ_CALLS]++;
+            c->c[CTR_READ_BYTES] += ret;
+            c->c[CTR_SOCK_RECV_BYTES] += ret;
+        }
+        return;
+    case __NR_write: case __NR_pwrite64: case __NR_writev: case __NR_pwritev: case __NR_pwritev2:
+        if (ret > 0) {
+            c->c[CTR_WRITE_BYTES] += ret;
+            moved(t, c, -1, REG(regs, di), ret);
+        }
+        return;
+    case __NR_sendto: case __NR_sendmsg:
+        if (ret > 0) {
+            c->c[CTR_WRITE_BYTES] += ret;
+            c->c[CTR_SOCK_SENT_BYTES] += ret;
+        }
+        return;
+    case __NR_sendfile:        // sendfile(out_fd, in_fd, ...): bytes move in_fd -> out_fd
+    case __NR_splice:          // splice(fd_in, off_in, fd_out, ...)
+        if (ret > 0) {
+            c->c[CTR_READ_BYTES] += ret;
+            c->c[CTR_WRITE_BYTES] += ret;
+            if (nr == __NR_sendfile)
+                moved(t, c, REG(regs, si), REG(regs, di), ret);
+            else
+                moved(t, c, REG(regs, di), REG(regs, dx), ret);
+        }
+        return;
+    case __NR_open:
+        f.path = REG(regs, di);
+        f.flags = (u32)REG(regs, si);
+        opened(t, c, s, &f, 1, ret);
+        return;
+    case __NR_creat:
+        f.path = REG(regs, di);
+        f.flags = O_CREAT | O_WRONLY | O_TRUNC;
+        opened(t, c, s, &f, 0, ret);
+        return;
+    case __NR_openat:
+        f.path = REG(regs, si);
+        f.dfd = (s32)REG(regs, di);
+        f.flags = (u32)REG(regs, dx);
+        opened(t, c, s, &f, 1, ret);
+        return;
+    case __NR_openat2: {
+        u64 how_flags = 0;   // struct open_how starts with its u64 flags
+        bpf_probe_read_user(&how_flags, sizeof(how_flags), (const void *)REG(regs, dx));
+        f.path = REG(regs, si);
+        f.dfd = (s32)REG(regs, di);
+        f.flags = (u32)how_flags;
+        opened(t, c, s, &f, 1, ret);
+        return;
+    }
+    case __NR_unlink: case __NR_rmdir: case __NR_mkdir: case __NR_truncate: case __NR_chdir:
+    case __NR_fchdir: case __NR_unlinkat: case __NR_mkdirat:
+    case __NR_rename: case __NR_renameat: case __NR_renameat2:
+        file_changed(t, c, regs, nr, ret);
+        return;
+    case __NR_mmap: {          // mmap(addr, len, prot, flags, fd, off): reads through a mapped
+        s64 fd = (s64)REG(regs, r8);   // source are page faults, not syscalls
+        if (ret >= 0 && fd >= 0 && fd_kind(t, fd) == FD_SOURCE)
+            c->c[CTR_SOURCE_MMAPS]++;
+        return;
+    }
+    case __NR_socket: case __NR_accept: case __NR_accept4:
+        if (ret >= 0)
+            set_fd_kind(ret, FD_SOCKET);
+        return;
+    case __NR_dup: case __NR_dup2: case __NR_dup3:
+        if (ret >= 0)
+            set_fd_kind(ret, fd_kind(t, REG(regs, di)));
+        return;
+    case __NR_close:
+        if (ret == 0)
+            set_fd_kind(REG(regs, di), FD_OTHER);
+        return;
+    case __NR_connect:
+        connected(t, c, regs, ret);
+        return;
+    }
+}
+
+static __always_inline int is_fork(u64 nr)
+{
+    return nr == __NR_clone || nr == __NR_clone3 || nr == __NR_fork || nr == __NR_vfork;
+}
+
+// Every syscall of the machine returns through here. A syscall is counted when it returns, so
+// the two that never do are counted when the task exits (sched_process_exit), and one that a
+// tracked task had entered before it was tracked (the fork or exec that made it tracked) is not.
+int btf_sys_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+    struct task *t = tracked_task();
+    if (!t)
+        return 0;
+    struct slot *s = 0;
+    struct counters *c = counters_of(t->slot, t->inv, &s);
+    if (!c || !s)
+        return 0;
+    u64 regs = REGS(ctx);
+    u64 nr = REG(regs, orig_ax);
+    s64 ret = (s64)ctx->args[1];
+    if (t->skip) {
+        u8 skip = t->skip;
+        t->skip = SKIP_NONE;
+        if (ret == 0 && (skip == SKIP_FORK ? is_fork(nr)
+                         : nr == __NR_execve || nr == __NR_execveat))
+            return 0;
+    }
+    if ((s64)nr == -1)         // rt_sigreturn restored registers that say "no syscall"
+        nr = __NR_rt_sigreturn;
+    count_syscall(c, nr);
+    if (is_progress(nr))
+        end_stretch(t, c, s, bpf_ktime_get_ns());
+    syscall_done(t, c, s, regs, nr, ret);
+    return 0;
+}
+
+// A tracked task's on-CPU clock runs from its switch in to its switch out (tp_btf: the
+// program gets both tasks, so both task storages).
+int btf_sched_switch(struct bpf_raw_tracepoint_args *ctx)
+{
+    // (bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int state)
+    struct task *prev = tasks.task_storage_get((void *)ctx->args[1], 0, 0);
+    u64 now = 0;
+    if (prev) {
+        now = bpf_ktime_get_ns();
+        struct counters *c = counters_of(prev->slot, prev->inv, 0);
+        if (c)
+            c->c[CTR_SWITCHES_OUT]++;
+        if (prev->on_since) {
+            if (c)
+                c->c[CTR_ONCPU_NS] += now - prev->on_since;
+            prev->stretch += now - prev->on_since;
+            prev->on_since = 0;
+        }
+    }
+    struct task *next = tasks.task_storage_get((void *)ctx->args[2], 0, 0);
+    if (!next)
+        return 0;
+    next->on_since = now ? now : bpf_ktime_get_ns();
+    return 0;
+}
+
+// A tracked task's child (process or thread) is tracked from its birth: its task storage is
+// made here, in the parent (tp_btf gives the child's task); the pid bookkeeping and the event
+// are sched_process_fork's tracepoint program below.
+int btf_sched_process_fork(struct bpf_raw_tracepoint_args *ctx)
+{
+    // (struct task_struct *parent, struct task_struct *child)
+    struct task *parent = tasks.task_storage_get((void *)ctx->args[0], 0, 0);
+    if (!parent)
+        return 0;
+    struct task init = { .inv = parent->inv, .slot = parent->slot, .fd_gen = ~0ULL, .fd = -1,
+                         .skip = SKIP_FORK };
+    struct task *child = tasks.task_storage_get((void *)ctx->args[1], &init,
+                                                BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (!child)   // a child we cannot follow: the view is incomplete
+        add(parent->slot, parent->inv, CTR_LOST_EVENTS, 1);
+    return 0;
+}
+
+static __always_inline int track(u32 tid, struct launch *l)
+{
+    if (tracked.update(&tid, l))
         return -1;
-    struct task_clock c = { .on_since = now };
-    clocks.update(&tid, &c);
-    s64 one = 1, *n = live.lookup(&inv);
+    s64 one = 1, *n = live.lookup(&l->inv);
     if (n)
         __sync_fetch_and_add(n, 1);
     else
-        live.update(&inv, &one);
-    return 0;
-}
-
-TRACEPOINT_PROBE(raw_syscalls, sys_enter)
-{
-    u64 id = bpf_get_current_pid_tgid();
-    u32 tgid = id >> 32, tid = (u32)id;
-    u32 *inv = tracked.lookup(&tgid);
-    if (!inv)
-        return 0;
-    u64 nr = args->id;
-    add(*inv, CTR_SYSCALLS, 1);
-    add(*inv, CTR_SYSCALL_BASE + (u32)(nr & (SYSCALL_SLOTS - 1)), 1);
-    if (is_progress(nr)) {
-        struct task_clock *c = clocks.lookup(&tid);
-        if (c)
-            end_stretch(*inv, c, bpf_ktime_get_ns());
-    }
-
-    struct inflight f = { .nr = nr, .fd = (s64)args->args[0] };
-    switch (nr) {
-    case __NR_read: case __NR_pread64: case __NR_readv: case __NR_preadv: case __NR_preadv2:
-    case __NR_recvfrom: case __NR_recvmsg:
-    case __NR_write: case __NR_pwrite64: case __NR_writev: case __NR_pwritev: case __NR_pwritev2:
-    case __NR_sendto: case __NR_sendmsg:
-    case __NR_close: case __NR_socket: case __NR_accept: case __NR_accept4:
-    case __NR_dup: case __NR_dup2: case __NR_dup3:
-        break;
-    case __NR_mmap:            // mmap(addr, len, prot, flags, fd, off): a mapped source
-        f.fd = (s64)args->args[4];
-        break;
-    case __NR_sendfile:        // sendfile(out_fd, in_fd, ...): bytes move in_fd -> out_fd
-        f.fd = (s64)args->args[1];
-        f.fd2 = (s64)args->args[0];
-        break;
-    case __NR_splice:          // splice(fd_in, off_in, fd_out, ...)
-        f.fd2 = (s64)args->args[2];
-        break;
-    case __NR_open:
-        f.source_open = is_source_path((const char *)args->args[0]);
-        f.path = args->args[0];
-        f.dfd = AT_FDCWD;
-        f.flags = (u32)args->args[1];
-        break;
-    case __NR_creat:
-        f.path = args->args[0];
-        f.dfd = AT_FDCWD;
-        f.flags = O_CREAT | O_WRONLY | O_TRUNC;
-        break;
-    case __NR_openat:
-        f.source_open = is_source_path((const char *)args->args[1]);
-        f.path = args->args[1];
-        f.dfd = (s32)args->args[0];
-        f.flags = (u32)args->args[2];
-        break;
-    case __NR_openat2: {
-        u64 how_flags = 0;   // struct open_how starts with its u64 flags
-        bpf_probe_read_user(&how_flags, sizeof(how_flags), (const void *)args->args[2]);
-        f.source_open = is_source_path((const char *)args->args[1]);
-        f.path = args->args[1];
-        f.dfd = (s32)args->args[0];
-        f.flags = (u32)how_flags;
-        break;
-    }
-    case __NR_unlink: case __NR_rmdir: case __NR_mkdir: case __NR_truncate: case __NR_chdir:
-        f.path = args->args[0];
-        f.dfd = AT_FDCWD;
-        break;
-    case __NR_fchdir:          // the new cwd is a descriptor's directory: reported unresolved
-        f.dfd = (s32)args->args[0];
-        break;
-    case __NR_unlinkat: case __NR_mkdirat:
-        f.path = args->args[1];
-        f.dfd = (s32)args->args[0];
-        f.flags = nr == __NR_unlinkat ? (u32)args->args[2] : 0;
-        break;
-    case __NR_rename:
-        f.path2 = args->args[0];
-        f.path = args->args[1];
-        f.dfd = f.dfd2 = AT_FDCWD;
-        break;
-    case __NR_renameat: case __NR_renameat2:   // (olddfd, old, newdfd, new)
-        f.path2 = args->args[1];
-        f.dfd2 = (s32)args->args[0];
-        f.path = args->args[3];
-        f.dfd = (s32)args->args[2];
-        break;
-    case __NR_connect:
-        add(*inv, CTR_CONNECTS, 1);
-        read_sockaddr(&f, (const void *)args->args[1]);
-        break;
-    default:
-        return 0;
-    }
-    inflight.update(&tid, &f);
-    return 0;
-}
-
-TRACEPOINT_PROBE(raw_syscalls, sys_exit)
-{
-    u64 id = bpf_get_current_pid_tgid();
-    u32 tgid = id >> 32, tid = (u32)id;
-    struct inflight *f = inflight.lookup(&tid);
-    if (!f)
-        return 0;
-    u32 *inv = tracked.lookup(&tgid);
-    if (!inv) {
-        inflight.delete(&tid);
-        return 0;
-    }
-    s64 ret = args->ret;
-    u64 nr = f->nr;
-    u8 kind;
-    switch (nr) {
-    case __NR_read: case __NR_pread64: case __NR_readv: case __NR_preadv: case __NR_preadv2:
-        if (ret > 0) {
-            add(*inv, CTR_READ_CALLS, 1);
-            add(*inv, CTR_READ_BYTES, ret);
-            kind = fd_kind(tgid, f->fd);
-            if (kind == FD_SOURCE)
-                add(*inv, CTR_SOURCE_READ_BYTES, ret);
-            else if (kind == FD_SOCKET)
-                add(*inv, CTR_SOCK_RECV_BYTES, ret);
-        }
-        break;
-    case __NR_recvfrom: case __NR_recvmsg:
-        if (ret > 0) {
-            add(*inv, CTR_READ_CALLS, 1);
-            add(*inv, CTR_READ_BYTES, ret);
-            add(*inv, CTR_SOCK_RECV_BYTES, ret);
-        }
-        break;
-    case __NR_write: case __NR_pwrite64: case __NR_writev: case __NR_pwritev: case __NR_pwritev2:
-        if (ret > 0) {
-            add(*inv, CTR_WRITE_BYTES, ret);
-            if (fd_kind(tgid, f->fd) == FD_SOCKET)
-                add(*inv, CTR_SOCK_SENT_BYTES, ret);
-        }
-        break;
-    case __NR_sendto: case __NR_sendmsg:
-        if (ret > 0) {
-            add(*inv, CTR_WRITE_BYTES, ret);
-            add(*inv, CTR_SOCK_SENT_BYTES, ret);
-        }
-        break;
-    case __NR_sendfile: case __NR_splice:
-        if (ret > 0) {
-            add(*inv, CTR_READ_BYTES, ret);
-            add(*inv, CTR_WRITE_BYTES, ret);
-            kind = fd_kind(tgid, f->fd);
-            if (kind == FD_SOURCE)
-                add(*inv, CTR_SOURCE_READ_BYTES, ret);
-            else if (kind == FD_SOCKET)
-                add(*inv, CTR_SOCK_RECV_BYTES, ret);
-            if (fd_kind(tgid, f->fd2) == FD_SOCKET)
-                add(*inv, CTR_SOCK_SENT_BYTES, ret);
-        }
-        break;
-    case __NR_open: case __NR_openat: case __NR_openat2: case __NR_creat:
-        if (ret >= 0) {
-            set_fd_kind(tgid, ret, f->source_open ? FD_SOURCE : FD_OTHER);
-            if (f->source_open) {
-                u8 one = 1;
-                add(*inv, CTR_SOURCE_OPENS, 1);
-                source_seen.update(inv, &one);
-            }
-            emit_file(*inv, f, FOP_OPEN, ret);
-        } else if (f->flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC)) {
-            emit_file(*inv, f, FOP_OPEN, ret);   // a write the sandbox refused: still an attempt
-        }
-        break;
-    case __NR_unlink: case __NR_unlinkat:
-        if (ret == 0)
-            emit_file(*inv, f, (f->flags & AT_REMOVEDIR) ? FOP_RMDIR : FOP_UNLINK, ret);
-        break;
-    case __NR_rmdir:
-        if (ret == 0)
-            emit_file(*inv, f, FOP_RMDIR, ret);
-        break;
-    case __NR_rename: case __NR_renameat: case __NR_renameat2:
-        if (ret == 0)
-            emit_file(*inv, f, FOP_RENAME, ret);
-        break;
-    case __NR_mkdir: case __NR_mkdirat:
-        if (ret == 0)
-            emit_file(*inv, f, FOP_MKDIR, ret);
-        break;
-    case __NR_truncate:
-        if (ret == 0)
-            emit_file(*inv, f, FOP_TRUNCATE, ret);
-        break;
-    case __NR_chdir:           // relative paths after it resolve against the new directory
-        if (ret == 0)
-            emit_file(*inv, f, FOP_CHDIR, ret);
-        break;
-    case __NR_fchdir:
-        if (ret == 0)
-            emit_file(*inv, f, FOP_FCHDIR, ret);
-        break;
-    case __NR_mmap:            // reads through the mapping are page faults, not syscalls
-        if (ret >= 0 && f->fd >= 0 && fd_kind(tgid, f->fd) == FD_SOURCE)
-            add(*inv, CTR_SOURCE_MMAPS, 1);
-        break;
-    case __NR_socket: case __NR_accept: case __NR_accept4:
-        if (ret >= 0)
-            set_fd_kind(tgid, ret, FD_SOCKET);
-        break;
-    case __NR_dup: case __NR_dup2: case __NR_dup3:
-        if (ret >= 0)
-            set_fd_kind(tgid, ret, fd_kind(tgid, f->fd));
-        break;
-    case __NR_close:
-        if (ret == 0)
-            set_fd_kind(tgid, f->fd, FD_OTHER);
-        break;
-    case __NR_connect: {
-        struct event *e = reserve(*inv);
-        if (e) {
-            e->kind = EV_CONNECT;
-            e->ret = (s32)ret;
-            e->family = f->family;
-            e->port = f->port;
-            __builtin_memcpy(e->addr, f->addr, 16);
-            events.ringbuf_submit(e, 0);
-        }
-        break;
-    }
-    }
-    inflight.delete(&tid);
+        live.update(&l->inv, &one);
     return 0;
 }
 
@@ -515,14 +619,14 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
 {
     u32 tgid = bpf_get_current_pid_tgid() >> 32;   // runs in the parent's context
     u32 child = args->child_pid;
-    u32 *inv = tracked.lookup(&tgid);
-    if (inv) {
-        u32 v = *inv;
-        if (track(child, v, 0))
-            add(v, CTR_LOST_EVENTS, 1);   // a child we cannot follow: the view is incomplete
+    struct task *t = tracked_task();
+    if (t) {
+        struct launch l = { .inv = t->inv, .slot = t->slot };
+        if (track(child, &l))
+            add(l.slot, l.inv, CTR_LOST_EVENTS, 1);   // the view is incomplete
         parent_of.update(&child, &tgid);
-        add(v, CTR_FORKS, 1);
-        struct event *e = reserve(v);
+        add(l.slot, l.inv, CTR_FORKS, 1);
+        struct event *e = reserve(l.slot, l.inv);
         if (e) {
             e->kind = EV_FORK;
             e->other = child;
@@ -533,17 +637,17 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
     // A process the launcher forked while armed, and whatever it forks in turn (the sandbox's
     // launcher chain: a shell, setpriv, bwrap and its pid-namespace init), waits for the exec
     // of the client's path.
-    u32 *pending = pending_exec.lookup(&tgid);
+    struct launch *pending = pending_exec.lookup(&tgid);
     if (pending) {
-        u32 v = *pending;
-        pending_exec.update(&child, &v);
+        struct launch l = *pending;
+        pending_exec.update(&child, &l);
         return 0;
     }
     int zero = 0;
     struct config *cfg = config.lookup(&zero);
     if (cfg && cfg->armed_inv && tgid == cfg->launcher_tgid) {
-        u32 v = cfg->armed_inv;
-        pending_exec.update(&child, &v);
+        struct launch l = { .inv = cfg->armed_inv, .slot = cfg->armed_slot };
+        pending_exec.update(&child, &l);
     }
     return 0;
 }
@@ -551,39 +655,47 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
 TRACEPOINT_PROBE(sched, sched_process_exec)
 {
     u32 pid = args->pid;
-    u32 *inv = tracked.lookup(&pid);
-    u32 v;
-    if (inv) {
-        v = *inv;
+    struct task *t = tracked_task();
+    struct launch l;
+    if (t) {
+        l.inv = t->inv;
+        l.slot = t->slot;
+        fd_changed();   // close-on-exec descriptors are gone
     } else {
-        u32 *pending = pending_exec.lookup(&pid);
+        struct launch *pending = pending_exec.lookup(&pid);
         if (!pending)
             return 0;
-        v = *pending;
+        l = *pending;
         // Only an exec of the configured client path is the client: the sandbox's own
         // programs stay pending, and a same-name twin forked by another thread of the
         // launcher (e.g. noise) is never taken for it.
         int zero = 0;
-        struct config *cfg = config.lookup(&zero);
+        struct config *cfg = inv_config.lookup(&l.inv);
         struct config *buf = scratch.lookup(&zero);
         if (!cfg || !buf)
             return 0;
         if (cfg->client_len) {
             TP_DATA_LOC_READ_STR(buf->client_path, filename, sizeof(buf->client_path));
             for (int i = 0; i < PATH_MAX_LEN; i++) {  // both NUL-terminated: equal up to NUL
-                char c = buf->client_path[i];
-                if (c != cfg->client_path[i])
+                char ch = buf->client_path[i];
+                if (ch != cfg->client_path[i])
                     return 0;
-                if (c == 0)
+                if (ch == 0)
                     break;
             }
         }
         pending_exec.delete(&pid);
-        track(pid, v, bpf_ktime_get_ns());   // exec runs on the CPU: start its clock now
-        roots.update(&v, &pid);
+        // exec runs on the CPU: its clock starts now
+        struct task init = { .inv = l.inv, .slot = l.slot, .on_since = bpf_ktime_get_ns(),
+                             .fd_gen = ~0ULL, .fd = -1, .skip = SKIP_EXEC };
+        t = tasks.task_storage_get(bpf_get_current_task_btf(), &init,
+                                   BPF_LOCAL_STORAGE_GET_F_CREATE);
+        if (!t || track(pid, &l))
+            add(l.slot, l.inv, CTR_LOST_EVENTS, 1);
+        roots.update(&l.inv, &pid);
     }
-    add(v, CTR_EXECS, 1);
-    struct event *e = reserve(v);
+    add(l.slot, l.inv, CTR_EXECS, 1);
+    struct event *e = reserve(l.slot, l.inv);
     if (e) {
         e->kind = EV_EXEC;
         e->other = args->old_pid;
@@ -593,29 +705,44 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
     return 0;
 }
 
+// A task's end: its last stretch, the exit or exit_group it called (a syscall that never
+// returns: counted here, from the syscall number in its saved registers; a task killed by a
+// signal called neither), its invocation's leftovers when it is the launched process.
+static __always_inline void task_ended(struct task *t)
+{
+    struct slot *s = 0;
+    struct counters *c = counters_of(t->slot, t->inv, &s);
+    if (c && s) {
+        end_stretch(t, c, s, bpf_ktime_get_ns());   // a task killed mid-spin ends its stretch
+        struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+        u64 nr = regs ? regs->orig_ax : 0;
+        if (nr == __NR_exit || nr == __NR_exit_group)
+            count_syscall(c, nr);
+    }
+    tasks.task_storage_delete(bpf_get_current_task_btf());   // not tracked from here on
+}
+
 TRACEPOINT_PROBE(sched, sched_process_exit)
 {
     u32 tid = args->pid;
     pending_exec.delete(&tid);
-    u32 *inv = tracked.lookup(&tid);
-    if (!inv)
+    struct task *t = tracked_task();
+    if (t)
+        task_ended(t);
+    struct launch *l = tracked.lookup(&tid);
+    if (!l)
         return 0;
-    u32 v = *inv;
-    struct task_clock *c = clocks.lookup(&tid);
-    if (c) {
-        end_stretch(v, c, bpf_ktime_get_ns());   // a task killed mid-spin ends its stretch here
-        clocks.delete(&tid);
-    }
-    s64 left = 0, *n = live.lookup(&v);
+    u32 inv = l->inv, slot = l->slot;
+    s64 left = 0, *n = live.lookup(&inv);
     if (n)
         left = __sync_fetch_and_add(n, -1) - 1;
     if (args->group_dead) {
         u32 tgid = bpf_get_current_pid_tgid() >> 32;
-        u32 *root = roots.lookup(&v);
+        u32 *root = roots.lookup(&inv);
         int is_root = root && *root == tgid;
         if (is_root)
-            add(v, CTR_LEFTOVER_TASKS, left > 0 ? left : 0);
-        struct event *e = reserve(v);
+            add(slot, inv, CTR_LEFTOVER_TASKS, left > 0 ? left : 0);
+        struct event *e = reserve(slot, inv);
         if (e) {
             e->kind = EV_EXIT;
             e->ret = is_root;
@@ -628,41 +755,11 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     return 0;
 }
 
-TRACEPOINT_PROBE(sched, sched_switch)
-{
-    u32 prev = args->prev_pid, next = args->next_pid;
-    u64 now = 0;
-    u32 *inv = tracked.lookup(&prev);
-    if (inv) {
-        now = bpf_ktime_get_ns();
-        add(*inv, CTR_SWITCHES_OUT, 1);
-        struct task_clock *c = clocks.lookup(&prev);
-        if (c && c->on_since) {
-            add(*inv, CTR_ONCPU_NS, now - c->on_since);
-            c->stretch += now - c->on_since;
-            c->on_since = 0;
-        }
-    }
-    if (tracked.lookup(&next)) {
-        if (!now)
-            now = bpf_ktime_get_ns();
-        struct task_clock *c = clocks.lookup(&next);
-        if (c) {
-            c->on_since = now;
-        } else {
-            struct task_clock fresh = { .on_since = now };
-            clocks.update(&next, &fresh);
-        }
-    }
-    return 0;
-}
-
 // Softirqs that run on a tracked task's time (the kernel charges them to whoever is current)
 // are subtracted from its busy stretch: the rest of the machine's traffic is not its waste.
-TRACEPOINT_PROBE(irq, softirq_entry)
+RAW_TRACEPOINT_PROBE(softirq_entry)
 {
-    u32 tid = (u32)bpf_get_current_pid_tgid();
-    if (!tid || !tracked.lookup(&tid))
+    if (!tracked_task())
         return 0;
     int zero = 0;
     u64 *since = softirq_since.lookup(&zero);
@@ -671,7 +768,7 @@ TRACEPOINT_PROBE(irq, softirq_entry)
     return 0;
 }
 
-TRACEPOINT_PROBE(irq, softirq_exit)
+RAW_TRACEPOINT_PROBE(softirq_exit)
 {
     int zero = 0;
     u64 *since = softirq_since.lookup(&zero);
@@ -679,13 +776,10 @@ TRACEPOINT_PROBE(irq, softirq_exit)
         return 0;
     u64 took = bpf_ktime_get_ns() - *since;
     *since = 0;
-    u32 tid = (u32)bpf_get_current_pid_tgid();
-    struct task_clock *c = clocks.lookup(&tid);
-    if (c) {
-        c->softirq += took;
-        u32 *inv = tracked.lookup(&tid);
-        if (inv)
-            add(*inv, CTR_SOFTIRQ_NS, took);
+    struct task *t = tracked_task();
+    if (t) {
+        t->softirq += took;
+        add(t->slot, t->inv, CTR_SOFTIRQ_NS, took);
     }
     return 0;
 }
@@ -693,10 +787,9 @@ TRACEPOINT_PROBE(irq, softirq_exit)
 // Function-entry counters: one program per slot; the loader attaches slot i to symbol i.
 static __always_inline int count_func(u32 slot)
 {
-    u32 tgid = bpf_get_current_pid_tgid() >> 32;
-    u32 *inv = tracked.lookup(&tgid);
-    if (inv)
-        add(*inv, CTR_FUNC_BASE + slot, 1);
+    struct task *t = tracked_task();
+    if (t)
+        add(t->slot, t->inv, CTR_FUNC_BASE + slot, 1);
     return 0;
 }
 #define FUNC_SLOT(i) int on_func_##i(struct pt_regs *ctx) { return count_func(i); }
@@ -706,12 +799,21 @@ FUNC_SLOT(4) FUNC_SLOT(5) FUNC_SLOT(6) FUNC_SLOT(7)
 #error "MAX_FUNCS (probes/collector_abi.py) must be the number of FUNC_SLOTs above"
 #endif
 
+// The tracepoints of the tp_btf and raw tracepoint programs above, one per line in the form
+// `evlab doctor` reads from this file (probes/doctor_kernel.py: it checks that each exists):
+/*
+TRACEPOINT_PROBE(raw_syscalls, sys_exit)
+TRACEPOINT_PROBE(sched, sched_switch)
+TRACEPOINT_PROBE(irq, softirq_entry)
+TRACEPOINT_PROBE(irq, softirq_exit)
+*/
+
 // --- Egress, at the socket layer of the client's cgroup -------------------------------------
 // Attached by the loader to each invocation's cgroup: connect (TCP, and UDP connect), UDP
 // sendmsg with a destination (sendto/sendmsg/sendmmsg on an unconnected socket, io_uring
 // submissions alike), and every packet a socket of the cgroup emits. Aggregated in the kernel
 // per destination; the first sighting of a destination is also a ring-buffer event.
-struct cg_conf { u32 inv; u32 deny; };
+struct cg_conf { u32 inv; u32 slot; u32 deny; };
 BPF_HASH(cg_inv, u64, struct cg_conf, 256);       // client cgroup id -> invocation, mode
 struct dest_key { u32 inv; u16 family; u16 port; u8 addr[16]; };
 BPF_HASH(egress_allow, struct dest_key, u8, 256);  // what the contract allows (receiver, proxy)
@@ -765,8 +867,8 @@ static __always_inline int sock_addr(struct bpf_sock_addr *ctx, u16 kind, u16 fa
     } else {
         struct egress_val fresh = { .calls = 1, .refused = refuse, .first = now, .last = now };
         if (egress.update(&k, &fresh))
-            add(inv, CTR_EGRESS_LOST, 1);   // the totals are incomplete: never a pass
-        struct event *e = reserve(inv);
+            add(conf->slot, inv, CTR_EGRESS_LOST, 1);   // the totals are incomplete: never a pass
+        struct event *e = reserve(conf->slot, inv);
         if (e) {
             e->kind = EV_EGRESS;
             e->family = family;
@@ -834,7 +936,7 @@ int egress_packets(struct __sk_buff *skb)
         struct flow_val fresh = { .packets = 1, .bytes = payload, .first = now, .last = now,
                                   .dropped = drop };
         if (flows.update(&k, &fresh))
-            add(conf->inv, CTR_EGRESS_LOST, 1);
+            add(conf->slot, conf->inv, CTR_EGRESS_LOST, 1);
     }
     return drop ? 0 : 1;
 }

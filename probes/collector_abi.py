@@ -10,11 +10,16 @@ from probes.kernel import BUSY_MIN_NS, COUNTERS
 
 PATH_MAX_LEN = 256     # the config map's source and client paths, NUL included
 MAX_FUNCS = 8          # uprobe slots: on_func_0 .. on_func_7 in the .bpf.c
-# Counter ids in the `counters` map: COUNTERS from 0, then one per function slot, then one per
-# syscall number (the .bpf.c masks the number with SYSCALL_SLOTS - 1).
+# Counter ids in an invocation's slot of the per-CPU `counters` array: COUNTERS from 0, then one
+# per function slot, then one per syscall number (the .bpf.c masks the number with
+# SYSCALL_SLOTS - 1).
 FUNC_BASE = 100
-SYSCALL_BASE = 1000
+SYSCALL_BASE = 128
 SYSCALL_SLOTS = 1024
+COUNTER_SPACE = SYSCALL_BASE + SYSCALL_SLOTS
+# Invocations with counters at once (launched or cgroup-watched, not yet finished): each has one
+# slot of COUNTER_SPACE u64 per CPU (9 KiB).
+INV_SLOTS = 32
 
 
 class EventKind(IntEnum):
@@ -54,4 +59,5 @@ def cflags() -> list[str]:
         flags += [f"-D{prefix}_{member.name}={member.value}" for member in enum]
     return flags + [f"-DCTR_SYSCALL_BASE={SYSCALL_BASE}", f"-DCTR_FUNC_BASE={FUNC_BASE}",
                     f"-DSYSCALL_SLOTS={SYSCALL_SLOTS}", f"-DMAX_FUNCS={MAX_FUNCS}",
+                    f"-DCOUNTER_SPACE={COUNTER_SPACE}", f"-DINV_SLOTS={INV_SLOTS}",
                     f"-DBUSY_MIN_NS={BUSY_MIN_NS}ULL", f"-DPATH_MAX_LEN={PATH_MAX_LEN}"]

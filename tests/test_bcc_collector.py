@@ -159,10 +159,86 @@ def test_live_reads_grow_while_the_client_runs(collector, exerciser, data_file):
 
 
 def test_no_lost_events_and_overhead_reported(collector, exerciser, sink):
-    final, _, _ = run(collector, [exerciser, f"connect:{sink.port}:50"])
+    # The kernel's BPF statistics time every BPF program on the machine: off unless asked for.
+    assert collector.overhead()["bpf_run_time_ns"] is None
+    collector.measure_bpf()
+    try:
+        final, _, _ = run(collector, [exerciser, f"connect:{sink.port}:50"])
+        overhead = collector.overhead()
+    finally:
+        collector.measure_bpf(False)
     assert final.counters["lost_events"] == 0
-    overhead = collector.overhead()
     assert overhead["bpf_run_time_ns"] > 0 and overhead["events"] >= 50
+
+
+def test_every_syscall_is_counted_once_by_name(collector, exerciser, data_file):
+    """Syscalls are counted as they return: the two that never return (exit, exit_group) when
+    the task ends, and neither the exec a client is tracked from nor a child's return from the
+    fork that made it (both entered before the task was tracked)."""
+    idle, _, _ = run(collector, [exerciser])
+    busy, _, _ = run(collector, [exerciser, f"forkread:{data_file}:8192",
+                                 f"thread:{data_file}:4096"])
+    i, b = idle.syscalls_by_name, busy.syscalls_by_name
+    assert sum(i.values()) == idle.counters["syscalls"]
+    assert sum(b.values()) == busy.counters["syscalls"]
+    assert "execve" not in i and "execve" not in b
+    assert i["exit_group"] == 1 and b["exit_group"] == 2   # the forked child's _exit too
+    assert "exit" not in i and b["exit"] == 1               # the thread's end
+    assert b.get("clone", 0) + b.get("clone3", 0) == 2      # fork() and pthread_create()
+    assert b["read"] - i["read"] == 2 + 2 + 1               # 4096-byte reads
+    assert b["openat"] - i["openat"] == 2 and b["wait4"] == 1
+
+
+def test_invocations_running_at_once_are_counted_apart(collector, exerciser, data_file,
+                                                        tmp_path):
+    other = tmp_path / "other.bin"
+    other.write_bytes(os.urandom(20_000))
+    first, second = next(_ids), next(_ids)
+    with collector.launching(first, exerciser, data_file):
+        a = subprocess.Popen([str(exerciser), f"read:{data_file}:10000", "sleep:300",
+                              f"read:{data_file}:5000", f"read:{other}:700"])
+    with collector.launching(second, exerciser, other):
+        b = subprocess.Popen([str(exerciser), f"read:{other}:3000", f"read:{data_file}:900"])
+    assert b.wait() == 0
+    assert a.poll() is None   # still sleeping: the two ran at once
+    assert a.wait() == 0
+    one, two = collector.finish(first), collector.finish(second)
+    assert one.counters["source_read_bytes"] == 15_000 and one.counters["source_opens"] == 2
+    assert two.counters["source_read_bytes"] == 3000 and two.counters["source_opens"] == 1
+    assert one.counters["execs"] == two.counters["execs"] == 1
+
+
+LEFTOVER = """
+import os, sys, time
+go, done, path = sys.argv[1:4]
+if os.fork() == 0:                      # outlives its invocation
+    while not os.path.exists(go):
+        time.sleep(0.005)
+    with open(path, "rb") as f:
+        f.read(5000)
+    open(done, "w").close()
+    os._exit(0)
+"""
+
+
+def test_a_finished_invocations_leftover_task_counts_nowhere(collector, exerciser, data_file,
+                                                              tmp_path):
+    """A task still running after its invocation was finished must not count into the next
+    invocation (which may be given the same counter slot)."""
+    go, done = tmp_path / "go", tmp_path / "done"
+    first, _, _ = run(collector, ["/usr/bin/python3", "-c", LEFTOVER, go, done, data_file],
+                      source=data_file)
+    assert first.counters["forks"] == 1
+    inv = next(_ids)
+    with collector.launching(inv, exerciser, data_file):
+        proc = subprocess.Popen([str(exerciser), "sleep:200", f"read:{data_file}:1000"])
+    go.touch()
+    deadline = time.monotonic() + 10
+    while not done.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert done.exists() and proc.wait() == 0
+    final = collector.finish(inv)
+    assert final.counters["source_read_bytes"] == 1000 and final.counters["forks"] == 0
 
 
 # --- against the fixture -----------------------------------------------------------------
