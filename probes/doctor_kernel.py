@@ -199,8 +199,8 @@ def check_btf() -> Capability:
     try:
         size = os.stat(path).st_size
     except OSError as e:
-        return missing("btf", f"{path}: {e.strerror}; only CO-RE/libbpf tools need BTF, "
-                       "the BCC collector compiles against kernel headers instead",
+        return missing("btf", f"{path}: {e.strerror}; the BCC collector's syscall program is "
+                       "BTF-typed (tp_btf), so it cannot load (evlab falls back to strace)",
                        "boot a kernel with CONFIG_DEBUG_INFO_BTF=y")
     return ok("btf", f"{path} present ({size} bytes)")
 

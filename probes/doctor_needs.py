@@ -23,7 +23,7 @@ NEEDED_FOR: dict[str, tuple[str, ...]] = {
     "cgroup": (BOUNDARY,),
     "cgroup-hooks": (BOUNDARY,),
     "sandbox": (BOUNDARY,),
-    "btf": (),
+    "btf": (BCC,),
     "kprobes": (),
     "strace": (STRACE,),
     "tcpdump": (),
