@@ -46,7 +46,7 @@ def targets(results: dict) -> list[dict]:
     add("grade: attempts per minute, --jobs 2 / --jobs 1 (--jobs not yet built)", None,
         "report", "report", "x")
     add("grade: attempts per minute, one at a time", flow.get("attempts_per_min"), "report",
-        "report", "")
+        "report", "/min")
     same = flow.get("verdicts_identical")
     add("grade: every clause, gate and outcome identical across the repeated grades", same,
         "identical", bool(same))
@@ -354,6 +354,10 @@ def _value(value, unit: str = "") -> str:
         return f"{value:.0f} MB"
     if unit == "µs3":
         return f"{value:.3f} µs"
+    if unit == "ms":
+        return f"{value:.0f} ms"
+    if unit == "/min":
+        return f"{value:.0f} a minute"
     if unit == "2f":
         return f"{value:.2f}"
     if unit == "µs":
