@@ -78,8 +78,7 @@ def test_a_reused_pid_is_a_new_process_not_the_one_that_exited(tmp_path, spawner
     first = start_receiver(tmp_path / "a", tmp_path / "a.jsonl", spawner=spawner)
     first.stop()
     assert spawner.status_of(first.pid) == 0
-    spawner.record({"pid": first.pid})   # the kernel hands the pid out again
-    spawner._replies.clear()             # (no spawn() is waiting for that reply)
+    spawner.record({"pid": first.pid, "ticket": 0})   # the kernel hands the pid out again
     assert spawner.status_of(first.pid) is None
 
 
@@ -113,3 +112,23 @@ def test_a_restarted_receiver_keeps_its_port_while_it_is_down(tmp_path, spawner)
             time.sleep(0.01)
         finally:
             probe.close()
+
+
+def test_servers_spawned_from_several_threads_at_once_are_each_their_own(tmp_path, spawner):
+    # Each spawn() waits for the answer to its own request, however the answers interleave.
+    from concurrent.futures import ThreadPoolExecutor
+
+    def start(i):
+        if i % 2:
+            return start_decoy(tmp_path / f"d{i}.jsonl", spawner=spawner), f"d{i}.jsonl"
+        return start_receiver(tmp_path / f"s{i}", tmp_path / f"r{i}.jsonl",
+                              spawner=spawner), f"r{i}.jsonl"
+
+    with ThreadPoolExecutor(8) as pool:
+        started = list(pool.map(start, range(16)))
+    try:
+        for server, events in started:
+            assert events in " ".join(psutil.Process(server.pid).cmdline())
+            assert server.events()[0]["pid"] == server.pid
+    finally:
+        stop_all([s for s, _ in started])
