@@ -134,12 +134,10 @@ class BccCollector:
     def egress(self, invocation: int) -> EgressTotals:
         return bcc_events.egress_totals(self._bpf, invocation)
 
-    def release(self, client: Path) -> None:
-        """A binary's uprobes stay attached until close(): the next attempt of the same client
-        (a grade's) needs them again, and a detach waits ~0.1 s in the kernel, which a scenario
-        starting meanwhile would wait for. close() detaches everything side by side."""
-
     def _attach_functions(self, binary: Path) -> Path:
+        """Uprobes on a binary's functions, once per session: they stay attached until close()
+        (the next attempt of the same client, a grade's, needs them again, and a detach waits
+        ~0.1 s in the kernel, which a scenario starting meanwhile would wait for)."""
         binary = binary.resolve()
         with self._probe_lock:
             return self._attach_locked(binary)

@@ -47,7 +47,6 @@ class Collector(Protocol):
     def poll_events(self) -> list[ConnectEvent | ProcessEvent | FileEvent | EgressEvent]: ...
     def live_tasks(self, invocation: int) -> list[int] | None: ...
     def finish(self, invocation: int) -> CounterSnapshot: ...
-    def release(self, client: Path) -> None: ...
     def overhead(self) -> dict: ...
     def close(self) -> None: ...
 
@@ -88,9 +87,6 @@ class BccLauncher:
     def finish(self, invocation):
         return self._bcc.finish(invocation)
 
-    def release(self, client):
-        self._bcc.release(client)
-
     def overhead(self):
         return self._bcc.overhead()
 
@@ -121,9 +117,6 @@ class NoCollector(NoEgressView):
 
     def finish(self, invocation):
         return self.snapshot(invocation)
-
-    def release(self, client):
-        pass
 
     def overhead(self):
         return {"bpf_run_time_ns": None, "bpf_run_count": None, "events": None,

@@ -107,9 +107,6 @@ class StraceCollector(NoEgressView):
         self._traces[invocation].path.unlink(missing_ok=True)
         return final
 
-    def release(self, client: Path) -> None:
-        pass  # nothing is attached per binary
-
     def overhead(self) -> dict:
         return {"bpf_run_time_ns": None, "bpf_run_count": None, "events": None,
                 "events_per_s": None}

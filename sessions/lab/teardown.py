@@ -53,8 +53,6 @@ def _steps(session, live: Running):
             shutil.rmtree(live.client_home, ignore_errors=True)
 
     yield from (client, leftovers, cgroup)
-    if session.collector is not None:
-        yield lambda: session.collector.release(live.scenario.client)
     yield from (part.stop for part in (live.noise, live.capture) if part is not None)
     if live.injector is not None:   # the receiver, a proxy and the decoy stop side by side
         yield lambda: live.injector.close(*[d for d in (live.decoy,) if d is not None])

@@ -59,7 +59,7 @@ class ScenarioStarted(Event):
     client_sha256: str
     expected_failures: tuple[str, ...]
     expected_passes: tuple[str, ...]
-    faults: tuple[dict, ...]        # armed faults (sessions/faults.py), each with its id
+    faults: tuple[dict, ...]        # armed faults (sessions/spec/faults.py), each with its id
     receiver_port: int
     decoy_port: int
     source_size: int
