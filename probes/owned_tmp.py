@@ -17,7 +17,8 @@ import psutil
 
 from probes.sandbox import unmount_under
 
-PREFIXES = ("evlab-session-", "evlab-archive-", "evlab-strace-", "evlab-client-")
+PREFIXES = ("evlab-session-", "evlab-archive-", "evlab-strace-", "evlab-client-", "evlab-worker-",
+            "evlab-ship-")
 OWNER_FILE = ".evlab-owner"
 
 

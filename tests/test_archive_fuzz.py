@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from sessions import cli
 from sessions.stream.codec import _hints
-from sessions.stream.events import EVENT_TYPES
+from sessions.stream.registry import EVENT_TYPES
 
 DATA = Path(__file__).parent / "data" / "session.tar.gz"
 with tarfile.open(DATA) as _tar:

@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 from sessions.judging.judge import INCONCLUSIVE, PASS, VerdictEngine
 from sessions.stream.codec import EventFormatError, from_json, to_json
 from sessions.stream.events import (
-    EVENT_TYPES,
     CounterSample,
     PhaseChanged,
     ScenarioStarted,
     SessionStarted,
     VerifierResult,
 )
+from sessions.stream.registry import EVENT_TYPES
 from sessions.stream.stream import EventStream
 
 _json_scalar = st.one_of(st.none(), st.booleans(), st.integers(-2**53, 2**53),

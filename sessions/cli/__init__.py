@@ -12,6 +12,7 @@ import sys
 from fixture.harness import ServerStartError
 from probes import doctor
 from probes.collectors import CollectorUnavailable
+from sessions.cli.campaign import cmd_campaign
 from sessions.cli.commands import (
     chosen_scenarios,
     cmd_grade,
@@ -49,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_report(args)
         if args.command == "replay":
             return cmd_replay(args)
+        if args.command == "campaign":
+            return cmd_campaign(args)
         parser.print_help()
         return 0
     except (UsageError, ScenarioError, ArchiveError, RunError, CollectorUnavailable,

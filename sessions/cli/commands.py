@@ -1,9 +1,9 @@
 """The headless commands: list, run, grade, report, replay."""
 
 import sys
-import time
 from pathlib import Path
 
+from sessions.cli.campaign import CampaignProgress, campaign_exit, summary_line
 from sessions.cli.headless import Progress, record_session
 from sessions.cli.outputs import check_outputs, deliver, write_atomic
 from sessions.cli.parser import UsageError
@@ -85,9 +85,7 @@ def cmd_grade(args) -> int:
 
 
 def grade_started(spec: ClientSpec, attempts) -> GradeStarted:
-    return GradeStarted(time.monotonic_ns(), spec.command, str(spec.executable), spec.sha256,
-                        spec.files, spec.env, spec.attempts,
-                        tuple(dict.fromkeys(a.base for a in attempts)))
+    return spec.started(tuple(dict.fromkeys(a.base for a in attempts)))
 
 
 def grade_summary_line(grade: dict) -> str:
@@ -131,14 +129,18 @@ def cmd_replay(args) -> int:
 
     def rejudge() -> dict:
         clients = loaded.manifest.get("clients")
-        stream = EventStream([book, VerdictEngine(book), Progress(
-            len(clients) if isinstance(clients, dict) else 0)])
+        progress = (CampaignProgress(book) if loaded.manifest.get("campaign") else
+                    Progress(len(clients) if isinstance(clients, dict) else 0))
+        stream = EventStream([book, VerdictEngine(book), progress])
         replay(loaded.events, stream, speed=args.speed)
         return document.build(book)
 
     doc = untrusted(args.archive, rejudge)
     if loaded.partial:
         print(f"evlab: this archive is partial: {doc['end_reason']}", file=sys.stderr)
+    if doc["campaign"] is not None:
+        print(summary_line(doc["campaign"]), file=sys.stderr)
+        return campaign_exit(doc)
     if doc["grade"] is not None:
         print(grade_summary_line(doc["grade"]), file=sys.stderr)
         return grade_exit(doc)

@@ -6,6 +6,7 @@ import shutil
 import signal
 import sys
 import time
+from pathlib import Path
 
 from probes.interrupts import raise_or_defer
 from probes.owned_tmp import make_owned_dir
@@ -88,18 +89,30 @@ def record_session(scenarios, args, grade: GradeStarted | None = None,
                    sandbox: dict | None = None) -> dict | None:
     """Run scenarios headless, writing --json, --archive (and --report) whatever happens;
     the JSON document, or None when interrupted."""
+    options = options_of(args, grade is not None, sandbox)
+    return record(args, lambda book: Progress(len(scenarios)),
+                  lambda stream, book, staging: run_session(stream, scenarios, staging, options,
+                                                            grade))
+
+
+def record(args, progress_of, work, staging: Path | None = None,
+           consumers=()) -> dict | None:
+    """Run work(stream, book, staging) headless with the outputs written whatever happens,
+    progress_of(book) printing its lines.
+    The staging directory (pcaps and records for the archive) is a temporary one unless given
+    (a campaign's directory keeps its own)."""
     check_outputs(("--json", args.json), ("--report", getattr(args, "report", None)),
                   ("--archive", args.archive))
-    staging = make_owned_dir("evlab-archive-")
+    temporary = staging is None
+    staging = staging or make_owned_dir("evlab-archive-")
     book = EvidenceBook()
-    stream = EventStream([book, VerdictEngine(book), Progress(len(scenarios))])
+    stream = EventStream([book, VerdictEngine(book), progress_of(book), *consumers])
     writer = ArchiveWriter(staging, book, stream)
     previous = {sig: signal.signal(sig, _raise_interrupt)
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     interrupted = False
     try:
-        run_session(stream, scenarios, staging, options_of(args, grade is not None, sandbox),
-                    grade)
+        work(stream, book, staging)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -117,7 +130,8 @@ def record_session(scenarios, args, grade: GradeStarted | None = None,
                 path = deliver("--archive", args.archive, writer.finish)
                 print(f"evlab: archive written to {path}", file=sys.stderr)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            if temporary:
+                shutil.rmtree(staging, ignore_errors=True)
     if interrupted:
         print("evlab: interrupted; partial results written", file=sys.stderr)
         return None

@@ -18,6 +18,9 @@ EPILOG = """examples:
   evlab grade --client 'python3 my_client.py {host} {port} {source}' --headless
                                                 grade a client of your own, 3 attempts each
   evlab grade my-grade.toml --attempts 5 --headless --report grade.md
+  evlab campaign clients.toml --headless --report board.md
+                                                grade several clients, ranked in a leaderboard
+  evlab campaign clients.toml --ray auto --headless   the same on a Ray cluster of evlab nodes
   evlab doctor [--json]                         what this machine can observe, and the fixes
 
 exit status of run: 0 every scenario judged as declared (the instrument works; not "every
@@ -116,9 +119,39 @@ def build_parser() -> argparse.ArgumentParser:
                    f"{','.join(NOISE_KINDS)} (default with --noise: all)")
     _boundary_arguments(g)
     g.set_defaults(noise="")
+    _campaign_parser(sub)
+    _doctor_parser(sub)
+    return p
+
+
+def _doctor_parser(sub) -> None:
     d = sub.add_parser("doctor", help="check what this machine can observe")
     d.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    return p
+
+
+def _campaign_parser(sub) -> None:
+    c = sub.add_parser("campaign", help="grade several clients and rank them (a leaderboard)",
+                       description="Grade every client of a campaign file on its scenarios, "
+                       "here (one attempt at a time) or on a Ray cluster, and rank them. "
+                       "File format: docs/campaign.md.")
+    c.add_argument("file", type=Path, metavar="CAMPAIGN.toml")
+    c.add_argument("--dir", type=Path, metavar="DIR", help="the campaign's directory, kept "
+                   "for --resume (default: ./evlab-campaign-NAME)")
+    c.add_argument("--resume", action="store_true",
+                   help="continue a stopped campaign in its directory; finished attempts "
+                   "are not run again")
+    c.add_argument("--ray", metavar="auto|ADDRESS",
+                   help="run on a Ray cluster (each node offering the resource evlab=1)")
+    c.add_argument("--headless", action="store_true", help="no dashboard; progress lines only")
+    c.add_argument("--collector", choices=KINDS, default="auto")
+    c.add_argument("--packets", choices=("on", "off", "required"), default="on")
+    c.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
+    c.add_argument("--archive", type=Path, metavar="PATH", help="write the campaign archive")
+    c.add_argument("--report", type=Path, metavar="PATH", help="write the Markdown report here")
+    c.add_argument("--noise", nargs="?", const=",".join(NOISE_KINDS), default="",
+                   metavar="KINDS", help="ambient noise during every attempt (the campaign "
+                   "file's [campaign] noise otherwise)")
+    _boundary_arguments(c)
 
 
 # flag, SandboxLimits field, unit, scale; and each field's key in a grade file's [sandbox]

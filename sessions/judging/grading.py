@@ -15,10 +15,10 @@ from sessions.stream.evidence import ScenarioEvidence
 def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[GateResult],
                   unfired: list[dict], now_ns: int) -> AttemptJudged:
     s = ev.started
-    broken = harness_failures(ev)
+    broken = harness_failures(ev) + identity_failures(ev)
     if broken:   # e.g. a port clash, a receiver that died by itself: not the client's doing
         return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, False, False, None,
-                             "invalid: harness: " + "; ".join(broken))
+                             "invalid: " + "; ".join(broken))
     judged: list[Verdict | GateResult] = [*verdicts, *gates]
     # Fail closed: an inconclusive that is not the client's own doing blocks the attempt.
     blocked = [j for j in judged if j.status == "inconclusive" and j.failure_class != "client"]
@@ -60,7 +60,29 @@ def harness_failures(ev: ScenarioEvidence) -> list[str]:
             if r.event == "proxy_error" or (r.event == "upstream_failed" and not crashed):
                 out.append(f"invocation {n}: wire proxy {r.event} {r.fields.get('error', '')}"
                            .rstrip())
-    return out
+    return [f"harness: {line}" for line in out]
+
+
+def identity_failures(ev: ScenarioEvidence) -> list[str]:
+    """A campaign attempt must run what the campaign named: the node's own sha256 of the
+    executable, the command's files and everything shipped, against the campaign's."""
+    want, got = ev.expected, ev.grade
+    if want is None:
+        return []
+    if got is None or got.client != ev.started.client:
+        return ["identity: the attempt does not record which client it ran"]
+    wrong = []
+    if got.sha256 != want.get("sha256"):
+        wrong.append(f"executable {got.executable} is {got.sha256[:12]}, the campaign named "
+                     f"{str(want.get('sha256'))[:12]}")
+    if sorted(got.files.values()) != sorted(dict(want.get("files", {})).values()):
+        wrong.append("the command's files differ from the campaign's")
+    named = dict(want.get("shipped", {}))
+    for name in sorted(set(named) | set(got.shipped)):
+        if named.get(name) != got.shipped.get(name):
+            wrong.append(f"{name} is {str(got.shipped.get(name, 'missing'))[:12]}, the "
+                         f"campaign named {str(named.get(name, 'nothing'))[:12]}")
+    return [f"identity: {'; '.join(wrong)}"] if wrong else []
 
 
 def _name(j: Verdict | GateResult) -> str:

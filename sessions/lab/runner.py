@@ -241,7 +241,7 @@ class Session:
             time.monotonic_ns(), s.id, str(s.client), s.client_sha256(), s.expect_fail,
             s.expect_pass, s.faults, receiver, live.decoy.port if live.decoy else 0, SIZE,
             str(s.file), s.expect_invalid, live.noise.kinds if live.noise else (), s.attempt,
-            s.base))
+            s.base, s.client_name))
         live.started = True
 
     def _invoke(self, live: Running, n: int) -> None:

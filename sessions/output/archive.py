@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from sessions.output import document, report
+from sessions.output.grades import grade_section
+from sessions.output.leaderboard import campaign_section
 from sessions.stream.codec import EventFormatError, from_json, to_dict, to_json
 from sessions.stream.events import Event, SessionEnded, Verdict, VerifierResult
 from sessions.stream.evidence import EvidenceBook
@@ -77,9 +79,11 @@ class ArchiveWriter:
                                       if isinstance(e, VerifierResult)).encode(),
             "report.md": report.markdown(book).encode(),
         }
-        grade = document.grade_section(book)
+        grade, campaign = grade_section(book), campaign_section(book)
         if grade is not None:
             generated["grade.json"] = _json_bytes(grade)
+        if campaign is not None:
+            generated["campaign.json"] = _json_bytes(campaign)
         archive_path = Path(archive_path)
         archive_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = archive_path.with_name(archive_path.name + ".partial-write")
@@ -133,7 +137,9 @@ def manifest(book: EvidenceBook) -> dict:
         "scenario_files": {s.id: f"scenarios/{s.id}.toml" for s in book.scenarios.values()},
         "graded_client": ({"command": list(book.grade.command), "executable":
                            book.grade.executable, "sha256": book.grade.sha256}
-                          if book.grade else None),
+                          if book.grade and not book.campaign else None),
+        "campaign": ({"name": book.campaign.name, "engine": book.campaign.engine,
+                      "clients": book.campaign.clients} if book.campaign else None),
         "written_wall_ns": time.time_ns(),
     }
 

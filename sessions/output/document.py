@@ -3,7 +3,8 @@
 A figure that was not observed is null, never 0. Schema: docs/json-schema.md.
 """
 
-from sessions.judging.metrics import overall_metrics, scenario_metrics
+from sessions.output.grades import grade_section
+from sessions.output.leaderboard import campaign_section
 from sessions.stream.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
 
 SCHEMA_VERSION = 1
@@ -138,48 +139,6 @@ def _still_open(book: EvidenceBook) -> str:
             + (f"complete through scenario {done} ({last})" if done else "no scenario complete"))
 
 
-def _attempt_run(ev: ScenarioEvidence) -> dict:
-    a = ev.attempt
-    return {
-        "id": ev.id, "attempt": ev.started.attempt,
-        "valid": a.valid if a else None, "success": a.success if a else None,
-        "score": a.score if a else None, "reason": a.reason if a else "not judged",
-        "clauses": {v.clause: v.status for v in ev.verdicts},
-        "gates": {g.gate: {"status": g.status, "reason": g.reason,
-                           "failure_class": g.failure_class, "evidence": list(g.evidence)}
-                  for g in ev.gates},
-        "risk_scan": ({"complete": ev.risk_scan.complete, "detail": ev.risk_scan.detail}
-                      if ev.risk_scan else {"complete": False, "detail": "not judged"}),
-        "risk_findings": [{"invocation": r.invocation, "severity": r.severity, "kind": r.kind,
-                           "detail": r.detail, "evidence": list(r.evidence)} for r in ev.risks],
-    }
-
-
-def grade_section(book: EvidenceBook) -> dict | None:
-    """`evlab grade`: the client's identity, per scenario its attempts and metrics, overall."""
-    g = book.grade
-    if g is None:
-        return None
-    runs: dict[str, list[ScenarioEvidence]] = {base: [] for base in g.scenarios}
-    for ev in book.scenarios.values():
-        if ev.started.attempt:
-            runs.setdefault(ev.started.base, []).append(ev)
-    judged = {base: [ev.attempt for ev in evs if ev.attempt] for base, evs in runs.items()}
-    return {
-        "client": {"command": list(g.command), "executable": g.executable, "sha256": g.sha256,
-                   "files": g.files, "env": g.env},
-        "attempts_per_scenario": g.attempts,
-        "scenarios": {base: {**scenario_metrics(judged[base]),
-                             "runs": [_attempt_run(ev) for ev in evs]}
-                      for base, evs in runs.items()},
-        "overall": overall_metrics(judged),
-        "metric_definitions": "pass_at_1 = c/n; pass_hat_k = C(c,k)/C(n,k) with k = n; "
-                              "best_of_n = 1 - C(n-c,k)/C(n,k) with k = n; n = valid attempts "
-                              "(invalid ones excluded), c = successes; score = passed / "
-                              "(passed + failed) over clauses and gates, mean ± SEM",
-    }
-
-
 def build(book: EvidenceBook) -> dict:
     scenarios = [_scenario(ev) for ev in book.scenarios.values()]
     checks = [s["instrument_check"] for s in scenarios]
@@ -199,6 +158,7 @@ def build(book: EvidenceBook) -> dict:
         },
         "scenarios": scenarios,
         "grade": grade_section(book),
+        "campaign": campaign_section(book),
     }
 
 

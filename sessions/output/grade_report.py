@@ -23,7 +23,11 @@ def _identity(grade: dict) -> list[str]:
     out = [f"- command: `{' '.join(c['command'])}`",
            f"- executable: `{c['executable']}` sha256 `{c['sha256']}`"]
     out += [f"- file `{path}` sha256 `{digest}`" for path, digest in c["files"].items()]
-    out.append("- environment: " + ", ".join(f"`{k}={v}`" for k, v in sorted(c["env"].items())))
+    out += [f"- shipped `{name}` sha256 `{digest}`"
+            for name, digest in c.get("shipped", {}).items()]
+    if c["env"] is not None:   # None: a campaign client none of whose attempts came back
+        out.append("- environment: " + ", ".join(f"`{k}={v}`"
+                                                 for k, v in sorted(c["env"].items())))
     return out
 
 

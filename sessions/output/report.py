@@ -5,6 +5,7 @@ import json
 import xml.etree.ElementTree as ET
 
 from sessions.output import document
+from sessions.output.campaign_report import campaign_junit, campaign_markdown
 from sessions.output.grade_report import grade_markdown
 from sessions.output.vocabulary import event_line, status_text
 from sessions.spec.contract import CLAUSE_IDS
@@ -17,6 +18,8 @@ from sessions.stream.evidence import EvidenceBook
 
 def markdown(book: EvidenceBook) -> str:
     doc = document.build(book)
+    if doc["campaign"] is not None:
+        return "\n".join(campaign_markdown(doc)) + "\n"
     out = ["# evlab session report", ""]
     out += [f"- collector: **{doc['collector']}**, packets: **{doc['packets']}**, "
             f"kernel {doc['kernel']}, evlab {doc['evlab_version']}, "
@@ -143,6 +146,8 @@ def _timeline(book: EvidenceBook, scenario: str) -> list[str]:
 
 def junit(book: EvidenceBook) -> str:
     doc = document.build(book)
+    if doc["campaign"] is not None:
+        return campaign_junit(doc)
     suites = ET.Element("testsuites", name="evlab")
     for s, ev in zip(doc["scenarios"], book.scenarios.values(), strict=True):
         suite = ET.SubElement(suites, "testsuite", name=s["id"])

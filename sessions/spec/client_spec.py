@@ -33,12 +33,14 @@ import os
 import re
 import shlex
 import shutil
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from fixture.receiver import sha256_of
 from sessions.spec.scenario import PLACEHOLDERS, Scenario, placeholders_of
+from sessions.stream.events import GradeStarted
 
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
             "HOME": "{cwd}", "TMPDIR": "{cwd}"}
@@ -67,13 +69,24 @@ class ClientSpec:
 
     def attempt_scenarios(self, templates: list[Scenario]) -> list[Scenario]:
         """Every template x attempt, each run from fresh state with this client."""
-        chosen = self._chosen(templates)
-        return [dataclasses.replace(
-            t, id=f"{t.id}@{k}", client=self.executable, args=self.args, attempt=k, base=t.id,
-            env=tuple(sorted(self.env.items())), timeout_s=self.timeout_s or t.timeout_s,
-            expect_fail=(), expect_pass=(), expect_invalid=False,
-            own_files=tuple(self.files))
-            for t in chosen for k in range(1, self.attempts + 1)]
+        return [self.attempt_of(t, k) for t in self._chosen(templates)
+                for k in range(1, self.attempts + 1)]
+
+    def attempt_of(self, t: Scenario, k: int, scenario_id: str = "",
+                   client_name: str = "") -> Scenario:
+        """Attempt k of grade scenario t with this client (id `normal@2` unless given)."""
+        return dataclasses.replace(
+            t, id=scenario_id or f"{t.id}@{k}", client=self.executable, args=self.args,
+            attempt=k, base=t.id, env=tuple(sorted(self.env.items())),
+            timeout_s=self.timeout_s or t.timeout_s, expect_fail=(), expect_pass=(),
+            expect_invalid=False, own_files=tuple(self.files), client_name=client_name)
+
+    def started(self, bases: tuple[str, ...], client: str = "",
+                shipped: dict | None = None) -> GradeStarted:
+        """The GradeStarted event: who is graded, on which scenarios."""
+        return GradeStarted(time.monotonic_ns(), self.command, str(self.executable),
+                            self.sha256, self.files, self.env, self.attempts, bases, client,
+                            dict(shipped or {}))
 
     def _chosen(self, templates: list[Scenario]) -> list[Scenario]:
         if not self.scenarios:

@@ -83,6 +83,7 @@ class Scenario:
     base: str = ""
     env: tuple[tuple[str, str], ...] | None = None   # None: inherit evlab's environment
     own_files: tuple[str, ...] = ()                  # files of the command (a script)
+    client_name: str = ""                            # a campaign's client
 
     @property
     def lifecycle(self) -> bool:

@@ -10,7 +10,8 @@ import types
 import typing
 from typing import Any
 
-from sessions.stream.events import EVENT_TYPES, Event
+from sessions.stream.events import Event
+from sessions.stream.registry import EVENT_TYPES
 
 
 class EventFormatError(ValueError):

@@ -68,6 +68,7 @@ class ScenarioStarted(Event):
     noise: tuple[str, ...] = ()     # ambient noise running during the scenario
     attempt: int = 0                # a grading attempt (1..N) of grade scenario `base`; 0: not
     base: str = ""
+    client: str = ""                # a campaign's client (its name); "" outside a campaign
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class GradeStarted(Event):
     env: dict                       # the whole environment the client is given
     attempts: int
     scenarios: tuple[str, ...]      # grade scenario ids
+    client: str = ""                # a campaign's client name
+    shipped: dict = field(default_factory=dict)  # campaign: files shipped with it -> sha256
 
 
 @dataclass(frozen=True)
@@ -357,13 +360,3 @@ class SessionEnded(Event):
     partial: bool
     reason: str                     # "complete", "interrupted: SIGTERM", "error: ..."
 
-
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.__name__: cls for cls in (
-        SessionStarted, CapabilityMissing, StaleCleaned, SandboxSet, GradeStarted,
-        ScenarioStarted, PhaseChanged, ClientLaunched, CounterSample, ConnectObserved,
-        EgressObserved, ProcessObserved, FileObserved, PacketSeen, PacketStats, ServerRecord,
-        ClientClaim, ClientExited, CleanupObserved, BoundaryObserved, EgressSummary,
-        LifecycleCheck, ProcessMetrics, VerifierResult, Verdict, GateResult, RiskFinding,
-        RiskScan, ScenarioJudged, AttemptJudged, SessionEnded)
-}

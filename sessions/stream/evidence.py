@@ -5,6 +5,7 @@ archive's events)."""
 
 from dataclasses import dataclass, field
 
+from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
 from sessions.stream.events import (
     AttemptJudged,
     BoundaryObserved,
@@ -81,6 +82,8 @@ class ScenarioEvidence:
     collector: str
     packets_mode: str
     missing: list[CapabilityMissing]
+    grade: GradeStarted | None = None     # who is graded, as recorded where the attempt ran
+    expected: dict | None = None          # a campaign's identity for that client
     before: VerifierResult | None = None
     invocations: dict[int, InvocationEvidence] = field(default_factory=dict)
     verdicts: list[Verdict] = field(default_factory=list)
@@ -123,6 +126,9 @@ class EvidenceBook:
         self.sandbox: SandboxSet | None = None
         self.ended: SessionEnded | None = None
         self.missing: list[CapabilityMissing] = []
+        self.campaign: CampaignStarted | None = None
+        self.dispatched: list[AttemptDispatched] = []
+        self.lost: list[AttemptLost] = []
         self.scenarios: dict[str, ScenarioEvidence] = {}
         self.events: list[Event] = []          # in stream order
         self.by_seq: dict[int, Event] = {}
@@ -141,8 +147,8 @@ class EvidenceBook:
         self.events.append(event)
         self.by_seq[event.seq] = event
         match event:
-            case SessionStarted():
-                self.session = event
+            case SessionStarted():   # a campaign has one per attempt: where it ran
+                self.session, self.missing, self.sandbox = event, [], None
             case SessionEnded():
                 self.ended = event
             case GradeStarted():
@@ -154,7 +160,15 @@ class EvidenceBook:
             case ScenarioStarted():
                 self.scenarios[event.scenario] = ScenarioEvidence(
                     event, self.session.collector if self.session else "none",
-                    self.session.packets if self.session else "off", list(self.missing))
+                    self.session.packets if self.session else "off", list(self.missing),
+                    self.grade, self.campaign.clients.get(event.client)
+                    if self.campaign is not None and event.client else None)
+            case CampaignStarted():
+                self.campaign = event
+            case AttemptDispatched():
+                self.dispatched.append(event)
+            case AttemptLost():
+                self.lost.append(event)
             case _:
                 name = getattr(event, "scenario", None)
                 scenario = self.scenarios.get(name) if name is not None else None

@@ -1,0 +1,115 @@
+"""A campaign's stream: CampaignStarted, then every attempt as it comes back from where it ran
+(its own opening, GradeStarted and observations, judged here as a replay would judge them), the
+engine's dispatches and losses, and one SessionEnded.
+
+    run_campaign(stream, campaign, journal, engine, resumed_events)
+"""
+
+import dataclasses
+import time
+
+from sessions.campaign.jobs import Job, plan
+from sessions.campaign.journal import Journal
+from sessions.campaign.shipping import Files, ShippingError, pack
+from sessions.lab.attempts import AttemptPiece
+from sessions.spec.campaign import Campaign
+from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
+from sessions.stream.codec import EventFormatError, from_json
+from sessions.stream.events import AttemptJudged, Event, SessionEnded
+from sessions.stream.evidence import EvidenceBook
+from sessions.stream.stream import EventStream
+
+
+def campaign_started(campaign: Campaign, engine: str) -> CampaignStarted:
+    return CampaignStarted(time.monotonic_ns(), campaign.name, engine,
+                           {c.name: c.identity() for c in campaign.clients},
+                           tuple(s.id for s in campaign.scenarios), campaign.attempts,
+                           campaign.retries, time.time_ns())
+
+
+class Merger:
+    """The engine's sink: publishes what happens to each attempt into the campaign's stream
+    and keeps the journal in step (every attempt durable once published)."""
+
+    def __init__(self, stream: EventStream, campaign: Campaign, journal: Journal):
+        self.stream, self.campaign, self.journal = stream, campaign, journal
+        self._files: dict[str, Files] = {}
+
+    def files(self, client: str) -> Files:
+        """The client's shipped files, read once (what every node receives)."""
+        if client not in self._files:
+            entry = next(c for c in self.campaign.clients if c.name == client)
+            self._files[client] = pack(entry)
+        return self._files[client]
+
+    def dispatched(self, job: Job, node: str) -> None:
+        self.stream.publish(AttemptDispatched(time.monotonic_ns(), job.client, job.id,
+                                              job.template.id, job.attempt, job.run, node))
+        self.journal.sync()
+
+    def finished(self, job: Job, piece: AttemptPiece) -> None:
+        try:
+            events = [from_json(line) for line in piece.lines]
+            _check_piece(job, events)
+            self.journal.keep_files(piece.files, job.id)
+        except (EventFormatError, ShippingError) as e:
+            self.lost(job, piece.node, f"the node's record is unusable: {e}", retry=False)
+            return
+        for event in events:
+            self.stream.publish(event)
+        self.journal.sync()
+
+    def lost(self, job: Job, node: str, reason: str, retry: bool = True) -> bool:
+        retried = retry and job.run <= self.campaign.retries
+        self.stream.publish(AttemptLost(time.monotonic_ns(), job.client, job.id,
+                                        job.template.id, job.attempt, job.run, node, reason,
+                                        retried))
+        self.journal.sync()
+        return retried
+
+
+def _check_piece(job: Job, events: list[Event]) -> None:
+    """A piece from a node is the attempt asked for and nothing else."""
+    if not events or type(events[0]).__name__ != "SessionStarted":
+        raise EventFormatError("it does not start with the node's SessionStarted")
+    for e in events:
+        scenario = getattr(e, "scenario", None)
+        if scenario is not None and scenario != job.id:
+            raise EventFormatError(f"it holds events of {scenario!r}, not {job.id!r}")
+
+
+def remaining(jobs: list[Job], book: EvidenceBook) -> list[Job]:
+    """The jobs a resumed campaign still has to run: those never judged, each numbered after
+    the runs it already had."""
+    judged = {ev.id for ev in book.scenarios.values()
+              if isinstance(ev.attempt, AttemptJudged)}
+    runs: dict[str, int] = {}
+    for d in book.dispatched:
+        runs[d.scenario] = max(runs.get(d.scenario, 0), d.run)
+    return [dataclasses.replace(j, run=runs[j.id] + 1) if j.id in runs else j
+            for j in jobs if j.id not in judged]
+
+
+def run_campaign(stream: EventStream, book: EvidenceBook, campaign: Campaign, journal: Journal,
+                 engine, resumed: list[Event] = ()) -> None:
+    """Publish the campaign (or replay what a stopped one had finished), run what remains on
+    the engine; SessionEnded says how it ended."""
+    reason = "complete"
+    try:
+        if resumed:
+            for event in resumed:
+                stream.publish(event)
+        else:
+            stream.publish(campaign_started(campaign, engine.name))
+        journal.sync()
+        merger = Merger(stream, campaign, journal)
+        engine.run(remaining(plan(campaign), book), merger.files, merger)
+    except KeyboardInterrupt:
+        reason = "interrupted"
+        raise
+    except BaseException as e:
+        reason = f"error: {e or type(e).__name__}"
+        raise
+    finally:
+        stream.publish(SessionEnded(time.monotonic_ns(), partial=reason != "complete",
+                                    reason=reason))

@@ -1,0 +1,173 @@
+"""The Ray engine: the same attempts on a Ray cluster of evlab nodes.
+
+Each node that offers the custom resource `evlab` (1 per node: `ray start ... --resources
+'{"evlab": 1}'`, on a machine where `make setup` has run and as root) gets one long-lived actor
+pinned to it, holding one lab session: one grade at a time per node, one BPF compile per node.
+A client's files go once per client into the object store; the node lays them out and records
+the sha256 of what it runs. An actor that dies (its node lost, its process killed) costs the
+attempt it was running: reported as lost (invalid, never the client's), run again within the
+campaign's retries elsewhere, never dropped.
+"""
+
+import collections
+import time
+from collections.abc import Callable
+
+from sessions.campaign.jobs import Job
+from sessions.campaign.shipping import Files
+from sessions.lab.runner import Options
+
+RESOURCE = "evlab"
+NEEDS = ("--ray needs Ray on this machine and on every node: `make setup` installs it "
+         "(pip install 'ray[default]' in evlab's venv)")
+POLL_S = 1.0          # how often a dispatch loop looks for results and for new nodes
+
+
+class EngineError(RuntimeError):
+    """The cluster cannot run the campaign (no Ray, no address, no evlab node); one line."""
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise EngineError(NEEDS) from None
+    return ray
+
+
+class NodeLab:
+    """The actor on one node (created through ray.remote in RayEngine)."""
+
+    def __init__(self, options: Options):
+        import ray
+
+        from probes.owned_tmp import make_owned_dir
+        from sessions.lab.attempts import AttemptWorker
+        context = ray.get_runtime_context()
+        node = context.get_node_id()
+        self.node = f"{node[:8]}@{ray.util.get_node_ip_address()}"
+        self.ship = make_owned_dir("evlab-ship-")
+        self.unpacked: set[str] = set()
+        self.worker = AttemptWorker(options, self.node)
+
+    def name(self) -> str:
+        return self.node
+
+    def run(self, job: Job, files: Files):
+        from sessions.campaign.shipping import unpack
+        if job.client not in self.unpacked:
+            unpack(self.ship / job.client, files)
+            self.unpacked.add(job.client)
+        return self.worker.run(job.order(self.ship / job.client))
+
+    def close(self) -> None:
+        import shutil
+        try:
+            self.worker.close()
+        finally:
+            shutil.rmtree(self.ship, ignore_errors=True)
+
+
+class RayEngine:
+    def __init__(self, address: str, options: Options):
+        ray = _ray()
+        self.ray, self.options = ray, options
+        self.name = f"ray {address}"
+        try:
+            ray.init(address=address,
+                     log_to_driver=False, logging_level="ERROR", configure_logging=False)
+        except Exception as e:   # noqa: BLE001 - Ray's own errors: no cluster, refused
+            raise EngineError(f"--ray {address}: cannot join the cluster "
+                              f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+        self._actor_class = ray.remote(num_cpus=0, resources={RESOURCE: 1},
+                                       max_restarts=0)(NodeLab)
+        self.actors: dict[str, object] = {}       # node id -> actor handle
+        self.names: dict[str, str] = {}
+        self._spawn_missing()
+        if not self.actors:
+            self.close()
+            raise EngineError(f"--ray {address}: no live node offers the resource "
+                              f"{RESOURCE!r}; start evlab nodes with `ray start --address ... "
+                              f"--resources '{{\"{RESOURCE}\": 1}}'` (docs/campaign.md)")
+
+    def _evlab_nodes(self) -> list[str]:
+        return [n["NodeID"] for n in self.ray.nodes()
+                if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) >= 1]
+
+    def _spawn_missing(self) -> None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        for node in self._evlab_nodes():
+            if node in self.actors or node in self.names:
+                continue
+            actor = self._actor_class.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node, soft=False)).remote(self.options)
+            self.actors[node], self.names[node] = actor, f"{node[:8]}"
+
+    def nodes(self) -> list[str]:
+        return [self.names[n] for n in self.actors]
+
+    def run(self, jobs: list[Job], files: Callable[[str], Files], sink) -> None:
+        """Dispatch until every job finished or was given up; a lost one goes first again."""
+        ray = self.ray
+        queue = collections.deque(jobs)
+        refs: dict[str, object] = {}              # client -> its files in the object store
+        running: dict[object, tuple[Job, str]] = {}
+        idle = list(self.actors)
+        looked = time.monotonic()
+        while queue or running:
+            if time.monotonic() - looked > POLL_S * 5:   # nodes that joined since
+                looked = time.monotonic()
+                before = set(self.actors)
+                self._spawn_missing()
+                idle += [n for n in self.actors if n not in before]
+            while queue and idle:
+                job, node = queue.popleft(), idle.pop(0)
+                if job.client not in refs:
+                    refs[job.client] = ray.put(files(job.client))
+                running[self.actors[node].run.remote(job, refs[job.client])] = (job, node)
+                sink.dispatched(job, self.names[node])
+            if not running:
+                for job in queue:
+                    sink.lost(job, "-", "no evlab node left in the cluster", retry=False)
+                return
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
+            for ref in ready:
+                job, node = running.pop(ref)
+                try:
+                    piece = ray.get(ref)
+                except ray.exceptions.RayTaskError as e:   # the node's lab raised
+                    self._drop(node)
+                    why = f"node error: {_first_line(e.cause if e.cause else e)}"
+                except ray.exceptions.RayError as e:       # actor, worker or node died
+                    self._drop(node)
+                    why = f"node lost: {_first_line(e)}"
+                else:
+                    sink.finished(job, piece)
+                    idle.append(node)
+                    continue
+                if sink.lost(job, self.names[node], why):
+                    queue.appendleft(job.again())
+
+    def _drop(self, node: str) -> None:
+        actor = self.actors.pop(node, None)
+        if actor is not None:
+            try:
+                self.ray.kill(actor)
+            except Exception:   # noqa: BLE001 - already gone with its node
+                pass
+
+    def close(self) -> None:
+        """Close every node's lab (its session's teardown), then leave the cluster."""
+        ray = self.ray
+        try:
+            closing = [a.close.remote() for a in self.actors.values()]
+            ray.wait(closing, num_returns=len(closing), timeout=30)
+            for node in list(self.actors):
+                self._drop(node)
+        finally:
+            ray.shutdown()
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return (text[0] if text else type(error).__name__)[:200]

@@ -1,0 +1,120 @@
+"""`evlab campaign FILE.toml`: several clients graded and ranked, here or on a Ray cluster.
+
+Exit status: 0 every attempt of every client was judged (whatever the clients scored: the
+leaderboard says that); 3 an attempt was given up (the engine lost it more often than the
+campaign's retries) or the campaign was cut short (resume it with --resume); 2 usage error;
+130 interrupted.
+"""
+
+import sys
+from pathlib import Path
+
+from sessions.campaign.driver import campaign_started, run_campaign
+from sessions.campaign.journal import Journal, JournalError
+from sessions.campaign.local import LocalEngine
+from sessions.campaign.ray_engine import EngineError
+from sessions.cli.headless import options_of, record
+from sessions.cli.parser import UsageError
+from sessions.output.leaderboard import progress
+from sessions.output.vocabulary import figure
+from sessions.spec.campaign import Campaign, CampaignError, load_campaign
+from sessions.stream.campaign_events import AttemptLost, CampaignStarted
+from sessions.stream.events import AttemptJudged, Event
+from sessions.stream.evidence import EvidenceBook
+
+
+class CampaignProgress:
+    """One line on stderr per attempt judged or lost: where it ran, done / running / queued,
+    and the time left."""
+
+    def __init__(self, book: EvidenceBook):
+        self.book = book
+
+    def __call__(self, event: Event) -> None:
+        if not isinstance(event, (AttemptJudged, AttemptLost)) or self.book.campaign is None:
+            return
+        p = progress(self.book)
+        where = next((d.node for d in reversed(self.book.dispatched)
+                      if d.scenario == event.scenario), "?")
+        what = (event.reason if isinstance(event, AttemptJudged)
+                else f"lost ({event.reason}); " + ("run again" if event.retried
+                                                   else "not run again"))
+        eta = f", about {p['eta_s']:.0f} s left" if p["eta_s"] is not None and p["queued"] \
+            else ""
+        print(f"[{p['done']}/{p['total']}] {event.scenario:<28} on {where}: {what[:90]} "
+              f"({p['running']} running, {p['queued']} queued{eta})", file=sys.stderr,
+              flush=True)
+
+
+def campaign_dir(args, campaign: Campaign) -> Path:
+    return args.dir if args.dir is not None else Path(f"evlab-campaign-{campaign.name}")
+
+
+def open_journal(args, campaign: Campaign, engine_name: str) -> tuple[Journal, list[Event]]:
+    directory = campaign_dir(args, campaign)
+    if not args.resume:
+        return Journal.create(directory, campaign.text), []
+    journal, events = Journal.reopen(directory, campaign.text)
+    first = next((e for e in events if isinstance(e, CampaignStarted)), None)
+    if first is None:
+        return journal, []
+    now = campaign_started(campaign, engine_name).clients
+    changed = [n for n in now if now[n] != first.clients.get(n)]
+    if changed:
+        raise JournalError(f"{directory}: client(s) {', '.join(changed)} changed since the "
+                           "campaign started (their files' sha256); start a new campaign")
+    return journal, events
+
+
+def make_engine(args, options):
+    if args.ray is None:
+        return LocalEngine(options)
+    from sessions.campaign.ray_engine import RayEngine
+    return RayEngine(args.ray, options)
+
+
+def cmd_campaign(args) -> int:
+    if not args.headless:
+        raise UsageError("sessions.cli is headless only: add --headless (`evlab campaign` "
+                         "without it opens the dashboard)")
+    try:
+        campaign = load_campaign(args.file)
+        options = campaign_options(args, campaign)
+        engine = make_engine(args, options)
+    except (CampaignError, EngineError) as e:
+        raise UsageError(str(e)) from None
+    try:
+        try:
+            journal, resumed = open_journal(args, campaign, engine.name)
+        except JournalError as e:
+            raise UsageError(str(e)) from None
+        doc = record(args, CampaignProgress, lambda stream, book, staging: run_campaign(
+            stream, book, campaign, journal, engine, resumed), staging=journal.evidence,
+            consumers=[journal])
+    finally:
+        engine.close()
+    if doc is None:
+        return 130
+    print(summary_line(doc["campaign"], journal.dir), file=sys.stderr)
+    return campaign_exit(doc)
+
+
+def campaign_exit(doc: dict) -> int:
+    p = doc["campaign"]["progress"]
+    return 0 if p["done"] == p["total"] and not p["given_up"] and not doc["partial"] else 3
+
+
+def campaign_options(args, campaign: Campaign):
+    if not args.noise and campaign.noise:
+        args.noise = ",".join(campaign.noise)
+    return options_of(args, True, campaign.sandbox)
+
+
+def summary_line(board: dict, directory: Path | None = None) -> str:
+    top = board["leaderboard"][0] if board["leaderboard"] else None
+    best = (f"; first: {top['name']} (pass^k {figure(top['figures']['pass_hat_k'])}, Pass@1 "
+            f"{figure(top['figures']['pass_at_1'])})" if top else "")
+    p = board["progress"]
+    return (f"evlab: campaign {board['name']}: {p['done']} of {p['total']} attempts done, "
+            f"{p['lost']} lost to the engine{best}"
+            + (f"; directory {directory}" if directory else ""))

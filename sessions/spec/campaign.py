@@ -1,0 +1,277 @@
+"""A campaign file: several clients graded on the same scenarios, compared in one leaderboard.
+
+    [campaign]
+    name = "backup-clients"
+    scenarios = ["normal", "interrupted"]   # grade scenario ids or scenario .toml files
+    attempts = 3                            # per client and scenario
+    retries = 2                             # runs of an attempt the engine lost, again
+    noise = ["cpu"]                         # optional ambient noise (or "all")
+    [sandbox]                               # as in a grade file, deny_egress included
+    memory_mib = 512
+    [[client]]
+    name = "py-client"
+    command = ["python3", "client.py", "{host}", "{port}", "{source}"]   # or one string
+    env = { LOG_LEVEL = "debug" }
+    timeout_s = 20
+    ship = ["lib"]                          # more files or directories it needs on a node
+
+Relative paths are relative to the campaign file. What travels to a Ray node (`shipped`): the
+command's own files, its executable unless a system one (/usr, /bin, ...), and `ship`; each is
+named by its path relative to the campaign file (or `abs/<absolute path>` outside it) and its
+sha256 is the identity the node must reproduce.
+"""
+
+import hashlib
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from sessions.spec.client_spec import (
+    MAX_ATTEMPTS,
+    SANDBOX_KEYS,
+    ClientSpec,
+    ClientSpecError,
+    build,
+)
+from sessions.spec.scenario import GRADE_DIR, NOISE_KINDS, Scenario, ScenarioError, load, load_dir
+
+MAX_CLIENTS = 200
+MAX_RETRIES = 10
+MAX_SHIPPED_BYTES = 64 << 20
+SYSTEM_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/", "/etc/")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+_KEYS = {"campaign": {"name", "scenarios", "attempts", "retries", "noise"},
+         "client": {"name", "command", "env", "timeout_s", "ship"}}
+
+
+class CampaignError(ValueError):
+    """A campaign file evlab cannot run; the message is one line naming the file."""
+
+
+@dataclass(frozen=True)
+class CampaignClient:
+    name: str
+    spec: ClientSpec                # resolved here: the identity the campaign names
+    tokens: tuple[str, ...]         # the command, its file words as shipped names
+    ship: dict[str, Path]           # shipped name -> the file on this machine
+    shipped: dict[str, str]         # shipped name -> sha256
+
+    def identity(self) -> dict:
+        return {"command": list(self.spec.command), "executable": str(self.spec.executable),
+                "sha256": self.spec.sha256, "files": dict(self.spec.files),
+                "shipped": dict(self.shipped)}
+
+
+@dataclass(frozen=True)
+class Campaign:
+    name: str
+    file: Path
+    text: str                       # the file as read: a resumed campaign must be the same
+    clients: tuple[CampaignClient, ...]
+    scenarios: tuple[Scenario, ...] # grade scenario templates
+    attempts: int
+    retries: int
+    noise: tuple[str, ...]
+    sandbox: dict                   # a grade file's [sandbox]
+
+    @property
+    def size(self) -> int:
+        return len(self.clients) * len(self.scenarios) * self.attempts
+
+
+def shipped_name(path: Path, root: Path) -> str:
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return "abs" + path.as_posix()
+
+
+def sha256_file(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def load_campaign(path: Path) -> Campaign:
+    path = Path(path)
+    try:
+        text = path.read_text()
+        data = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError) as e:
+        raise CampaignError(f"{path}: cannot read ({e})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise CampaignError(f"{path}: not valid TOML ({e})") from None
+    except RecursionError:
+        raise CampaignError(f"{path}: not valid TOML (nested too deeply)") from None
+    try:
+        return _campaign(path, text, data)
+    except (ClientSpecError, ScenarioError) as e:
+        raise CampaignError(f"{path}: {e}") from None
+
+
+def _campaign(path: Path, text: str, data: dict) -> Campaign:
+    unknown = set(data) - {"campaign", "sandbox", "client"}
+    head, sandbox, clients = data.get("campaign", {}), data.get("sandbox", {}), data.get("client")
+    if unknown or not isinstance(head, dict) or not isinstance(sandbox, dict):
+        raise CampaignError(f"{path}: expected [campaign], optional [sandbox] and [[client]] "
+                            f"tables" + (f" (unknown: {', '.join(sorted(unknown))})"
+                                         if unknown else ""))
+    _known_keys(path, head, "campaign")
+    _check_sandbox(path, sandbox)
+    if not isinstance(clients, list) or not clients or not all(isinstance(c, dict)
+                                                               for c in clients):
+        raise CampaignError(f"{path}: expected at least one [[client]] table")
+    if len(clients) > MAX_CLIENTS:
+        raise CampaignError(f"{path}: {len(clients)} clients; at most {MAX_CLIENTS}")
+    root = path.parent.resolve()
+    attempts = _whole(path, head, "attempts", 3, 1, MAX_ATTEMPTS)
+    retries = _whole(path, head, "retries", 2, 0, MAX_RETRIES)
+    name = head.get("name", path.stem)
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise CampaignError(f"{path}: campaign.name: expected letters, digits, '-', '_' or "
+                            f"'.' (at most 40), got {name!r}")
+    parsed = tuple(_client(path, root, c, attempts) for c in clients)
+    names = [c.name for c in parsed]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise CampaignError(f"{path}: client name(s) used twice: {', '.join(twice)}")
+    return Campaign(name, path.resolve(), text, parsed, _scenarios(path, root, head), attempts,
+                    retries, _noise(path, head), dict(sandbox))
+
+
+def _known_keys(path: Path, table: dict, where: str) -> None:
+    extra = set(table) - _KEYS[where]
+    if extra:
+        raise CampaignError(f"{path}: {where}: unknown key(s) {', '.join(sorted(extra))} "
+                            f"(known: {', '.join(sorted(_KEYS[where]))})")
+
+
+def _whole(path: Path, table: dict, key: str, default: int, low: int, high: int) -> int:
+    value = table.get(key, default)
+    if type(value) is not int or not low <= value <= high:
+        raise CampaignError(f"{path}: campaign.{key}: expected a whole number from {low} to "
+                            f"{high}, got {value!r}")
+    return value
+
+
+def _check_sandbox(path: Path, sandbox: dict) -> None:
+    for key, value in sandbox.items():
+        kind = SANDBOX_KEYS.get(key)
+        if kind is None:
+            raise CampaignError(f"{path}: sandbox.{key}: unknown key (one of "
+                                f"{', '.join(SANDBOX_KEYS)})")
+        if type(value) is not kind or (kind is int and not 0 < value <= 1 << 40):
+            raise CampaignError(f"{path}: sandbox.{key}: expected "
+                                + ("true or false" if kind is bool else "a positive number"))
+
+
+def _noise(path: Path, head: dict) -> tuple[str, ...]:
+    noise = head.get("noise", [])
+    if noise == "all":
+        return NOISE_KINDS
+    if not isinstance(noise, list) or not set(noise) <= set(NOISE_KINDS) \
+            or not all(isinstance(k, str) for k in noise):
+        raise CampaignError(f"{path}: campaign.noise: expected \"all\" or a list from "
+                            f"{', '.join(NOISE_KINDS)}")
+    return tuple(dict.fromkeys(noise))
+
+
+def _scenarios(path: Path, root: Path, head: dict) -> tuple[Scenario, ...]:
+    builtin = {s.id: s for s in load_dir(GRADE_DIR)}
+    wanted = head.get("scenarios", list(builtin))
+    if not isinstance(wanted, list) or not wanted or not all(isinstance(w, str)
+                                                             for w in wanted):
+        raise CampaignError(f"{path}: campaign.scenarios: expected a list of grade scenario "
+                            f"ids ({', '.join(builtin)}) or scenario .toml files")
+    chosen: dict[str, Scenario] = {}
+    for w in dict.fromkeys(wanted):
+        if w.endswith(".toml"):
+            s = load(root / w)
+        elif w in builtin:
+            s = builtin[w]
+        else:
+            raise CampaignError(f"{path}: campaign.scenarios: unknown grade scenario {w!r}; "
+                                f"choose from {', '.join(builtin)} or name a .toml file")
+        if s.id in chosen:
+            raise CampaignError(f"{path}: campaign.scenarios: two scenarios have the id {s.id}")
+        chosen[s.id] = s
+    return tuple(chosen.values())
+
+
+def _client(path: Path, root: Path, entry: dict, attempts: int) -> CampaignClient:
+    _known_keys(path, entry, "client")
+    name = entry.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise CampaignError(f"{path}: client.name: expected letters, digits, '-', '_' or '.' "
+                            f"(at most 40), got {name!r}")
+    where = f"client {name}"
+    command, env = entry.get("command"), entry.get("env", {})
+    if isinstance(command, str):
+        try:
+            command = shlex.split(command)
+        except ValueError as e:
+            raise CampaignError(f"{path}: {where}: command: {e}") from None
+    if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
+        raise CampaignError(f"{path}: {where}: command: expected a string or a list of strings")
+    if not isinstance(env, dict):
+        raise CampaignError(f"{path}: {where}: env: expected a table of NAME = \"text\"")
+    timeout = entry.get("timeout_s")
+    if timeout is not None and (isinstance(timeout, bool)
+                                or not isinstance(timeout, (int, float))):
+        raise CampaignError(f"{path}: {where}: timeout_s: expected a number of seconds")
+    try:
+        spec = build(command, root, env, float(timeout) if timeout is not None else None,
+                     attempts)
+    except ClientSpecError as e:
+        raise CampaignError(f"{path}: {where}: {e}") from None
+    ship = _shipping(path, root, where, spec, entry.get("ship", []))
+    return CampaignClient(name, spec, _shipped_tokens(spec, command, root), ship,
+                          {n: sha256_file(p) for n, p in ship.items()})
+
+
+def _is_system(path: Path) -> bool:
+    return str(path.resolve()).startswith(SYSTEM_PREFIXES)
+
+
+def _shipping(path: Path, root: Path, where: str, spec: ClientSpec, extra) -> dict[str, Path]:
+    """Every file a node needs to run the client, by its shipped name."""
+    if not isinstance(extra, list) or not all(isinstance(e, str) for e in extra):
+        raise CampaignError(f"{path}: {where}: ship: expected a list of files or directories")
+    files = [Path(f) for f in spec.files]
+    if not _is_system(spec.executable):
+        files.append(spec.executable)
+    for item in extra:
+        target = (root / item).resolve()
+        if target.is_dir():
+            files += sorted(p for p in target.rglob("*") if p.is_file())
+        elif target.is_file():
+            files.append(target)
+        else:
+            raise CampaignError(f"{path}: {where}: ship: {item!r} is not a file or directory")
+    ship = {shipped_name(f, root): f.resolve() for f in files}
+    size = sum(p.stat().st_size for p in ship.values())
+    if size > MAX_SHIPPED_BYTES:
+        raise CampaignError(f"{path}: {where}: {size >> 20} MiB to ship; at most "
+                            f"{MAX_SHIPPED_BYTES >> 20} MiB")
+    return ship
+
+
+def _shipped_tokens(spec: ClientSpec, command: list[str], root: Path) -> tuple[str, ...]:
+    """The command with the executable and file words as shipped names (relative to where
+    the node lays the files out); system executables and other words as given."""
+    exe = command[0] if _is_system(spec.executable) \
+        else "./" + shipped_name(spec.executable, root)
+    args = [shipped_name(Path(a), root) if a in spec.files else a for a in spec.args]
+    return (exe, *args)
+
+
+def attempt_id(client: str, base: str, attempt: int) -> str:
+    return f"{client}:{base}@{attempt}"
+
+
+def client_attempt(spec: ClientSpec, template: Scenario, attempt: int,
+                   client: str) -> Scenario:
+    """One attempt of one campaign client, as `evlab grade` runs it, with a campaign-wide id."""
+    return spec.attempt_of(template, attempt, attempt_id(client, template.id, attempt), client)
