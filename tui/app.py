@@ -23,6 +23,7 @@ from textual.widgets import Footer, Header
 from sessions.output.vocabulary import fields_line, status_text
 from tui.follow_log import FollowLog
 from tui.grade import GradeScreen
+from tui.leaderboard import LeaderboardScreen
 from tui.messages import EvidenceRequested, FilterChanged, RunRequested, ScenarioSelected
 from tui.model import DashboardModel, SessionFacts
 from tui.panels import (
@@ -39,6 +40,7 @@ from tui.screens import EvidenceScreen, HelpScreen
 from tui.source import Source
 
 REFRESH_S = 0.2   # 5 redraws a second at most
+DASHBOARD_ONLY = ("move", "run_all", "filter", "follow")   # not on the leaderboard
 COMPACT_BELOW = (100, 32)
 
 
@@ -58,6 +60,7 @@ class EvlabApp(App):
         Binding("end", "follow", "Follow"),
         Binding("e", "export", "Export"),
         Binding("g", "grade", "Grade"),
+        Binding("l", "leaderboard", "Leaderboard"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
@@ -74,6 +77,7 @@ class EvlabApp(App):
         self.follow_running = True  # show the scenario that is running until the user moves
         self._drawn_key: tuple = ()
         self._grade_key_shown = False
+        self._board_shown = False   # a campaign opens on its leaderboard, once
 
     # --- layout -------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -135,6 +139,10 @@ class EvlabApp(App):
         if model.grade is not None and not self._grade_key_shown:
             self._grade_key_shown = True
             self.refresh_bindings()  # the session said it is a grade: show `g` in the footer
+        if model.campaign is not None and not self._board_shown:
+            self._board_shown = True
+            self.refresh_bindings()  # `l` in the footer, `g` hidden (each client has its own)
+            self.action_leaderboard()
         if self.follow_running and not self.paused:
             self._follow_running(model)
         facts = model.session_facts()
@@ -143,6 +151,8 @@ class EvlabApp(App):
             self._drawn_key = key
             self._draw(model, facts)
         self._draw_status(model, facts)
+        if isinstance(self.screen, LeaderboardScreen) and not self.paused:
+            self.screen.draw(model)
 
     def _draw(self, model: DashboardModel, facts: SessionFacts) -> None:
         self.query_one(ScenarioList).statuses = tuple(model.statuses())
@@ -265,13 +275,25 @@ class EvlabApp(App):
         self.notify(f"archive written to {written}", timeout=10)
 
     def check_action(self, action: str, parameters) -> bool | None:
-        # The grade view exists only in an `evlab grade` session (its key hidden otherwise).
+        # The grade view exists only in an `evlab grade` session, the leaderboard only in a
+        # campaign (their keys hidden otherwise); the leaderboard has no scenario list or panes.
+        model = self.source.model
         if action == "grade":
-            return self.source.model.grade is not None
-        return True
+            return model.grade is not None and model.campaign is None
+        if action == "leaderboard":
+            return model.campaign is not None
+        if action == "run_all" and model.campaign is not None:
+            return False
+        return not (action in DASHBOARD_ONLY and isinstance(self.screen, LeaderboardScreen))
 
     def action_grade(self) -> None:
         self.push_screen(GradeScreen(self.source.model))
+
+    def action_leaderboard(self) -> None:
+        if self.source.model.campaign is None:
+            self.notify("the leaderboard is for campaigns: evlab campaign FILE.toml")
+        elif not isinstance(self.screen, LeaderboardScreen):
+            self.push_screen(LeaderboardScreen(self.source))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
@@ -291,6 +313,7 @@ class EvlabApp(App):
             ("Filter panes", "filter packets, receiver events and claims", self.action_filter),
             ("Follow panes", "resume following after scrolling up", self.action_follow),
             ("Export archive", "write the session archive (.tar.gz)", self.action_export),
+            ("Leaderboard", "a campaign's clients, ranked", self.action_leaderboard),
             ("Help", "keys and symbols", self.action_help),
         ):
             yield SystemCommand(title, help_text, action)

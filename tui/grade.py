@@ -1,5 +1,7 @@
-"""The grade view (`evlab grade`): who is graded, each scenario's attempts as symbols, the
-metrics, and the risk findings."""
+"""The grade view (`evlab grade`, and each client of a campaign): who is graded, each
+scenario's attempts as symbols, the metrics, and the risk findings."""
+
+from types import SimpleNamespace
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -18,21 +20,61 @@ FINISHED = ("success", "failed", "invalid")
 
 class GradeScreen(ModalScreen):
     BINDINGS = [Binding("escape,q,g", "dismiss", "Back")]
+    border_text = "grade (g or esc: back)"
 
     def __init__(self, model: DashboardModel):
         super().__init__()
         self.model = model
 
+    def summary(self) -> dict | None:
+        """What grade_text shows (DashboardModel.grade_summary's shape)."""
+        return self.model.grade_summary()
+
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="grade-box"):
-            yield Static(grade_text(self.model.grade_summary()), id="grade")
+            yield Static(grade_text(self.summary()), id="grade")
 
     def on_mount(self) -> None:
-        self.query_one("#grade-box").border_title = "grade (g or esc: back)"
+        self.query_one("#grade-box").border_title = self.border_text
         self.set_interval(0.5, self._refresh)
 
     def _refresh(self) -> None:
-        self.query_one("#grade", Static).update(grade_text(self.model.grade_summary()))
+        self.query_one("#grade", Static).update(grade_text(self.summary()))
+
+
+def section_summary(section: dict | None) -> dict | None:
+    """A grade section of the outputs (sessions.output.grades.client_grade: `evlab grade`'s, or
+    one client's of a campaign) in the shape grade_text reads."""
+    if section is None:
+        return None
+    client, scenarios = section["client"], section["scenarios"]
+    runs = [(base, run) for base, s in scenarios.items() for run in s["runs"]]
+    attempts: dict[str, list] = {base: [] for base in scenarios}
+    for base, run in runs:
+        attempts[base].append((run["id"], _run_status(run)))
+    shown = {run["id"] for _, run in runs}
+    for lost in section.get("lost", ()):   # a campaign's attempts the engine gave up on
+        if not lost["retried"] and lost["id"] not in shown:
+            base = lost["id"].partition(":")[2].rpartition("@")[0]   # CLIENT:BASE@N
+            attempts.setdefault(base, []).append((lost["id"], "invalid"))
+    return {
+        "grade": SimpleNamespace(command=tuple(client["command"]),
+                                 executable=client["executable"], sha256=client["sha256"],
+                                 attempts=section["attempts_per_scenario"]),
+        "attempts": attempts,
+        "metrics": scenarios,
+        "overall": section["overall"],
+        "risks": [(run["id"], SimpleNamespace(**r)) for _, run in runs
+                  for r in run["risk_findings"]],
+        "blind": [(run["id"], run["risk_scan"]["detail"]) for _, run in runs
+                  if run["valid"] is not None and not run["risk_scan"]["complete"]],
+    }
+
+
+def _run_status(run: dict) -> str:
+    if run["valid"] is None:
+        return "running"
+    return "invalid" if not run["valid"] else "success" if run["success"] else "failed"
 
 
 def grade_text(summary: dict | None) -> Text:

@@ -1,14 +1,16 @@
 """The `evlab` console script.
 
 `evlab` alone (and `make run`) opens the dashboard on the built-in suite; `evlab run ...`,
-`evlab grade ...` and `evlab replay ARCHIVE` without `--headless` open it too. Everything else
-goes to sessions.cli, which never imports Textual, so headless use costs nothing extra.
+`evlab grade ...`, `evlab campaign FILE.toml` and `evlab replay ARCHIVE` without `--headless`
+open it too. Everything else goes to sessions.cli, which never imports Textual, so headless
+use costs nothing extra.
 """
 
 import sys
 from typing import TYPE_CHECKING
 
 from sessions import cli
+from sessions.cli.campaign import open_campaign, summary_line
 from sessions.lab.runner import Options
 from sessions.output.archive import ArchiveError, load_archive
 from sessions.spec.client_spec import ClientSpecError
@@ -33,13 +35,35 @@ def _dashboard(source: "Source") -> int:
         app.run()
     finally:
         source.stop()  # whatever ended the app: quit, a crash, a closed terminal
-        if source.mode == "live":
+        if source.mode in ("live", "campaign"):
             _say("stopping the lab (client, receiver, probes)…")
         if not source.wait_stopped():
             _say("the lab did not stop within its timeout")
     if app.return_code:
         return app.return_code
     return 0
+
+
+def _campaign(args) -> int:
+    """`evlab campaign FILE.toml` in the dashboard; on the way out, how far it got and how to
+    continue it."""
+    from tui.sources import CampaignSource
+    campaign, _options, engine, journal, resumed = open_campaign(args)
+    try:
+        source = CampaignSource(campaign, engine, journal, resumed)
+    except BaseException:
+        engine.close()
+        raise
+    code = _dashboard(source)
+    board = source.model.campaign_board()
+    if board is None:
+        _say(f"campaign {campaign.name} did not start; directory {journal.dir}")
+        return code
+    _say(summary_line(board, journal.dir).removeprefix("evlab: "))
+    p = board["progress"]
+    if p["done"] < p["total"]:
+        _say(f"continue it with: evlab campaign {args.file} --dir {journal.dir} --resume")
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
             return _dashboard(LiveSource(attempts, cli.options_of(args, True, spec.sandbox),
                                          grade=cli.grade_started(spec, attempts)))
+        if args.command == "campaign" and not args.headless:
+            return _campaign(args)
         if args.command == "replay" and not args.headless:
             from tui.sources import ReplaySource
             loaded = load_archive(args.archive)

@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 
 from sessions.judging.gates import GATES
 from sessions.judging.metrics import overall_metrics, scenario_metrics
+from sessions.output.leaderboard import campaign_section
 from sessions.spec.contract import CLAUSE_IDS
+from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
 from sessions.stream.events import (
+    AttemptJudged,
     CapabilityMissing,
     CounterSample,
     Event,
@@ -29,6 +32,7 @@ from sessions.stream.events import (
     SandboxSet,
     ScenarioStarted,
     ServerRecord,
+    SessionEnded,
     SessionStarted,
     Verdict,
 )
@@ -38,6 +42,9 @@ from tui.lines import CLAIMS, PACKETS, PANES, RECEIVER, pane_line
 PANE_LINES = 500          # each scrolling pane keeps this many lines
 RATE_POINTS = 60          # sparkline history
 _generations = itertools.count(1)
+# what a campaign's leaderboard and progress are made from (the rest leaves them as they are)
+_CAMPAIGN_EVENTS = (CampaignStarted, AttemptDispatched, AttemptLost, AttemptJudged,
+                    ScenarioStarted, SessionEnded)
 
 
 @dataclass
@@ -140,6 +147,8 @@ class DashboardModel:
         self.book = book if book is not None else EvidenceBook()
         self.generation = next(_generations)
         self.version = 0
+        self.campaign_version = 0     # bumped by what changes the leaderboard (_CAMPAIGN_EVENTS)
+        self._board: tuple[int, dict | None] = (-1, None)
         self._lock = threading.Lock()
         self._panes: dict[str, _ScenarioPanes] = {s: _ScenarioPanes() for s in scenario_ids}
 
@@ -150,6 +159,8 @@ class DashboardModel:
                 self.book.consume(event)  # unless a consumer before this one fed it already
             self._note(event)
             self.version += 1
+            if isinstance(event, _CAMPAIGN_EVENTS):
+                self.campaign_version += 1
 
     def _note(self, event: Event) -> None:
         match event:
@@ -180,6 +191,19 @@ class DashboardModel:
     @property
     def grade(self) -> GradeStarted | None:
         return self.book.grade
+
+    @property
+    def campaign(self) -> CampaignStarted | None:
+        return self.book.campaign
+
+    def campaign_board(self) -> dict | None:
+        """The campaign's section of the outputs (sessions.output.leaderboard: its ranked
+        leaderboard, clients' grades and progress); None when the session is not a campaign.
+        Made again only when an attempt was dispatched, started, judged or lost."""
+        with self._lock:
+            if self._board[0] != self.campaign_version:
+                self._board = (self.campaign_version, campaign_section(self.book))
+            return self._board[1]
 
     @property
     def session_t0(self) -> int:

@@ -23,6 +23,8 @@ HELP = f"""\
   end             resume following: the panes' newest lines and the running scenario
   e               export the session archive (.tar.gz)
   g               grade view (`evlab grade`): attempts as dots, Pass@1, pass^k, Best-of-N
+  l               leaderboard (`evlab campaign`): clients ranked, progress; enter: a
+                  client's grade; l or esc: back to the dashboard
   ctrl+p          command palette: the same actions
   ?               this help     q  quit (stops the client, receiver and probes)
 

@@ -1,4 +1,5 @@
-"""Where the dashboard's events come from: a live lab, or a recorded session being replayed.
+"""Where the dashboard's events come from: a live lab, a campaign, or a recorded session being
+replayed.
 
 Each source feeds a DashboardModel through the same event stream and verdict engine as the
 headless run, with one EvidenceBook per session that the model, the verdict engine and the
@@ -11,12 +12,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from probes.owned_tmp import make_owned_dir
+from sessions.campaign.driver import run_campaign
+from sessions.campaign.jobs import plan
+from sessions.campaign.journal import Journal
 from sessions.judging.judge import VerdictEngine
 from sessions.lab.live import Lab
 from sessions.lab.runner import Options
 from sessions.output.archive import ArchiveWriter, LoadedArchive
+from sessions.spec.campaign import Campaign
 from sessions.spec.scenario import Scenario
-from sessions.stream.events import GradeStarted, ScenarioStarted
+from sessions.stream.events import Event, GradeStarted, ScenarioStarted
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.replay import ReplayDriver
 from sessions.stream.stream import EventStream
@@ -146,3 +151,91 @@ class ReplaySource(Source):
 
     def stop(self) -> None:
         self.driver.stop()
+
+
+class CampaignSource(Source):
+    """`evlab campaign` in the dashboard: run_campaign on a worker thread, on the engine (this
+    machine, one attempt at a time, or a Ray cluster), into the same stream as headless (the
+    model feeding the book, the verdict engine, the journal that keeps the campaign directory
+    resumable). The campaign runs its plan at once; stop() cancels the engine."""
+
+    mode = "campaign"
+
+    def __init__(self, campaign: Campaign, engine, journal: Journal,
+                 resumed: Sequence[Event] = ()):
+        self.campaign, self.engine, self.journal = campaign, engine, journal
+        self.resumed = list(resumed)
+        self._ids = tuple(job.id for job in plan(campaign))
+        book = EvidenceBook()
+        self._model = DashboardModel(self._ids, book)
+        self.stream = EventStream([self._model, VerdictEngine(book), journal])
+        self.writer = ArchiveWriter(journal.evidence, book, self.stream)
+        self.error: BaseException | None = None
+        self._finished = threading.Event()
+        self._started = False
+        self._engine_open = True
+        self._engine_lock = threading.Lock()
+
+    @property
+    def scenario_ids(self) -> tuple[str, ...]:
+        return self._ids
+
+    @property
+    def model(self) -> DashboardModel:
+        return self._model
+
+    @property
+    def problem(self) -> str | None:
+        if self.error is not None:
+            return (f"the campaign stopped: {self.error} (quit; `--resume` continues it from "
+                    f"{self.journal.dir})")
+        return None
+
+    @property
+    def position_text(self) -> str:
+        board = self._model.campaign_board()
+        if board is None:
+            return ""
+        p = board["progress"]
+        return f"{p['done']}/{p['total']} attempts done, {p['running']} running (l: leaderboard)"
+
+    def start(self) -> None:
+        self._started = True  # from now on, wait_stopped waits for serve() to finish
+
+    def serve(self) -> None:
+        try:
+            run_campaign(self.stream, self._model.book, self.campaign, self.journal,
+                         self.engine, self.resumed)
+        except KeyboardInterrupt:
+            pass  # stop(): the running attempt was torn down; SessionEnded says interrupted
+        except BaseException as e:  # shown by the dashboard; never a silent stop
+            self.error = e
+        finally:
+            try:
+                self._close_engine()
+            finally:
+                self._finished.set()
+
+    def run(self, ids: Sequence[str]) -> str:
+        return "a campaign runs its own plan: l shows the leaderboard"
+
+    def export(self, path: Path) -> Path:
+        return self.writer.write(path)
+
+    def stop(self) -> None:
+        self.engine.cancel()
+
+    def wait_stopped(self, timeout: float = STOP_TIMEOUT_S) -> bool:
+        """Block until the engine has torn everything down and is closed (the campaign
+        directory stays: --resume continues it)."""
+        done = self._finished.wait(timeout) if self._started else True
+        if done:
+            self._close_engine()
+            self.writer.close()
+        return done
+
+    def _close_engine(self) -> None:
+        with self._engine_lock:
+            if self._engine_open:
+                self._engine_open = False
+                self.engine.close()

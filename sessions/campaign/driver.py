@@ -99,6 +99,7 @@ def run_campaign(stream: EventStream, book: EvidenceBook, campaign: Campaign, jo
         if resumed:
             for event in resumed:
                 stream.publish(event)
+            journal.discard()            # already in the journal
         else:
             stream.publish(campaign_started(campaign, engine.name))
         journal.sync()

@@ -85,6 +85,10 @@ class Journal:
                 raise ShippingError(f"evidence file {name!r} is not the attempt's own")
             (self.evidence / name).write_bytes(data)
 
+    def discard(self) -> None:
+        """Forget what was published since the last sync (a resume replaying the journal)."""
+        self._pending.clear()
+
     def sync(self) -> None:
         """Append what was published since the last sync, durably."""
         if not self._pending:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from sessions.campaign.jobs import Job
 from sessions.campaign.shipping import Files
-from sessions.lab.runner import Options
+from sessions.lab.runner import Cancelled, Options
 
 RESOURCE = "evlab"
 NEEDS = ("--ray needs Ray on this machine and on every node: `make setup` installs it "
@@ -69,6 +69,8 @@ class NodeLab:
 
 
 class RayEngine:
+    _cancelled = False     # cancel(): dispatch nothing more
+
     def __init__(self, address: str, options: Options):
         ray = _ray()
         self.ray, self.options = ray, options
@@ -115,6 +117,8 @@ class RayEngine:
         idle = list(self.actors)
         looked = time.monotonic()
         while queue or running:
+            if self._cancelled:   # what still runs on the nodes ends at close()
+                raise Cancelled()
             if time.monotonic() - looked > POLL_S * 5:   # nodes that joined since
                 looked = time.monotonic()
                 before = set(self.actors)
@@ -147,6 +151,11 @@ class RayEngine:
                     continue
                 if sink.lost(job, self.names[node], why):
                     queue.appendleft(job.again())
+
+    def cancel(self) -> None:
+        """From another thread: run() dispatches nothing more and raises Cancelled at its next
+        poll (within POLL_S)."""
+        self._cancelled = True
 
     def _drop(self, node: str) -> None:
         actor = self.actors.pop(node, None)

@@ -99,6 +99,25 @@ def cmd_campaign(args) -> int:
     return campaign_exit(doc)
 
 
+def open_campaign(args):
+    """What cmd_campaign builds before it runs, for the dashboard: (campaign, options, engine,
+    journal, resumed events). A mistake is a UsageError, with the engine closed again."""
+    try:
+        campaign = load_campaign(args.file)
+        options = campaign_options(args, campaign)
+        engine = make_engine(args, options)
+    except (CampaignError, EngineError) as e:
+        raise UsageError(str(e)) from None
+    try:
+        journal, resumed = open_journal(args, campaign, engine.name)
+    except BaseException as e:
+        engine.close()
+        if isinstance(e, JournalError):
+            raise UsageError(str(e)) from None
+        raise
+    return campaign, options, engine, journal, resumed
+
+
 def campaign_exit(doc: dict) -> int:
     p = doc["campaign"]["progress"]
     return 0 if p["done"] == p["total"] and not p["given_up"] and not doc["partial"] else 3

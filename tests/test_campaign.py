@@ -1,0 +1,221 @@
+"""`evlab campaign` for real: three clients (the fixture's C baseline, the Python client written
+from docs/protocol.md, the C build that uploads when it need not) on two scenarios × two
+attempts, here and on a real multi-node Ray cluster (Ray's own test cluster: a head and two
+worker raylets on this machine); the verdicts must be the same attempt for attempt. A node
+killed mid-campaign costs attempts that are reported lost and run again; a file changed on its
+way to a node makes its attempts invalid; a stopped campaign resumes without redoing
+finished attempts."""
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fixture.harness import client_path
+from probes.cgroup import sweep_stale as sweep_stale_cgroups
+from probes.owned_tmp import sweep_stale
+from sessions import cli
+from sessions.campaign import driver
+
+pytestmark = [pytest.mark.root(reason="runs the lab: BCC, cgroups, packet capture, sandbox"),
+              pytest.mark.slow, pytest.mark.live]
+
+CLIENTS = Path(__file__).parent / "clients"
+CAMPAIGN = """
+[campaign]
+name = "three"
+scenarios = ["normal", "interrupted"]
+attempts = 2
+[[client]]
+name = "c-baseline"
+command = ["./client-baseline", "{host}", "{port}", "{source}"]
+[[client]]
+name = "py-honest"
+command = "python3 client.py {host} {port} {source}"
+[[client]]
+name = "c-redundant"
+command = ["./client-redundant-upload", "{host}", "{port}", "{source}"]
+"""
+SLEEPY = """import os, runpy, sys, time
+time.sleep(1.5)
+runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "client.py"),
+               run_name="__main__")
+"""
+
+
+def _campaign(tmp: Path, text: str) -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)
+    shutil.copy(CLIENTS / "backup_client.py", tmp / "client.py")
+    (tmp / "sleepy.py").write_text(SLEEPY)
+    for build in ("baseline", "redundant-upload"):
+        shutil.copy(client_path(build), tmp / f"client-{build}")
+    (tmp / "campaign.toml").write_text(text)
+    return tmp / "campaign.toml"
+
+
+def _run(tmp: Path, file: Path, *extra: str) -> tuple[int, dict]:
+    out = tmp / f"doc-{time.monotonic_ns()}.json"
+    rc = cli.main(["campaign", str(file), "--headless", "--dir", str(tmp / "dir"),
+                   "--json", str(out), *extra])
+    return rc, json.loads(out.read_text())
+
+
+def _verdicts(doc: dict) -> dict:
+    """Every attempt's clause and gate statuses and outcome, by attempt id."""
+    return {run["id"]: (run["clauses"], {g: v["status"] for g, v in run["gates"].items()},
+                        run["valid"], run["success"])
+            for entry in doc["campaign"]["clients"].values()
+            for scenario in entry["scenarios"].values() for run in scenario["runs"]}
+
+
+@pytest.fixture(scope="module")
+def local_doc(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("local")
+    rc, doc = _run(tmp, _campaign(tmp, CAMPAIGN))
+    assert rc == 0
+    return doc
+
+
+def test_a_local_campaign_ranks_the_clients_from_their_attempts(local_doc):
+    board = local_doc["campaign"]
+    assert board["engine"] == "local" and board["progress"]["done"] == 12
+    assert [r["name"] for r in board["leaderboard"]] == ["c-baseline", "py-honest",
+                                                         "c-redundant"]
+    worst = board["leaderboard"][2]
+    assert worst["figures"]["pass_at_1"] == 0 and worst["fails_most"]["name"] == "gate re-run"
+    assert board["clients"]["py-honest"]["overall"]["pass_hat_k"] == 1
+    assert all(ok for _, _, ok, _ in _verdicts(local_doc).values())       # all valid
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head (no evlab resource: it runs nothing) and two evlab nodes, each a raylet of its
+    own; Ray's files go to a temp directory removed afterwards."""
+    from ray.cluster_utils import Cluster
+    temp = tempfile.mkdtemp(prefix="ray-")
+    before = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = temp
+    c = None
+    try:
+        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1,
+                                                          "include_dashboard": False})
+        workers = [c.add_node(num_cpus=1, resources={"evlab": 1}) for _ in range(2)]
+        c.wait_for_nodes()
+        yield c, workers
+    finally:
+        if c is not None:
+            c.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
+        if before is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = before
+
+
+def test_the_same_campaign_on_a_ray_cluster_gives_the_same_verdicts(cluster, local_doc,
+                                                                    tmp_path):
+    c, _ = cluster
+    rc, doc = _run(tmp_path, _campaign(tmp_path, CAMPAIGN), "--ray", c.address,
+                   "--archive", str(tmp_path / "c.tar.gz"))
+    assert rc == 0
+    assert doc["campaign"]["engine"] == f"ray {c.address}"
+    nodes = doc["campaign"]["progress"]["nodes"]
+    assert len(nodes) == 2 and sum(n["done"] for n in nodes.values()) == 12
+    assert _verdicts(doc) == _verdicts(local_doc)
+    assert cli.main(["replay", str(tmp_path / "c.tar.gz"), "--headless"]) == 0
+
+
+def test_a_file_changed_on_its_way_to_a_node_makes_the_attempt_invalid(cluster, tmp_path,
+                                                                       monkeypatch):
+    c, _ = cluster
+    real = driver.pack
+
+    def tampered(client):
+        files = real(client)
+        mode, data = files["client.py"]
+        return {**files, "client.py": (mode, data.replace(b"CHUNK = 64", b"CHUNK = 32"))}
+
+    monkeypatch.setattr(driver, "pack", tampered)
+    text = CAMPAIGN.split("[[client]]")[0].replace("attempts = 2", "attempts = 1") + \
+        '[[client]]\nname = "py"\ncommand = "python3 client.py {host} {port} {source}"\n'
+    rc, doc = _run(tmp_path, _campaign(tmp_path, text), "--ray", c.address)
+    runs = [r for s in doc["campaign"]["clients"]["py"]["scenarios"].values()
+            for r in s["runs"]]
+    assert len(runs) == 2 and all(r["valid"] is False for r in runs)
+    assert all("identity: " in r["reason"] and "client.py is" in r["reason"] for r in runs)
+    assert doc["campaign"]["leaderboard"][0]["invalid"] == 2 and rc == 0
+
+
+def _kill_when_busy(cluster, journal: Path, victim) -> threading.Thread:
+    """Remove the victim node once the journal shows it running an attempt."""
+    c, _ = cluster
+    name = victim.node_id[:8]
+
+    def watch():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            lines = journal.read_text().splitlines() if journal.exists() else []
+            mine = [json.loads(x) for x in lines if '"AttemptDispatched"' in x
+                    and f'"node":"{name}"' in x]
+            if mine and not any(f'"scenario":"{mine[-1]["scenario"]}"' in x
+                                and '"phase":"done"' in x for x in lines):
+                c.remove_node(victim)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_node_killed_mid_campaign_costs_lost_attempts_that_run_again(cluster, tmp_path):
+    c, workers = cluster
+    text = CAMPAIGN.split("[[client]]")[0].replace('"normal", "interrupted"', '"normal"') \
+        .replace("attempts = 2", "attempts = 4") + \
+        '[[client]]\nname = "sleepy"\ncommand = "python3 sleepy.py {host} {port} {source}"\n' \
+        'ship = ["client.py"]\n'
+    file = _campaign(tmp_path, text)
+    watcher = _kill_when_busy(cluster, tmp_path / "dir" / "journal.jsonl", workers[0])
+    rc, doc = _run(tmp_path, file, "--ray", c.address)
+    watcher.join()
+    board = doc["campaign"]
+    lost = board["clients"]["sleepy"]["lost"]
+    assert lost and all(e["reason"].startswith("node lost") and e["retried"] for e in lost)
+    assert board["progress"]["done"] == 4 and board["progress"]["given_up"] == 0 and rc == 0
+    runs = board["clients"]["sleepy"]["scenarios"]["normal"]["runs"]
+    assert sorted(r["id"] for r in runs) == [f"sleepy:normal@{k}" for k in range(1, 5)]
+    assert all(r["valid"] and r["success"] for r in runs)
+    assert {e["id"] for e in lost} <= {r["id"] for r in runs}      # run again, judged
+    # the killed node's lab could not tear down: the next evlab run sweeps what it left
+    sweep_stale_cgroups()
+    sweep_stale()
+
+
+def test_a_stopped_campaign_resumes_without_redoing_finished_attempts(tmp_path, monkeypatch):
+    text = CAMPAIGN.split("[[client]]")[0].replace('"normal", "interrupted"', '"normal"') \
+        .replace("attempts = 2", "attempts = 3") + \
+        '[[client]]\nname = "c"\ncommand = ["./client-baseline", "{host}", "{port}", "{source}"]\n'
+    file = _campaign(tmp_path, text)
+    finished = driver.Merger.finished
+    calls = []
+
+    def stop_after_two(self, job, piece):
+        finished(self, job, piece)
+        calls.append(job.id)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(driver.Merger, "finished", stop_after_two)
+    assert cli.main(["campaign", str(file), "--headless", "--dir", str(tmp_path / "dir")]) == 130
+    monkeypatch.setattr(driver.Merger, "finished", finished)
+    assert cli.main(["campaign", str(file), "--headless", "--dir", str(tmp_path / "dir")]) == 2
+    rc, doc = _run(tmp_path, file, "--resume")
+    assert rc == 0 and doc["campaign"]["progress"]["done"] == 3
+    journal = (tmp_path / "dir" / "journal.jsonl").read_text().splitlines()
+    dispatched = [json.loads(x)["scenario"] for x in journal if '"AttemptDispatched"' in x]
+    assert dispatched == ["c:normal@1", "c:normal@2", "c:normal@3"]   # 1 and 2 ran once

@@ -1,0 +1,151 @@
+"""The campaign view (`evlab campaign`): the clients ranked, and how far the campaign is.
+
+One row per client: rank, Pass@1, pass^k, Best-of-N, mean score ± SEM, invalid attempts, risk
+findings by severity and the clause or gate it fails most (sessions.output.leaderboard, the same
+section the JSON document and the reports carry). Enter on a row opens that client's grade view.
+The app redraws it from its model on its own timer, only when an attempt was dispatched,
+started, judged or lost (DashboardModel.campaign_version).
+"""
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from sessions.output.vocabulary import figure, score_text
+from tui.grade import GradeScreen, section_summary
+from tui.model import DashboardModel
+from tui.source import Source
+
+COLUMNS = ("#", "client", "Pass@1", "pass^k", "Best-of-N", "score ± SEM", "invalid",
+           "risks h/m/l", "fails most")
+
+
+class LeaderboardScreen(Screen):
+    """The leaderboard over the dashboard: `l` or escape goes back to it; the app's own keys
+    (e export, space pause, ? help, q quit) work here too."""
+
+    BINDINGS = [
+        Binding("escape,l", "dismiss", "Dashboard"),
+        Binding("enter", "open_client", "Client's grade"),
+        Binding("j", "cursor(1)", "Next", show=False),
+        Binding("k", "cursor(-1)", "Prev", show=False),
+    ]
+
+    def __init__(self, source: Source):
+        super().__init__()
+        self.source = source
+        self._drawn: tuple = ()
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        yield Static("", id="campaign-progress")
+        yield DataTable(id="leaderboard", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#leaderboard", DataTable)
+        table.border_title = "leaderboard (enter: the client's grade · l or esc: dashboard)"
+        for column in COLUMNS:
+            table.add_column(column, key=column)
+        table.focus()
+        self.draw(self.source.model)
+
+    def draw(self, model: DashboardModel) -> None:
+        """Show the model's campaign (nothing to do when no attempt changed since)."""
+        key = (model.generation, model.campaign_version)
+        if key == self._drawn or not self.is_mounted:
+            return   # (pushed but not mounted yet: its on_mount draws)
+        board = model.campaign_board()
+        self.query_one("#campaign-progress", Static).update(progress_text(board, model))
+        table = self.query_one("#leaderboard", DataTable)
+        current = self.highlighted
+        table.clear()
+        for row in board["leaderboard"] if board else ():
+            table.add_row(*leaderboard_row(row), key=row["name"])
+        if current in table.rows:
+            table.move_cursor(row=table.get_row_index(current))
+        self._drawn = key
+
+    @property
+    def highlighted(self) -> str | None:
+        """The client under the cursor."""
+        table = self.query_one("#leaderboard", DataTable)
+        if 0 <= table.cursor_row < table.row_count:
+            return table.ordered_rows[table.cursor_row].key.value
+        return None
+
+    def action_cursor(self, delta: int) -> None:
+        table = self.query_one("#leaderboard", DataTable)
+        table.move_cursor(row=max(0, min(table.row_count - 1, table.cursor_row + delta)))
+
+    def action_open_client(self) -> None:
+        self.open_client(self.highlighted)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.open_client(event.row_key.value)
+
+    def open_client(self, name: str | None) -> None:
+        """Open a client's grade view, as enter on its row does."""
+        if name is not None:
+            self.app.push_screen(ClientGradeScreen(self.source, name))
+
+
+class ClientGradeScreen(GradeScreen):
+    """One client's grade in a campaign: the grade view of `evlab grade`, from its section."""
+
+    inherit_bindings = False
+    BINDINGS = [
+        Binding("escape", "dismiss", "Leaderboard"),
+        Binding("e", "app.export", "Export"),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
+    def __init__(self, source: Source, client: str):
+        super().__init__(source.model)
+        self.source, self.client = source, client
+        self.border_text = f"{client}: grade in the campaign (esc: leaderboard)"
+
+    def summary(self) -> dict | None:
+        board = self.source.model.campaign_board()   # a replay stepped back: a new model
+        section = board["clients"].get(self.client) if board else None
+        return section_summary(section)
+
+    def compose(self) -> ComposeResult:
+        yield from super().compose()
+        yield Footer()
+
+
+def leaderboard_row(row: dict) -> tuple:
+    """One ranked row of sessions.output.leaderboard as the table shows it."""
+    f, risks, most = row["figures"], row["risks"], row["fails_most"]
+    risk_text = Text(f"{risks['high']}/{risks['medium']}/{risks['low']}",
+                     "bold red" if risks["high"] else "yellow" if risks["medium"] else "")
+    return (str(row["rank"]), row["name"], figure(f["pass_at_1"]), figure(f["pass_hat_k"]),
+            figure(f["best_of_n"]), score_text(f, 2), str(row["invalid"]), risk_text,
+            f"{most['name']} ×{most['count']}" if most else "–")
+
+
+def progress_text(board: dict | None, model: DashboardModel) -> Text:
+    """The campaign's progress on one line: attempts done, running, queued and lost, per node,
+    the time left; and how it ended."""
+    if board is None:
+        return Text("not a campaign: `evlab campaign FILE.toml` runs one", "dim")
+    p = board["progress"]
+    out = Text()
+    out.append(f"{board['name']}", "bold").append(f" on {board['engine']} · ")
+    out.append(f"{p['done']}/{p['total']} attempts done", "bold")
+    out.append(f" · {p['running']} running · {p['queued']} queued · {p['lost']} lost")
+    if p["given_up"]:
+        out.append(f" ({p['given_up']} given up)", "bold red")
+    for node, n in sorted(p["nodes"].items()):
+        out.append(f" · {node}: {n['done']} done, {n['running']} running"
+                   + (f", {n['lost']} lost" if n["lost"] else ""))
+    ended = model.book.ended
+    if ended is not None:
+        out.append(" · ended: " + ended.reason, "bold" if ended.partial else "")
+    elif p["eta_s"] is not None and (p["queued"] or p["running"]):
+        out.append(f" · about {p['eta_s']:.0f} s left")
+    return out
