@@ -27,8 +27,9 @@ class LeaderboardScreen(Screen):
     (e export, space pause, ? help, q quit) work here too."""
 
     BINDINGS = [
-        Binding("escape,l", "dismiss", "Dashboard"),
-        Binding("enter", "open_client", "Client's grade"),
+        Binding("l,escape", "dismiss", "Dashboard", key_display="l/esc"),
+        # priority: before the table's own (hidden) enter, so the footer shows it
+        Binding("enter", "open_client", "Client's grade", priority=True),
         Binding("j", "cursor(1)", "Next", show=False),
         Binding("k", "cursor(-1)", "Prev", show=False),
     ]
@@ -100,6 +101,7 @@ class ClientGradeScreen(GradeScreen):
     BINDINGS = [
         Binding("escape", "dismiss", "Leaderboard"),
         Binding("e", "app.export", "Export"),
+        Binding("question_mark", "app.help", "Help"),
         Binding("q", "app.quit", "Quit"),
     ]
 

@@ -197,7 +197,7 @@ class CampaignSource(Source):
         if board is None:
             return ""
         p = board["progress"]
-        return f"{p['done']}/{p['total']} attempts done, {p['running']} running (l: leaderboard)"
+        return f"{p['done']}/{p['total']} attempts done"
 
     def start(self) -> None:
         self._started = True  # from now on, wait_stopped waits for serve() to finish

@@ -10,6 +10,8 @@ from textual.widgets import DataTable
 from tui.messages import RunRequested, ScenarioSelected
 from tui.styles import status_label
 
+ID_WIDTH = (17, 32)   # the scenario column fits the longest id known, within these bounds
+
 
 class ScenarioList(DataTable):
     statuses: reactive[tuple[tuple[str, str], ...]] = reactive((), init=False)
@@ -44,7 +46,10 @@ class ScenarioList(DataTable):
     def watch_compact(self) -> None:
         current = self.highlighted
         self.clear(columns=True)
-        self.add_column("scenario", width=17)
+        width = max(ID_WIDTH[0], min(ID_WIDTH[1], max(map(len, self._known), default=0)))
+        if width > ID_WIDTH[0]:   # long ids (a campaign's CLIENT:BASE@N): a wider list
+            self.styles.width = width + (7 if self.compact else 20)
+        self.add_column("scenario", width=width)
         self.add_column("" if self.compact else "status", width=1 if self.compact else 14)
         for sid in self._known:
             self.add_row(sid, "", key=sid)
