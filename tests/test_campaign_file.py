@@ -2,6 +2,7 @@
 line naming the file and the key; a resumed directory must be the campaign it was."""
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,17 @@ def test_an_attempt_that_ran_other_bytes_than_the_campaign_named_is_invalid():
     assert identity_failures(_evidence(named, None)) == [
         "identity: the attempt does not record which client it ran"]
     assert identity_failures(_evidence(None, changed)) == []    # not a campaign
+
+
+def test_ray_mode_says_what_it_needs_in_one_line_and_writes_nothing(tmp_path, monkeypatch,
+                                                                    capsys):
+    from sessions import cli
+    file = _write(tmp_path, GOOD)
+    args = ["campaign", str(file), "--headless", "--dir", str(tmp_path / "d")]
+    assert cli.main([*args, "--ray", "127.0.0.1:1"]) == 2
+    assert "--ray 127.0.0.1:1: the Ray head at " in capsys.readouterr().err   # Ray resolves it
+    monkeypatch.setitem(sys.modules, "ray", None)            # a machine without Ray
+    assert cli.main([*args, "--ray", "auto"]) == 2
+    err = capsys.readouterr().err
+    assert "--ray needs Ray" in err and err.count("\n") == 1
+    assert not (tmp_path / "d").exists()

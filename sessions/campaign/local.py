@@ -30,7 +30,7 @@ class LocalEngine:
         self._cancel.set()
         worker = self._worker
         if worker is not None:
-            worker._session.cancel.set()
+            worker.cancel()
 
     def close(self) -> None:
         """Nothing outlives run(): its lab is closed when run() returns."""

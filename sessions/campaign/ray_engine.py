@@ -10,6 +10,7 @@ campaign's retries elsewhere, never dropped.
 """
 
 import collections
+import socket
 import time
 from collections.abc import Callable
 
@@ -75,6 +76,7 @@ class RayEngine:
         ray = _ray()
         self.ray, self.options = ray, options
         self.name = f"ray {address}"
+        _reachable(address)
         try:
             ray.init(address=address,
                      log_to_driver=False, logging_level="ERROR", configure_logging=False)
@@ -175,6 +177,24 @@ class RayEngine:
                 self._drop(node)
         finally:
             ray.shutdown()
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Refuse an address whose head does not answer: ray.init() would retry for ever."""
+    from ray._private.services import canonicalize_bootstrap_address
+    try:
+        resolved = canonicalize_bootstrap_address(address)
+    except Exception as e:   # noqa: BLE001 - Ray's own: no cluster found for "auto"
+        raise EngineError(f"--ray {address}: no Ray cluster found ({_first_line(e)})") from None
+    if resolved is None:
+        raise EngineError(f"--ray {address}: no running Ray cluster to join (start one: "
+                          "docs/campaign.md)")
+    host, _, port = resolved.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except (OSError, ValueError) as e:
+        raise EngineError(f"--ray {address}: the Ray head at {resolved} does not answer "
+                          f"({getattr(e, 'strerror', None) or e})") from None
 
 
 def _first_line(error: BaseException) -> str:

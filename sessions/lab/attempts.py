@@ -88,6 +88,10 @@ class AttemptWorker:
                 path.unlink()
         return files
 
+    def cancel(self) -> None:
+        """Stop the attempt running now, from another thread (it unwinds through teardown)."""
+        self._session.cancel.set()
+
     def close(self) -> None:
         try:
             self._session.close("complete")
