@@ -135,21 +135,32 @@ class ClientCgroup:
             if layout.limits_from(controller) == "v1":
                 dirs[controller] = layout.v1[controller] / PARENT / dirs["v2"].name
         self = cls(layout, dirs, limits)
-        try:
-            parent = layout.v2 / PARENT
-            parent.mkdir(exist_ok=True)
-            wanted = [c for c in V1_LIMITS if c in layout.controllers]
-            if wanted:  # v2 controllers must be enabled down the path to the client's cgroup
-                for where in (layout.v2, parent):
-                    _write(where / "cgroup.subtree_control", " ".join(f"+{c}" for c in wanted))
-            for d in dirs.values():
-                d.parent.mkdir(exist_ok=True)
-                d.mkdir()
-            self._apply(limits)
-        except OSError:
-            self.remove()
-            raise
+        for tries_left in (2, 1, 0):
+            try:
+                self._make(limits)
+                break
+            except FileNotFoundError:
+                # Another evlab on this machine (a campaign's second node) removed the shared
+                # parent as its last child went, between our mkdir of it and of ours.
+                self.remove()
+                if not tries_left:
+                    raise
+            except OSError:
+                self.remove()
+                raise
         return self
+
+    def _make(self, limits: Limits) -> None:
+        parent = self.layout.v2 / PARENT
+        parent.mkdir(exist_ok=True)
+        wanted = [c for c in V1_LIMITS if c in self.layout.controllers]
+        if wanted:  # v2 controllers must be enabled down the path to the client's cgroup
+            for where in (self.layout.v2, parent):
+                _write(where / "cgroup.subtree_control", " ".join(f"+{c}" for c in wanted))
+        for d in self.dirs.values():
+            d.parent.mkdir(exist_ok=True)
+            d.mkdir()
+        self._apply(limits)
 
     def _apply(self, limits: Limits) -> None:
         if limits.memory_bytes is not None:

@@ -20,7 +20,7 @@ from sessions.lab.runner import Cancelled, Options
 
 RESOURCE = "evlab"
 NEEDS = ("--ray needs Ray on this machine and on every node: `make setup` installs it "
-         "(pip install 'ray[default]' in evlab's venv)")
+         "(evlab's venv: pip install -e '.[ray]', Ray 2.60.0)")
 POLL_S = 1.0          # how often a dispatch loop looks for results and for new nodes
 
 

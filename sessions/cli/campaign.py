@@ -41,8 +41,12 @@ class CampaignProgress:
                                                    else "not run again"))
         eta = f", about {p['eta_s']:.0f} s left" if p["eta_s"] is not None and p["queued"] \
             else ""
+        nodes = "; " + " · ".join(f"{name} {n['done']} done, {n['running']} running"
+                                  + (f", {n['lost']} lost" if n["lost"] else "")
+                                  for name, n in sorted(p["nodes"].items())) \
+            if len(p["nodes"]) > 1 else ""
         print(f"[{p['done']}/{p['total']}] {event.scenario:<28} on {where}: {what[:90]} "
-              f"({p['running']} running, {p['queued']} queued{eta})", file=sys.stderr,
+              f"({p['running']} running, {p['queued']} queued{eta}{nodes})", file=sys.stderr,
               flush=True)
 
 

@@ -95,11 +95,18 @@ def campaign_section(book: EvidenceBook) -> dict | None:
             "per_scenario": per_scenario, "clients": clients}
 
 
+def _took_s(ev: ScenarioEvidence) -> float | None:
+    """An attempt's own time where it ran: its GradeStarted to its `done` phase (one clock)."""
+    start = ev.grade.t_ns if ev.grade is not None else ev.started.t_ns
+    return (ev.done_ns - start) / 1e9 if ev.done_ns is not None else None
+
+
 def progress(book: EvidenceBook) -> dict:
-    """Done, running and queued attempts (per node too) and an estimate of the time left."""
+    """Done, running and queued attempts (per node too) and an estimate of the time left:
+    the attempts' mean time where they ran x what is left / the nodes at work."""
     c = book.campaign
     total = len(c.clients) * len(c.scenarios) * c.attempts if c else 0
-    judged = {ev.id: ev.attempt for ev in book.scenarios.values() if ev.attempt is not None}
+    judged = {ev.id: ev for ev in book.scenarios.values() if ev.attempt is not None}
     given_up = {e.scenario for e in book.lost if not e.retried} - set(judged)
     latest = {}
     for d in book.dispatched:
@@ -108,19 +115,18 @@ def progress(book: EvidenceBook) -> dict:
     running = [d for d in latest.values() if d.scenario not in judged
                and (d.scenario, d.run) not in lost_runs]
     nodes: dict[str, dict] = {}
-    took = []
     for d in latest.values():
         n = nodes.setdefault(d.node, {"done": 0, "running": 0, "lost": 0})
-        if d.scenario in judged:
-            n["done"] += 1
-            took.append(judged[d.scenario].t_ns - d.t_ns)
+        n["done"] += d.scenario in judged
     for d in running:
         nodes[d.node]["running"] += 1
     for e in book.lost:
         nodes.setdefault(e.node, {"done": 0, "running": 0, "lost": 0})["lost"] += 1
     done = len(judged) + len(given_up)
     queued = max(0, total - done - len(running))
-    busy = max(1, sum(1 for n in nodes.values() if n["running"]) or 1)
-    eta = (sum(took) / len(took) / 1e9 * (queued + len(running)) / busy) if took else None
+    took = [t for t in map(_took_s, judged.values()) if t is not None]
+    working = max(1, len([n for n in nodes.values()   # a node that lost one is gone
+                          if (n["done"] or n["running"]) and not n["lost"]]))
+    eta = (sum(took) / len(took) * (queued + len(running)) / working) if took else None
     return {"total": total, "done": done, "running": len(running), "queued": queued,
             "lost": len(book.lost), "given_up": len(given_up), "nodes": nodes, "eta_s": eta}

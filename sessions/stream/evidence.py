@@ -89,6 +89,7 @@ class ScenarioEvidence:
     verdicts: list[Verdict] = field(default_factory=list)
     judged: ScenarioJudged | None = None
     phase: str = "setup"
+    done_ns: int | None = None            # its `done` phase (the clock where it ran)
     lifecycle: dict[str, LifecycleCheck] = field(default_factory=dict)   # grading attempts
     gates: list[GateResult] = field(default_factory=list)
     risks: list[RiskFinding] = field(default_factory=list)
@@ -189,6 +190,8 @@ def _scenario_event(scenario: ScenarioEvidence, event: Event) -> None:
     match event:
         case PhaseChanged():
             scenario.phase = event.phase
+            if event.phase == "done":
+                scenario.done_ns = event.t_ns
         case Verdict():
             scenario.verdicts.append(event)
         case ScenarioJudged():
