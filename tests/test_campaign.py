@@ -9,6 +9,7 @@ finished attempts."""
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -197,6 +198,7 @@ def test_a_node_killed_mid_campaign_costs_lost_attempts_that_run_again(cluster, 
 
 
 def test_a_stopped_campaign_resumes_without_redoing_finished_attempts(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)     # a local campaign needs no Ray
     text = CAMPAIGN.split("[[client]]")[0].replace('"normal", "interrupted"', '"normal"') \
         .replace("attempts = 2", "attempts = 3") + \
         '[[client]]\nname = "c"\ncommand = ["./client-baseline", "{host}", "{port}", "{source}"]\n'
