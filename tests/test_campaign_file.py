@@ -1,6 +1,7 @@
 """Campaign files, directories and identities without running anything: every mistake is one
 line naming the file and the key; a resumed directory must be the campaign it was."""
 
+import dataclasses
 import shutil
 import sys
 from pathlib import Path
@@ -156,3 +157,41 @@ def test_ray_mode_says_what_it_needs_in_one_line_and_writes_nothing(tmp_path, mo
     err = capsys.readouterr().err
     assert "--ray needs Ray" in err and err.count("\n") == 1
     assert not (tmp_path / "d").exists()
+
+
+def _merger(tmp_path):
+    from sessions.campaign.driver import Merger
+    from sessions.judging.judge import VerdictEngine
+    from sessions.stream.evidence import EvidenceBook
+    from sessions.stream.stream import EventStream
+    c = load_campaign(_write(tmp_path, GOOD))
+    book = EvidenceBook()
+    journal = Journal.create(tmp_path / "d", c.text)
+    return Merger(EventStream([book, VerdictEngine(book), journal]), c, journal), book, plan(c)
+
+
+def test_a_node_cannot_speak_for_the_judge_or_the_driver(tmp_path):
+    """A piece holding a judgement, a campaign event, another client or another attempt is
+    refused whole: the attempt is lost (not run again), nothing of it reaches the book."""
+    from sessions.lab.attempts import AttemptPiece
+    from sessions.stream.campaign_events import AttemptLost
+    from sessions.stream.events import AttemptJudged, Verdict
+    merger, book, jobs = _merger(tmp_path)
+    job = jobs[0]
+    opening = _piece(job.id, True)[0]
+    grade = GradeStarted(2, ("x",), "/x", "e" * 64, {}, {}, 1, ("normal",), job.client)
+    forged = [
+        [opening, grade, AttemptJudged(3, job.id, "normal", 1, True, True, 1.0, "pass")],
+        [opening, grade, Verdict(3, job.id, "integrity", "pass", "pass", "", None, ())],
+        [opening, grade, AttemptLost(3, "c", "c:normal@1", "normal", 1, 1, "n", "x", False)],
+        [opening, dataclasses.replace(grade, client="c")],
+        [opening, grade, PhaseChanged(3, "py:normal@2", "setup")],
+        [opening, grade, opening],
+        [grade],
+    ]
+    for events in forged:
+        merger.finished(job, AttemptPiece(job.id, "n1", tuple(map(to_json, events)), {}))
+    assert [type(e).__name__ for e in book.events] == ["AttemptLost"] * len(forged)
+    assert all(not e.retried and e.reason.startswith("the node's record is unusable")
+               for e in book.lost)
+    assert "a AttemptJudged, which only the driver makes" in book.lost[0].reason

@@ -15,9 +15,18 @@ from sessions.lab.attempts import AttemptPiece
 from sessions.spec.campaign import Campaign
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
 from sessions.stream.codec import EventFormatError, from_json
-from sessions.stream.events import AttemptJudged, Event, SessionEnded
+from sessions.stream.events import (
+    AttemptJudged,
+    Event,
+    GradeStarted,
+    SessionEnded,
+    SessionStarted,
+)
 from sessions.stream.evidence import EvidenceBook
+from sessions.stream.replay import DERIVED
 from sessions.stream.stream import EventStream
+
+CAMPAIGN_EVENTS = (CampaignStarted, AttemptDispatched, AttemptLost)
 
 
 def campaign_started(campaign: Campaign, engine: str) -> CampaignStarted:
@@ -69,13 +78,22 @@ class Merger:
 
 
 def _check_piece(job: Job, events: list[Event]) -> None:
-    """A piece from a node is the attempt asked for and nothing else."""
-    if not events or type(events[0]).__name__ != "SessionStarted":
+    """A piece from a node is the attempt asked for, as observations only: one opening, one
+    GradeStarted of that client, events of that attempt. A judgement, a campaign event or an
+    end in it would be the node speaking for the judge or the driver."""
+    if not events or not isinstance(events[0], SessionStarted):
         raise EventFormatError("it does not start with the node's SessionStarted")
     for e in events:
+        if isinstance(e, (*DERIVED, *CAMPAIGN_EVENTS, SessionEnded)) or (
+                isinstance(e, SessionStarted) and e is not events[0]):
+            raise EventFormatError(f"it holds a {type(e).__name__}, which only the driver makes")
+        if isinstance(e, GradeStarted) and e.client != job.client:
+            raise EventFormatError(f"it grades {e.client!r}, not {job.client!r}")
         scenario = getattr(e, "scenario", None)
         if scenario is not None and scenario != job.id:
             raise EventFormatError(f"it holds events of {scenario!r}, not {job.id!r}")
+    if sum(isinstance(e, GradeStarted) for e in events) != 1:
+        raise EventFormatError("it does not say once which client it ran")
 
 
 def remaining(jobs: list[Job], book: EvidenceBook) -> list[Job]:
