@@ -1,13 +1,11 @@
 """The local engine: this machine, one attempt at a time, on one lab session (one compile)."""
 
-import shutil
 import threading
 from collections.abc import Callable
 
-from probes.owned_tmp import make_owned_dir
 from sessions.campaign.jobs import Job
-from sessions.campaign.shipping import Files, unpack
-from sessions.lab.attempts import AttemptWorker
+from sessions.campaign.node import Node
+from sessions.campaign.shipping import Files
 from sessions.lab.runner import Cancelled, Options
 
 NODE = "local"
@@ -19,18 +17,15 @@ class LocalEngine:
     def __init__(self, options: Options):
         self.options = options
         self._cancel = threading.Event()
-        self._worker: AttemptWorker | None = None
-
-    def nodes(self) -> list[str]:
-        return [NODE]
+        self._node: Node | None = None
 
     def cancel(self) -> None:
         """From another thread: no further attempt starts, the running one is torn down as on
         Ctrl-C (its session's cancel event), and run() raises Cancelled."""
         self._cancel.set()
-        worker = self._worker
-        if worker is not None:
-            worker.cancel()
+        node = self._node
+        if node is not None:
+            node.cancel()
 
     def close(self) -> None:
         """Nothing outlives run(): its lab is closed when run() returns."""
@@ -39,23 +34,13 @@ class LocalEngine:
         """Run every job in order; the lab's own errors stop the campaign (it can resume)."""
         if not jobs:
             return
-        ship = make_owned_dir("evlab-ship-")
-        worker = None
+        node = self._node = Node(self.options, NODE)
         try:
-            worker = self._worker = AttemptWorker(self.options, NODE)
-            unpacked: set[str] = set()
             for job in jobs:
                 if self._cancel.is_set():
                     raise Cancelled()
-                if job.client not in unpacked:   # copied once, as a node receives it once
-                    unpack(ship / job.client, files(job.client))
-                    unpacked.add(job.client)
                 sink.dispatched(job, NODE)
-                sink.finished(job, worker.run(job.order(ship / job.client)))
+                sink.finished(job, node.run(job, files(job.client)))
         finally:
-            self._worker = None
-            try:
-                if worker is not None:
-                    worker.close()
-            finally:
-                shutil.rmtree(ship, ignore_errors=True)
+            self._node = None
+            node.close()

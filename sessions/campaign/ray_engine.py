@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from sessions.campaign.jobs import Job
+from sessions.campaign.node import Node
 from sessions.campaign.shipping import Files
 from sessions.lab.runner import Cancelled, Options
 
@@ -36,37 +37,13 @@ def _ray():
     return ray
 
 
-class NodeLab:
-    """The actor on one node (created through ray.remote in RayEngine)."""
+class NodeLab(Node):
+    """The actor on one node (made a Ray actor class in RayEngine), named by its Ray node."""
 
     def __init__(self, options: Options):
         import ray
-
-        from probes.owned_tmp import make_owned_dir
-        from sessions.lab.attempts import AttemptWorker
-        context = ray.get_runtime_context()
-        node = context.get_node_id()
-        self.node = f"{node[:8]}@{ray.util.get_node_ip_address()}"
-        self.ship = make_owned_dir("evlab-ship-")
-        self.unpacked: set[str] = set()
-        self.worker = AttemptWorker(options, self.node)
-
-    def name(self) -> str:
-        return self.node
-
-    def run(self, job: Job, files: Files):
-        from sessions.campaign.shipping import unpack
-        if job.client not in self.unpacked:
-            unpack(self.ship / job.client, files)
-            self.unpacked.add(job.client)
-        return self.worker.run(job.order(self.ship / job.client))
-
-    def close(self) -> None:
-        import shutil
-        try:
-            self.worker.close()
-        finally:
-            shutil.rmtree(self.ship, ignore_errors=True)
+        node = ray.get_runtime_context().get_node_id()
+        super().__init__(options, f"{node[:8]}@{ray.util.get_node_ip_address()}")
 
 
 class RayEngine:
@@ -106,9 +83,6 @@ class RayEngine:
             actor = self._actor_class.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
                 node, soft=False)).remote(self.options)
             self.actors[node], self.names[node] = actor, f"{node[:8]}"
-
-    def nodes(self) -> list[str]:
-        return [self.names[n] for n in self.actors]
 
     def run(self, jobs: list[Job], files: Callable[[str], Files], sink) -> None:
         """Dispatch until every job finished or was given up; a lost one goes first again."""
