@@ -27,11 +27,18 @@ What is measured, each figure the median of repeated runs, each ratio of medians
    evlab attaches to a client's cgroup add per TCP connect, per UDP datagram and per packet
    (bench/sockloop.c on loopback, in a fresh cgroup, hooks attached or not, the collector
    loaded throughout); the egress totals of every hooked run checked against the truth.
+8. Campaigns (bench/campaign.py): `evlab campaign` of 2 clients x the 4 grade scenarios x 2
+   attempts, here and with --ray on Ray's test cluster on this machine (a head and two evlab
+   worker raylets, started once, its start timed apart), against plain `evlab grade` of the
+   same clients (16 attempts too): wall times, attempts a minute, ray / local, the engine's
+   cost per attempt beyond a plain grade attempt, and whether every local and ray run judged
+   every attempt alike.
 
 Writes bench/results.json (raw samples and medians) and bench/results.md (the table, also
 printed). Progress goes to stderr. About 8-11 minutes on a 2-core machine, most of it strace
-doing readloop's 1,000,000 reads (40-105 s a run here, depending on CPU placement).
-Options: --only overhead,suite,dashboard,grade,hooks runs some sections (for development).
+doing readloop's 1,000,000 reads (40-105 s a run here, depending on CPU placement), plus
+2-3 minutes of campaigns. Options: --only overhead,suite,dashboard,grade,throughput,hooks,
+campaign runs some sections (for development).
 """
 
 import argparse
@@ -44,6 +51,7 @@ import time
 from pathlib import Path
 
 from bench import (
+    campaign,
     collector_cost,
     exactness,
     flood,
@@ -59,7 +67,7 @@ from bench import (
 from bench.measure import median, say
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("overhead", "suite", "dashboard", "grade", "throughput", "hooks")
+SECTIONS = ("overhead", "suite", "dashboard", "grade", "throughput", "hooks", "campaign")
 HASH_STORM_REPEATS = {"untraced": 10, "evlab": 10, "strace": 5, "bpftrace": 10,
                       "evlab-idle": 5, "bpf-floor": 5}
 READLOOP_REPEATS = {"untraced": 3, "evlab": 3, "strace": 1, "bpftrace": 3,
@@ -71,6 +79,7 @@ THROUGHPUT_REPEATS = 3
 COST_REPEATS = 2
 TMUX_REPEATS = 3
 HOOKS_ROUNDS = 9
+CAMPAIGN_REPEATS = 3
 NOTES = [
     "Rounds: every condition's block runs once per round, in an order rotated each round; "
     "observers are set up before and torn down after their block, so none is loaded while "
@@ -180,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
              "grade": [("grade", lambda r: r.update(grade=grade.measure(GRADE_REPEATS)))],
              "throughput": [("throughput", lambda r: r.update(
                  throughput=throughput.measure(THROUGHPUT_REPEATS)))],
-             "hooks": [("hooks", lambda r: r.update(hooks=hooks.measure(HOOKS_ROUNDS)))]}
+             "hooks": [("hooks", lambda r: r.update(hooks=hooks.measure(HOOKS_ROUNDS)))],
+             "campaign": [("campaign", lambda r: r.update(
+                 campaign=campaign.measure(CAMPAIGN_REPEATS)))]}
     for section in only:
         for name, step in steps[section]:
             load = results.setdefault("load_average_1min", {})[name] = [os.getloadavg()[0]]

@@ -1,6 +1,6 @@
 """results.json -> the Markdown table: targets first, then each section's figures."""
 
-from bench import hooks
+from bench import campaign, hooks
 from bench.measure import median
 from bench.overhead import CONDITIONS
 
@@ -73,6 +73,33 @@ def targets(results: dict) -> list[dict]:
     exact = all(c["passed"] for c in checks) if checks else None
     add("cgroup hooks: egress calls, packets, bytes exact (every hooked run)", exact, "exact",
         bool(exact))
+    return out + _campaign_targets(results.get("campaign", {}))
+
+
+def _campaign_targets(c: dict) -> list[dict]:
+    out: list[dict] = []
+
+    def add(name, value, goal, met, unit=""):
+        out.append({"target": name, "value": value, "goal": goal, "unit": unit,
+                    "met": None if value is None else met})
+
+    for label, where in (("local", "here"), ("ray", "on the two-worker Ray test cluster")):
+        r = c.get(label, {})
+        add(f"campaign (2 clients x 4 grade scenarios x 2 attempts) {where}: wall time",
+            r.get("median_wall_s"), "report", "report", "s")
+        add(f"campaign {where}: attempts per minute", r.get("attempts_per_min"), "report",
+            "report", "/min")
+        add(f"campaign {where}: added per attempt vs a plain `evlab grade` attempt",
+            r.get("added_ms_per_attempt"), "report", "report", "+ms")
+        add(f"campaign {where}: per-attempt time / a plain grade attempt's",
+            r.get("ratio_per_attempt_to_grade"), "report", "report", "x")
+    add("campaign: ray / local wall time", c.get("ratio_ray_local_wall"), "report", "report",
+        "x")
+    add("Ray test cluster start (head + 2 evlab nodes), outside the timed runs",
+        c.get("cluster", {}).get("start_s"), "report", "report", "s")
+    same = c.get("verdicts_identical")
+    add("campaign: verdicts identical local vs ray (every attempt of every run)", same,
+        "identical", bool(same))
     return out
 
 
@@ -103,6 +130,7 @@ def markdown(results: dict) -> str:
     lines += _dashboard(results.get("dashboard"), results.get("suite"))
     lines += _grade(results.get("grade"))
     lines += _hooks(results.get("hooks"))
+    lines += campaign.report_lines(results.get("campaign"), _value)
     lines += ["", "## Notes", ""] + [f"- {n}" for n in results.get("notes", [])]
     return "\n".join(lines) + "\n"
 
@@ -356,6 +384,8 @@ def _value(value, unit: str = "") -> str:
         return f"{value:.3f} µs"
     if unit == "ms":
         return f"{value:.0f} ms"
+    if unit == "+ms":
+        return f"{value:+.0f} ms"
     if unit == "/min":
         return f"{value:.0f} a minute"
     if unit == "2f":

@@ -13,7 +13,9 @@ from sessions.campaign.jobs import plan
 from sessions.campaign.journal import Journal, JournalError
 from sessions.campaign.shipping import ShippingError, pack, unpack
 from sessions.judging.grading import identity_failures
+from sessions.lab.runner import VERSION
 from sessions.spec.campaign import CampaignError, load_campaign
+from sessions.spec.contract import load_contract
 from sessions.stream.codec import to_json
 from sessions.stream.events import GradeStarted, PhaseChanged, ScenarioStarted, SessionStarted
 from sessions.stream.evidence import ScenarioEvidence
@@ -97,8 +99,9 @@ def test_campaign_file_mistakes_are_one_line_naming_the_file(tmp_path, edit, mes
 
 
 def _piece(scenario: str, done: bool) -> list:
-    events = [SessionStarted(1, wall_ns=1, evlab_version="x", kernel="k", collector="bcc",
-                             packets="on", contract_version="1", scenarios=(scenario,)),
+    events = [SessionStarted(1, wall_ns=1, evlab_version=VERSION, kernel="k", collector="bcc",
+                             packets="on", contract_version=load_contract().version,
+                             scenarios=(scenario,)),
               PhaseChanged(2, scenario, "setup")]
     return events + ([PhaseChanged(3, scenario, "done")] if done else [])
 
@@ -188,6 +191,7 @@ def test_a_node_cannot_speak_for_the_judge_or_the_driver(tmp_path):
         [opening, grade, PhaseChanged(3, "py:normal@2", "setup")],
         [opening, grade, opening],
         [grade],
+        [dataclasses.replace(opening, evlab_version="0.0.9"), grade],
     ]
     for events in forged:
         merger.finished(job, AttemptPiece(job.id, "n1", tuple(map(to_json, events)), {}))
@@ -195,3 +199,15 @@ def test_a_node_cannot_speak_for_the_judge_or_the_driver(tmp_path):
     assert all(not e.retried and e.reason.startswith("the node's record is unusable")
                for e in book.lost)
     assert "a AttemptJudged, which only the driver makes" in book.lost[0].reason
+
+
+def test_a_path_to_a_system_executable_runs_the_nodes_own_file(tmp_path):
+    """`./py` linking to the system's python3 is not shipped: the node runs its own python3
+    (whose sha256 the identity then compares), not a missing ./py."""
+    target = Path("/usr/bin/python3").resolve()
+    (tmp_path / "py").symlink_to(target)
+    c = load_campaign(_write(tmp_path, GOOD.replace('"python3 client.py', '"./py client.py')))
+    py = c.clients[0]
+    assert py.tokens[0] == str(target) and "py" not in py.shipped
+    order = plan(c)[0].order(tmp_path / "node-root-without-py")
+    assert order.spec.executable == target and order.spec.sha256 == py.spec.sha256

@@ -12,7 +12,9 @@ from sessions.campaign.jobs import Job, plan
 from sessions.campaign.journal import Journal
 from sessions.campaign.shipping import Files, ShippingError, pack
 from sessions.lab.attempts import AttemptPiece
+from sessions.lab.runner import VERSION
 from sessions.spec.campaign import Campaign
+from sessions.spec.contract import load_contract
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
 from sessions.stream.codec import EventFormatError, from_json
 from sessions.stream.events import (
@@ -83,6 +85,11 @@ def _check_piece(job: Job, events: list[Event]) -> None:
     end in it would be the node speaking for the judge or the driver."""
     if not events or not isinstance(events[0], SessionStarted):
         raise EventFormatError("it does not start with the node's SessionStarted")
+    here = (VERSION, load_contract().version)
+    there = (events[0].evlab_version, events[0].contract_version)
+    if there != here:   # a node on other evlab code judges by other rules
+        raise EventFormatError(f"the node runs evlab {there[0]} with contract v{there[1]}, "
+                               f"the driver evlab {here[0]} with contract v{here[1]}")
     for e in events:
         if isinstance(e, (*DERIVED, *CAMPAIGN_EVENTS, SessionEnded)) or (
                 isinstance(e, SessionStarted) and e is not events[0]):

@@ -23,6 +23,7 @@ RESOURCE = "evlab"
 NEEDS = ("--ray needs Ray on this machine and on every node: `make setup` installs it "
          "(evlab's venv: pip install -e '.[ray]', Ray 2.60.0)")
 POLL_S = 1.0          # how often a dispatch loop looks for results and for new nodes
+NODE_ERRORS = 2       # a node whose lab raises this many times in a row is given no more
 
 
 class EngineError(RuntimeError):
@@ -71,18 +72,20 @@ class RayEngine:
                               f"{RESOURCE!r}; start evlab nodes with `ray start --address ... "
                               f"--resources '{{\"{RESOURCE}\": 1}}'` (docs/campaign.md)")
 
-    def _evlab_nodes(self) -> list[str]:
-        return [n["NodeID"] for n in self.ray.nodes()
-                if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) >= 1]
+    def _evlab_nodes(self) -> dict[str, str]:
+        """Live nodes offering the resource: node id -> its name (as NodeLab names itself)."""
+        return {n["NodeID"]: f"{n['NodeID'][:8]}@{n.get('NodeManagerAddress', '?')}"
+                for n in self.ray.nodes()
+                if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) >= 1}
 
     def _spawn_missing(self) -> None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-        for node in self._evlab_nodes():
+        for node, name in self._evlab_nodes().items():
             if node in self.actors or node in self.names:
                 continue
             actor = self._actor_class.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
                 node, soft=False)).remote(self.options)
-            self.actors[node], self.names[node] = actor, f"{node[:8]}"
+            self.actors[node], self.names[node] = actor, name
 
     def run(self, jobs: list[Job], files: Callable[[str], Files], sink) -> None:
         """Dispatch until every job finished or was given up; a lost one goes first again."""
@@ -91,6 +94,7 @@ class RayEngine:
         refs: dict[str, object] = {}              # client -> its files in the object store
         running: dict[object, tuple[Job, str]] = {}
         idle = list(self.actors)
+        errors: dict[str, int] = {}               # node -> errors in a row
         looked = time.monotonic()
         while queue or running:
             if self._cancelled:   # what still runs on the nodes ends at close()
@@ -116,14 +120,19 @@ class RayEngine:
                 try:
                     piece = ray.get(ref)
                 except ray.exceptions.RayTaskError as e:   # the node's lab raised
-                    self._drop(node)
                     why = f"node error: {_first_line(e.cause if e.cause else e)}"
+                    errors[node] = errors.get(node, 0) + 1
+                    if errors[node] < NODE_ERRORS:   # maybe the client's doing: keep it
+                        idle.append(node)
+                    else:
+                        self._drop(node)
                 except ray.exceptions.RayError as e:       # actor, worker or node died
                     self._drop(node)
                     why = f"node lost: {_first_line(e)}"
                 else:
                     sink.finished(job, piece)
                     idle.append(node)
+                    errors.pop(node, None)
                     continue
                 if sink.lost(job, self.names[node], why):
                     queue.appendleft(job.again())

@@ -28,7 +28,8 @@ from sessions.stream.stream import EventStream
 FORMAT = "evlab-archive"
 VERSION = 1
 MAX_MEMBER_BYTES = 256 << 20   # and what is kept in memory: the manifest and the events
-MAX_TOTAL_BYTES = 2 << 30      # every member is read (a damaged one is found) but not kept
+MAX_TOTAL_BYTES = 4 << 30      # every member is read (a damaged one is found) but not kept;
+                               # a campaign of 2,000 attempts with pcaps is about 3 GB
 KEPT = ("manifest.json", "events.jsonl")
 MAX_MEMBERS = 10_000
 

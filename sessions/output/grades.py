@@ -10,6 +10,7 @@ def _attempt_run(ev: ScenarioEvidence) -> dict:
     a = ev.attempt
     return {
         "id": ev.id, "attempt": ev.started.attempt,
+        "collector": ev.collector, "packets": ev.packets_mode,   # where it ran, as it ran
         "valid": a.valid if a else None, "success": a.success if a else None,
         "score": a.score if a else None, "reason": a.reason if a else "not judged",
         "clauses": {v.clause: v.status for v in ev.verdicts},

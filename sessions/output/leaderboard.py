@@ -47,6 +47,10 @@ def _entry(book: EvidenceBook, name: str, identity: dict) -> dict:
     env = next((ev.grade.env for ev in evs if ev.grade is not None), None)
     grade = client_grade({**identity, "env": env}, c.attempts, c.scenarios, evs,
                          _given_up(lost, judged))
+    node = {d.scenario: d.node for d in book.dispatched if d.client == name}
+    for metrics in grade["scenarios"].values():
+        for run in metrics["runs"]:
+            run["node"] = node.get(run["id"])
     risks = collections.Counter(r.severity for ev in evs for r in ev.risks)
     return {
         "name": name,

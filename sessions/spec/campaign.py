@@ -38,6 +38,7 @@ from sessions.spec.client_spec import (
 from sessions.spec.scenario import GRADE_DIR, NOISE_KINDS, Scenario, ScenarioError, load, load_dir
 
 MAX_CLIENTS = 200
+MAX_CAMPAIGN_ATTEMPTS = 2000   # what one archive holds (sessions/output/archive.py's bounds)
 MAX_RETRIES = 10
 MAX_SHIPPED_BYTES = 64 << 20
 SYSTEM_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/", "/etc/")
@@ -137,8 +138,13 @@ def _campaign(path: Path, text: str, data: dict) -> Campaign:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise CampaignError(f"{path}: client name(s) used twice: {', '.join(twice)}")
-    return Campaign(name, path.resolve(), text, parsed, _scenarios(path, root, head), attempts,
-                    retries, _noise(path, head), dict(sandbox))
+    scenarios = _scenarios(path, root, head)
+    if len(parsed) * len(scenarios) * attempts > MAX_CAMPAIGN_ATTEMPTS:
+        raise CampaignError(f"{path}: {len(parsed)} clients x {len(scenarios)} scenarios x "
+                            f"{attempts} attempts is more than {MAX_CAMPAIGN_ATTEMPTS} attempts "
+                            "(one archive's worth): split the campaign")
+    return Campaign(name, path.resolve(), text, parsed, scenarios, attempts, retries,
+                    _noise(path, head), dict(sandbox))
 
 
 def _known_keys(path: Path, table: dict, where: str) -> None:
@@ -260,9 +266,12 @@ def _shipping(path: Path, root: Path, where: str, spec: ClientSpec, extra) -> di
 
 def _shipped_tokens(spec: ClientSpec, command: list[str], root: Path) -> tuple[str, ...]:
     """The command with the executable and file words as shipped names (relative to where
-    the node lays the files out); system executables and other words as given."""
-    exe = command[0] if _is_system(spec.executable) \
-        else "./" + shipped_name(spec.executable, root)
+    the node lays the files out). A system executable is the node's own: a bare name stays a
+    PATH name, a path (a link such as ./py -> /usr/bin/python3) becomes the file it names."""
+    if not _is_system(spec.executable):
+        exe = "./" + shipped_name(spec.executable, root)
+    else:
+        exe = command[0] if "/" not in command[0] else str(spec.executable.resolve())
     args = [shipped_name(Path(a), root) if a in spec.files else a for a in spec.args]
     return (exe, *args)
 

@@ -34,7 +34,7 @@ class AttemptDispatched(Event):
 
 @dataclass(frozen=True)
 class AttemptLost(Event):
-    """The engine, not the client, ended an attempt (a node lost, a task killed): invalid."""
+    """The engine, not the client, ended an attempt: invalid, never the client's doing."""
 
     client: str
     scenario: str
@@ -42,5 +42,6 @@ class AttemptLost(Event):
     attempt: int
     run: int
     node: str
-    reason: str                     # "node lost: ...", "task killed: ..."
+    reason: str                     # "node lost: ...", "node error: ...", "no evlab node left
+                                    # in the cluster", "the node's record is unusable: ..."
     retried: bool                   # run again (within the campaign's retries), or given up
