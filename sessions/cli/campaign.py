@@ -81,17 +81,8 @@ def cmd_campaign(args) -> int:
     if not args.headless:
         raise UsageError("sessions.cli is headless only: add --headless (`evlab campaign` "
                          "without it opens the dashboard)")
+    campaign, _options, engine, journal, resumed = open_campaign(args)
     try:
-        campaign = load_campaign(args.file)
-        options = campaign_options(args, campaign)
-        engine = make_engine(args, options)
-    except (CampaignError, EngineError) as e:
-        raise UsageError(str(e)) from None
-    try:
-        try:
-            journal, resumed = open_journal(args, campaign, engine.name)
-        except JournalError as e:
-            raise UsageError(str(e)) from None
         doc = record(args, CampaignProgress, lambda stream, book, staging: run_campaign(
             stream, book, campaign, journal, engine, resumed), staging=journal.evidence,
             consumers=[journal])
@@ -104,8 +95,9 @@ def cmd_campaign(args) -> int:
 
 
 def open_campaign(args):
-    """What cmd_campaign builds before it runs, for the dashboard: (campaign, options, engine,
-    journal, resumed events). A mistake is a UsageError, with the engine closed again."""
+    """What a campaign needs before it runs (headless or in the dashboard): (campaign,
+    options, engine, journal, resumed events). A mistake is a UsageError, with the engine
+    closed again and nothing written."""
     try:
         campaign = load_campaign(args.file)
         options = campaign_options(args, campaign)

@@ -108,17 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add to the client's environment")
     g.add_argument("--timeout", type=SECONDS, metavar="S",
                    help="kill an invocation after S seconds (default 20)")
-    g.add_argument("--headless", action="store_true", help="no dashboard; progress lines only")
-    g.add_argument("--collector", choices=KINDS, default="auto")
-    g.add_argument("--packets", choices=("on", "off", "required"), default="on")
-    g.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
-    g.add_argument("--archive", type=Path, metavar="PATH", help="write the session archive here")
-    g.add_argument("--report", type=Path, metavar="PATH", help="write the Markdown report here")
-    g.add_argument("--noise", nargs="?", const=",".join(NOISE_KINDS), default="",
-                   metavar="KINDS", help="ambient noise during every attempt: "
-                   f"{','.join(NOISE_KINDS)} (default with --noise: all)")
-    _boundary_arguments(g)
-    g.set_defaults(noise="")
+    _attempt_arguments(g, f"ambient noise during every attempt: {','.join(NOISE_KINDS)} "
+                          "(default with --noise: all)")
     _campaign_parser(sub)
     _doctor_parser(sub)
     return p
@@ -142,16 +133,23 @@ def _campaign_parser(sub) -> None:
                    "are not run again")
     c.add_argument("--ray", metavar="auto|ADDRESS",
                    help="run on a Ray cluster (each node offering the resource evlab=1)")
-    c.add_argument("--headless", action="store_true", help="no dashboard; progress lines only")
-    c.add_argument("--collector", choices=KINDS, default="auto")
-    c.add_argument("--packets", choices=("on", "off", "required"), default="on")
-    c.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
-    c.add_argument("--archive", type=Path, metavar="PATH", help="write the campaign archive")
-    c.add_argument("--report", type=Path, metavar="PATH", help="write the Markdown report here")
-    c.add_argument("--noise", nargs="?", const=",".join(NOISE_KINDS), default="",
-                   metavar="KINDS", help="ambient noise during every attempt (the campaign "
-                   "file's [campaign] noise otherwise)")
-    _boundary_arguments(c)
+    _attempt_arguments(c, "ambient noise during every attempt (the campaign file's "
+                          "[campaign] noise otherwise)")
+
+
+def _attempt_arguments(parser, noise_help: str) -> None:
+    """What grade and campaign share: observers, outputs, noise, the client's boundary."""
+    parser.add_argument("--headless", action="store_true",
+                        help="no dashboard; progress lines only")
+    parser.add_argument("--collector", choices=KINDS, default="auto")
+    parser.add_argument("--packets", choices=("on", "off", "required"), default="on")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
+    parser.add_argument("--archive", type=Path, metavar="PATH", help="write the archive here")
+    parser.add_argument("--report", type=Path, metavar="PATH",
+                        help="write the Markdown report here")
+    parser.add_argument("--noise", nargs="?", const=",".join(NOISE_KINDS), default="",
+                        metavar="KINDS", help=noise_help)
+    _boundary_arguments(parser)
 
 
 # flag, SandboxLimits field, unit, scale; and each field's key in a grade file's [sandbox]

@@ -23,17 +23,17 @@ sha256 is the identity the node must reproduce.
 
 import hashlib
 import re
-import shlex
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from sessions.spec.client_spec import (
     MAX_ATTEMPTS,
-    SANDBOX_KEYS,
     ClientSpec,
     ClientSpecError,
     build,
+    check_sandbox,
+    client_table,
+    read_toml,
 )
 from sessions.spec.scenario import GRADE_DIR, NOISE_KINDS, Scenario, ScenarioError, load, load_dir
 
@@ -98,17 +98,11 @@ def sha256_file(path: Path) -> str:
 def load_campaign(path: Path) -> Campaign:
     path = Path(path)
     try:
-        text = path.read_text()
-        data = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError) as e:
-        raise CampaignError(f"{path}: cannot read ({e})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise CampaignError(f"{path}: not valid TOML ({e})") from None
-    except RecursionError:
-        raise CampaignError(f"{path}: not valid TOML (nested too deeply)") from None
-    try:
+        text, data = read_toml(path)
         return _campaign(path, text, data)
-    except (ClientSpecError, ScenarioError) as e:
+    except ClientSpecError as e:   # already names the file
+        raise CampaignError(str(e)) from None
+    except ScenarioError as e:
         raise CampaignError(f"{path}: {e}") from None
 
 
@@ -120,7 +114,7 @@ def _campaign(path: Path, text: str, data: dict) -> Campaign:
                             f"tables" + (f" (unknown: {', '.join(sorted(unknown))})"
                                          if unknown else ""))
     _known_keys(path, head, "campaign")
-    _check_sandbox(path, sandbox)
+    check_sandbox(path, sandbox)
     if not isinstance(clients, list) or not clients or not all(isinstance(c, dict)
                                                                for c in clients):
         raise CampaignError(f"{path}: expected at least one [[client]] table")
@@ -160,17 +154,6 @@ def _whole(path: Path, table: dict, key: str, default: int, low: int, high: int)
         raise CampaignError(f"{path}: campaign.{key}: expected a whole number from {low} to "
                             f"{high}, got {value!r}")
     return value
-
-
-def _check_sandbox(path: Path, sandbox: dict) -> None:
-    for key, value in sandbox.items():
-        kind = SANDBOX_KEYS.get(key)
-        if kind is None:
-            raise CampaignError(f"{path}: sandbox.{key}: unknown key (one of "
-                                f"{', '.join(SANDBOX_KEYS)})")
-        if type(value) is not kind or (kind is int and not 0 < value <= 1 << 40):
-            raise CampaignError(f"{path}: sandbox.{key}: expected "
-                                + ("true or false" if kind is bool else "a positive number"))
 
 
 def _noise(path: Path, head: dict) -> tuple[str, ...]:
@@ -213,23 +196,9 @@ def _client(path: Path, root: Path, entry: dict, attempts: int) -> CampaignClien
         raise CampaignError(f"{path}: client.name: expected letters, digits, '-', '_' or '.' "
                             f"(at most 40), got {name!r}")
     where = f"client {name}"
-    command, env = entry.get("command"), entry.get("env", {})
-    if isinstance(command, str):
-        try:
-            command = shlex.split(command)
-        except ValueError as e:
-            raise CampaignError(f"{path}: {where}: command: {e}") from None
-    if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
-        raise CampaignError(f"{path}: {where}: command: expected a string or a list of strings")
-    if not isinstance(env, dict):
-        raise CampaignError(f"{path}: {where}: env: expected a table of NAME = \"text\"")
-    timeout = entry.get("timeout_s")
-    if timeout is not None and (isinstance(timeout, bool)
-                                or not isinstance(timeout, (int, float))):
-        raise CampaignError(f"{path}: {where}: timeout_s: expected a number of seconds")
+    command, env, timeout = client_table(entry, f"{path}: {where}: ")
     try:
-        spec = build(command, root, env, float(timeout) if timeout is not None else None,
-                     attempts)
+        spec = build(command, root, env, timeout, attempts)
     except ClientSpecError as e:
         raise CampaignError(f"{path}: {where}: {e}") from None
     ship = _shipping(path, root, where, spec, entry.get("ship", []))

@@ -178,23 +178,40 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-def from_file(path: Path, extra_env: dict[str, str] | None = None, **overrides) -> ClientSpec:
-    """A grade file; command-line options (attempts, timeout_s, scenarios, extra_env) win."""
+def read_toml(path: Path) -> tuple[str, dict]:
+    """A grade or campaign file: its text and its tables, or one line saying why not."""
     try:
-        data = tomllib.loads(Path(path).read_text())
+        text = Path(path).read_text()
+        return text, tomllib.loads(text)
     except (OSError, UnicodeDecodeError) as e:
         raise ClientSpecError(f"{path}: cannot read ({e})") from None
     except tomllib.TOMLDecodeError as e:
         raise ClientSpecError(f"{path}: not valid TOML ({e})") from None
     except RecursionError:
         raise ClientSpecError(f"{path}: not valid TOML (nested too deeply)") from None
-    unknown = set(data) - {"client", "grade", "sandbox"}
-    client, grade = data.get("client"), data.get("grade", {})
-    sandbox = data.get("sandbox", {})
-    if unknown or not isinstance(client, dict) or not isinstance(grade, dict) \
-            or not isinstance(sandbox, dict):
-        raise ClientSpecError(f"{path}: expected a [client] table and optional [grade] and "
-                              "[sandbox] tables")
+
+
+def client_table(table: dict, where: str) -> tuple[list[str], dict, float | None]:
+    """A file's client: its command (one string, split like a shell would, or a list), env
+    and timeout_s, each checked; `where` prefixes every error ("FILE: client.")."""
+    command, env, timeout = table.get("command"), table.get("env", {}), table.get("timeout_s")
+    if isinstance(command, str):
+        try:
+            command = shlex.split(command)
+        except ValueError as e:
+            raise ClientSpecError(f"{where}command: {e}") from None
+    if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
+        raise ClientSpecError(f"{where}command: expected a string or a list of strings")
+    if not isinstance(env, dict):
+        raise ClientSpecError(f"{where}env: expected a table of NAME = \"text\"")
+    if timeout is not None and (isinstance(timeout, bool)
+                                or not isinstance(timeout, (int, float))):
+        raise ClientSpecError(f"{where}timeout_s: expected a number of seconds")
+    return command, env, float(timeout) if timeout is not None else None
+
+
+def check_sandbox(path: Path, sandbox: dict) -> None:
+    """A file's [sandbox] table: known keys, each of its type and in range."""
     for key, value in sandbox.items():
         kind = SANDBOX_KEYS.get(key)
         if kind is None:
@@ -203,28 +220,28 @@ def from_file(path: Path, extra_env: dict[str, str] | None = None, **overrides) 
         if type(value) is not kind or (kind is int and not 0 < value <= 1 << 40):
             raise ClientSpecError(f"{path}: sandbox.{key}: expected "
                                   + ("true or false" if kind is bool else "a positive number"))
+
+
+def from_file(path: Path, extra_env: dict[str, str] | None = None, **overrides) -> ClientSpec:
+    """A grade file; command-line options (attempts, timeout_s, scenarios, extra_env) win."""
+    data = read_toml(path)[1]
+    unknown = set(data) - {"client", "grade", "sandbox"}
+    client, grade = data.get("client"), data.get("grade", {})
+    sandbox = data.get("sandbox", {})
+    if unknown or not isinstance(client, dict) or not isinstance(grade, dict) \
+            or not isinstance(sandbox, dict):
+        raise ClientSpecError(f"{path}: expected a [client] table and optional [grade] and "
+                              "[sandbox] tables")
+    check_sandbox(path, sandbox)
     extra = (set(client) - {"command", "env", "timeout_s"}) | (set(grade) -
                                                                 {"attempts", "scenarios"})
     if extra:
         raise ClientSpecError(f"{path}: unknown key(s) {', '.join(sorted(extra))}")
-    command = client.get("command")
-    if isinstance(command, str):
-        try:
-            command = shlex.split(command)
-        except ValueError as e:
-            raise ClientSpecError(f"{path}: client.command: {e}") from None
-    if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
-        raise ClientSpecError(f"{path}: client.command: expected a string or a list of strings")
-    env, timeout = client.get("env", {}), client.get("timeout_s")
+    command, env, timeout = client_table(client, f"{path}: client.")
     scenarios = grade.get("scenarios", [])
-    if not isinstance(env, dict):
-        raise ClientSpecError(f"{path}: client.env: expected a table of NAME = \"text\"")
-    if timeout is not None and (isinstance(timeout, bool)
-                                or not isinstance(timeout, (int, float))):
-        raise ClientSpecError(f"{path}: client.timeout_s: expected a number of seconds")
     if not isinstance(scenarios, list) or not all(isinstance(s, str) for s in scenarios):
         raise ClientSpecError(f"{path}: grade.scenarios: expected a list of scenario ids")
-    options = {"timeout_s": float(timeout) if timeout is not None else None,
+    options = {"timeout_s": timeout,
                "attempts": grade.get("attempts", 3), "scenarios": tuple(scenarios), **overrides}
     try:
         spec = build(command, Path(path).parent.resolve(), {**env, **(extra_env or {})},
