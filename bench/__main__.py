@@ -30,14 +30,15 @@ What is measured, each figure the median of repeated runs, each ratio of medians
 8. Campaigns (bench/campaign.py): `evlab campaign` of 2 clients x the 4 grade scenarios x 2
    attempts, here and with --ray on Ray's test cluster on this machine (a head and two evlab
    worker raylets, started once, its start timed apart), against plain `evlab grade` of the
-   same clients (16 attempts too): wall times, attempts a minute, ray / local, the engine's
-   cost per attempt beyond a plain grade attempt, and whether every local and ray run judged
-   every attempt alike.
+   same clients (16 attempts too): wall times, attempts a minute, ray / local; each attempt's
+   own time from the run's archive (campaign: dispatch to judged; plain grade: set-up to
+   judged; start-up excluded), the engine's added time per attempt beyond a plain grade
+   attempt and their ratio; and whether every local and ray run judged every attempt alike.
 
 Writes bench/results.json (raw samples and medians) and bench/results.md (the table, also
 printed). Progress goes to stderr. About 8-11 minutes on a 2-core machine, most of it strace
 doing readloop's 1,000,000 reads (40-105 s a run here, depending on CPU placement), plus
-2-3 minutes of campaigns. Options: --only overhead,suite,dashboard,grade,throughput,hooks,
+about 75 s of campaigns. Options: --only overhead,suite,dashboard,grade,throughput,hooks,
 campaign runs some sections (for development).
 """
 

@@ -4,15 +4,18 @@
 One campaign file: two clients (the fixture's C baseline; tests/clients/backup_client.py run
 with python3) x the four grade scenarios x ATTEMPTS attempts = 16 attempts. Three conditions,
 each once per round, in an order rotated each round:
-  local  `evlab campaign FILE --headless --dir D --json J` (a fresh D every run);
+  local  `evlab campaign FILE --headless --dir D --json J --archive A` (a fresh D every run);
   ray    the same with `--ray ADDRESS`, on Ray's test cluster on this machine (a head with no
          evlab resource and two worker raylets offering evlab=1, as tests/test_campaign.py
          starts it), started once before the rounds and not timed (its start is a figure);
   grade  `evlab grade --client '<the same client> {host} {port} {source}' --attempts ATTEMPTS
-         --headless --json J` once per client, the two wall times summed (16 attempts too).
-Every wall time is the whole command's, fork to reaped exit (bench/suite.py's run_evlab). The
-engine's cost per attempt = (campaign wall - grade wall) / 16, and campaign / grade per-attempt
-time. Every local and ray run's verdicts (each attempt's clauses, gate statuses, valid,
+         --headless --json J --archive A` once per client, the two wall times summed (16
+         attempts too).
+Every wall time is the whole command's, fork to reaped exit (bench/suite.py's run_evlab),
+start-up included. Each attempt's own time comes from the run's archive (bench/attempt_times.py:
+dispatch to judged in a campaign, set-up to judged in a plain grade), start-up excluded; the
+engine's added time per attempt = median campaign attempt - median plain grade attempt, and
+their ratio. Every local and ray run's verdicts (each attempt's clauses, gate statuses, valid,
 success from the JSON document) must be the same, attempt for attempt.
 """
 
@@ -24,6 +27,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from bench import attempt_times
 from bench.measure import RunFailed, median, ratio, say
 from bench.suite import run_evlab
 
@@ -99,12 +103,26 @@ def _kept(run: dict) -> dict:
     return {k: run[k] for k in ("wall_s", "exit", "summary", "peak_tree_rss_mb")}
 
 
+def _timed(run: dict, archive: Path, times_of, expected: int) -> None:
+    """The run's attempt times from its archive (removed after), or attempt_missing: why."""
+    events, why = attempt_times.load_events(archive)
+    archive.unlink(missing_ok=True)
+    if events is not None:
+        times = times_of(events)
+        if len(times["attempt_ms"]) == expected:
+            run.update(times)
+            return
+        why = f"{len(times['attempt_ms'])} of {expected} attempts timed in the archive"
+    run["attempt_missing"] = why
+
+
 def _campaign(file: Path, tmp: Path, tag: str, extra: list[str]) -> tuple[dict, dict | None]:
     """One timed `evlab campaign`: (the run's figures, its verdicts or None)."""
-    directory, doc_path = tmp / f"dir-{tag}", tmp / f"{tag}.json"
+    directory, doc_path, archive = tmp / f"dir-{tag}", tmp / f"{tag}.json", tmp / f"{tag}.tar.gz"
     run = _kept(run_evlab(["campaign", str(file), "--headless", "--dir", str(directory),
-                           "--json", str(doc_path), *extra]))
+                           "--json", str(doc_path), "--archive", str(archive), *extra]))
     shutil.rmtree(directory, ignore_errors=True)
+    _timed(run, archive, attempt_times.campaign_times, EXPECTED)
     if not doc_path.exists():
         return {**run, "attempts": 0, "problem": f"no JSON document (exit {run['exit']})"}, None
     doc = json.loads(doc_path.read_text())
@@ -119,17 +137,23 @@ def _campaign(file: Path, tmp: Path, tag: str, extra: list[str]) -> tuple[dict, 
     return run, verdicts
 
 
+def _grade_part(name: str, command: str, tmp: Path, tag: str) -> dict:
+    """`evlab grade` of one client: its figures, attempts judged and attempt times."""
+    doc_path, archive = tmp / f"{tag}-{name}.json", tmp / f"{tag}-{name}.tar.gz"
+    part = _kept(run_evlab(["grade", "--client", command, "--attempts", str(ATTEMPTS),
+                            "--headless", "--json", str(doc_path), "--archive", str(archive)]))
+    part["client"] = name
+    doc = json.loads(doc_path.read_text()) if doc_path.exists() else None
+    part["attempts"] = 0 if doc is None or doc["partial"] else sum(
+        len(s["runs"]) for s in doc["grade"]["scenarios"].values())
+    _timed(part, archive, attempt_times.grade_times, EXPECTED // len(CLIENTS))
+    return part
+
+
 def _grade(commands: dict[str, str], tmp: Path, tag: str) -> dict:
-    """`evlab grade` of each client in turn; wall times summed, attempts counted."""
-    parts = []
-    for name, command in commands.items():
-        doc_path = tmp / f"{tag}-{name}.json"
-        part = _kept(run_evlab(["grade", "--client", command, "--attempts", str(ATTEMPTS),
-                                "--headless", "--json", str(doc_path)]))
-        doc = json.loads(doc_path.read_text()) if doc_path.exists() else None
-        part["attempts"] = 0 if doc is None or doc["partial"] else sum(
-            len(s["runs"]) for s in doc["grade"]["scenarios"].values())
-        parts.append(part)
+    """`evlab grade` of each client in turn; wall times summed, attempts counted, attempt
+    times gathered (by client:attempt id)."""
+    parts = [_grade_part(name, command, tmp, tag) for name, command in commands.items()]
     run = {"wall_s": sum(p["wall_s"] for p in parts), "exit": max(p["exit"] for p in parts),
            "attempts": sum(p["attempts"] for p in parts),
            "peak_tree_rss_mb": max(p["peak_tree_rss_mb"] for p in parts), "parts": parts}
@@ -137,6 +161,12 @@ def _grade(commands: dict[str, str], tmp: Path, tag: str) -> dict:
         run["problem"] = f"{run['attempts']} of {EXPECTED} attempts judged (" + "; ".join(
             f"exit {p['exit']}: {p['summary'][:160]}" for p in parts
             if p["attempts"] != EXPECTED // len(CLIENTS)) + ")"
+    if any("attempt_missing" in p for p in parts):
+        run["attempt_missing"] = "; ".join(f"{p['client']}: {p['attempt_missing']}"
+                                           for p in parts if "attempt_missing" in p)
+    else:
+        for key in ("attempt_ms", "teardown_ms"):
+            run[key] = {f"{p['client']}:{i}": ms for p in parts for i, ms in p[key].items()}
     return run
 
 
@@ -151,7 +181,42 @@ def _summary(runs: list[dict], missing: str | None = None) -> dict:
             "attempts_per_min": EXPECTED / wall * 60 if wall else None,
             "per_attempt_s": wall / EXPECTED if wall is not None else None,
             "median_peak_tree_rss_mb": median(r["peak_tree_rss_mb"] for r in good),
-            "exits": sorted({r["exit"] for r in runs}, key=str), "missing": missing}
+            "exits": sorted({r["exit"] for r in runs}, key=str), "missing": missing,
+            **_attempt_summary(runs, missing)}
+
+
+def _attempt_summary(runs: list[dict], missing: str | None) -> dict:
+    """Medians of the attempt times of every counted run, pooled; why, when there are none."""
+    good = [r for r in runs if "problem" not in r]
+    timed = [r for r in good if "attempt_ms" in r]
+
+    def pooled(key: str, keep=lambda run, attempt: True) -> tuple[float | None, int]:
+        values = [ms for r in timed for i, ms in r.get(key, {}).items() if keep(r, i)]
+        return median(values), len(values)
+
+    out: dict = {"runs_timed": len(timed), "attempt_missing": None}
+    out["median_attempt_ms"], out["attempts_timed"] = pooled("attempt_ms")
+    for key in ("lab_ms", "teardown_ms"):
+        out[f"median_{key}"] = pooled(key)[0]
+    firsts = {id(r): attempt_times.first_on_node(r) for r in timed}
+    out["median_first_on_node_ms"] = pooled("attempt_ms", lambda r, i: i in firsts[id(r)])[0]
+    out["median_attempt_ms_after_first"] = pooled(
+        "attempt_ms", lambda r, i: i not in firsts[id(r)])[0]
+    if not timed:
+        out["attempt_missing"] = missing or ("no run judged all its attempts" if not good else
+                                             "; ".join(r["attempt_missing"] for r in good[:3]))
+    return out
+
+
+def _paired(runs: list[dict], grade_runs: list[dict]) -> float | None:
+    """The median over attempt ids (client:scenario@n, the same in both) of the campaign's
+    median time for that attempt minus the plain grade's: the scenario mix cancels out."""
+    def per_id(rs: list[dict]) -> dict[str, float]:
+        timed = [r["attempt_ms"] for r in rs if "problem" not in r and "attempt_ms" in r]
+        return {i: median(t.get(i) for t in timed) for i in (timed[0] if timed else {})}
+
+    campaign, grade = per_id(runs), per_id(grade_runs)
+    return median(ms - grade[i] for i, ms in campaign.items() if grade.get(i) is not None)
 
 
 def _rounds(repeats: int, file: Path, tmp: Path, address: str | None) -> dict:
@@ -207,21 +272,24 @@ def measure(repeats: int) -> dict:
             out["cluster"] = {"missing": f"the Ray test cluster did not start: "
                                          f"{type(e).__name__}: {str(e)[:200]}"}
         measured = _rounds(repeats, file, tmp, address)
-    out["commands"] = {"local": "evlab campaign campaign.toml --headless --dir D --json J",
+    out["commands"] = {"local": "evlab campaign campaign.toml --headless --dir D --json J "
+                                "--archive A",
                        "ray": "evlab campaign campaign.toml --headless --dir D --json J "
-                              "--ray ADDRESS",
+                              "--archive A --ray ADDRESS",
                        "grade": [f"evlab grade --client '{c}' --attempts {ATTEMPTS} "
-                                 "--headless --json J"
+                                 "--headless --json J --archive A"
                                  for c in _grade_commands(Path("<dir>")).values()]}
     for condition, runs in measured["runs"].items():
         out[condition] = _summary(runs, out["cluster"].get("missing")
                                   if condition == "ray" else None)
-    grade_wall = out["grade"]["median_wall_s"]
+    grade_ms = out["grade"]["median_attempt_ms"]
     for condition in ("local", "ray"):
-        wall = out[condition]["median_wall_s"]
+        ms = out[condition]["median_attempt_ms"]
         out[condition]["added_ms_per_attempt"] = (
-            (wall - grade_wall) / EXPECTED * 1000 if None not in (wall, grade_wall) else None)
-        out[condition]["ratio_per_attempt_to_grade"] = ratio(wall, grade_wall)
+            ms - grade_ms if None not in (ms, grade_ms) else None)
+        out[condition]["ratio_attempt_to_grade"] = ratio(ms, grade_ms)
+        out[condition]["added_ms_paired"] = _paired(out[condition]["runs"],
+                                                    out["grade"]["runs"])
     out["ratio_ray_local_wall"] = ratio(out["ray"]["median_wall_s"],
                                         out["local"]["median_wall_s"])
     out["verdicts_identical"], out["verdicts_compared"] = _identical(measured["verdicts"])
@@ -235,9 +303,10 @@ def report_lines(c: dict | None, value) -> list[str]:
     lines = ["", "## Campaigns: here, on the two-worker Ray test cluster, and as plain grades "
              f"({len(c['clients'])} clients x {len(c['scenarios'])} grade scenarios x "
              f"{c['attempts']} attempts = {c['attempts_expected']} attempts)", "",
-             "| run | wall | attempts a minute | per attempt | added per attempt vs plain grade "
-             "| per attempt / plain grade's | peak tree RSS | exits | runs counted |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| run | wall | attempts a minute | wall / attempt (start-up included) "
+             "| attempt time, median (in-run) | engine's added time per attempt "
+             "| attempt / plain grade attempt | peak tree RSS | exits | runs counted "
+             "| attempts timed |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     cmd = c["commands"]
     for label, title in (("local", f"local: `{cmd['local']}`"), ("ray", f"ray: `{cmd['ray']}`"),
                          ("grade", "plain grade: " + " + ".join(f"`{g}`" for g in cmd["grade"]))):
@@ -245,15 +314,50 @@ def report_lines(c: dict | None, value) -> list[str]:
         lines.append(f"| {title} | {value(s['median_wall_s'], 's')} "
                      f"| {value(s['attempts_per_min'], '/min')} "
                      f"| {value(s['per_attempt_s'], 's')} "
+                     f"| {value(s['median_attempt_ms'], 'ms')} "
                      f"| {'—' if base else value(s['added_ms_per_attempt'], '+ms')} "
-                     f"| {'1' if base else value(s['ratio_per_attempt_to_grade'], 'x')} "
+                     f"| {'1' if base else value(s['ratio_attempt_to_grade'], 'x')} "
                      f"| {value(s['median_peak_tree_rss_mb'], 'MB')} "
                      f"| {', '.join(map(str, s['exits'])) or '—'} "
-                     f"| {s['counted']}/{len(s['runs'])} |")
-    lines += [""] + [f"**{label} not measured**: {c[label]['missing']}." for label in
-                     CONDITIONS if c[label]["missing"]]
-    lines += ["", _narrative(c, value)]
+                     f"| {s['counted']}/{len(s['runs'])} "
+                     f"| {s['attempts_timed']} ({s['runs_timed']} runs) |")
+    lines.append("")
+    for label in CONDITIONS:
+        if c[label]["missing"]:
+            lines.append(f"**{label} not measured**: {c[label]['missing']}.")
+        elif c[label]["attempt_missing"]:
+            lines.append(f"**{label} attempt times not measured**: "
+                         f"{c[label]['attempt_missing']}.")
+    lines += ["", _attempt_text(c, value), "", _narrative(c, value)]
     return lines
+
+
+def _attempt_text(c: dict, value) -> str:
+    """What the attempt time is, and what it leaves in or out."""
+    local, ray, grade = c["local"], c["ray"], c["grade"]
+    return (
+        "Attempt time, from each run's archive (bench/attempt_times.py), start-up (process "
+        "start, BPF compile, joining Ray) excluded but for the first attempt on each Ray node "
+        "(below): in a campaign, from the driver's last "
+        "AttemptDispatched of the attempt to its AttemptJudged (the driver's clock): shipping, "
+        "the remote call, the lab's attempt, the return, the merge and judging; in a plain "
+        "grade, from the attempt's PhaseChanged(setup) to its AttemptJudged (one process's "
+        "clock). The engine's added time per attempt = median campaign attempt − median plain "
+        "grade attempt; the ratio is of the same medians. A campaign attempt also holds its "
+        "lab's teardown (a node tears down before it returns the attempt), which a plain grade "
+        f"runs after its judgement (its median: {value(grade['median_teardown_ms'], 'ms')}). The "
+        "lab's own attempt inside the campaign (the node's PhaseChanged setup to done): local "
+        f"{value(local['median_lab_ms'], 'ms')}, ray {value(ray['median_lab_ms'], 'ms')}. In "
+        "Ray mode two attempts run at once (one on each node) on this 2-core machine, so a ray "
+        "attempt's latency includes CPU contention with the other; the parallelism shows in "
+        "the wall time, not here. The first attempt on each Ray node also waits for that node's "
+        "actor to open its lab session (a BPF compile; the local engine opens its lab before "
+        f"the first dispatch): median {value(ray['median_first_on_node_ms'], 'ms')} for those, "
+        f"{value(ray['median_attempt_ms_after_first'], 'ms')} for the others. The scenarios' "
+        "attempt times are far apart (the pooled median falls between them), so the added "
+        "time is also given paired by attempt id (the median over the 16 attempt ids of the "
+        "campaign's median time for that attempt minus the plain grade's): local "
+        f"{value(local['added_ms_paired'], '+ms')}, ray {value(ray['added_ms_paired'], '+ms')}.")
 
 
 def _narrative(c: dict, value) -> str:
@@ -271,10 +375,10 @@ def _narrative(c: dict, value) -> str:
         f"raylets offering evlab=1), once before the rounds: {start}. Attempts per node in "
         f"each ray run: {split}; lost to the engine: {sum(r.get('lost', 0) for r in ray)}. "
         f"Verdicts (each attempt's clauses, gate statuses, valid, success) identical in every "
-        f"local and ray run: {same} ({c['verdicts_compared']}). Added per attempt = (campaign "
-        f"wall − plain grade wall) / {c['attempts_expected']}; the plain grades (median each: "
-        f"{parts}) are two evlab processes, two start-ups and BPF compiles, a local campaign "
-        "one (a negative figure: the second start-up costs more than all the engine adds), a ray "
-        "campaign a driver plus a lab on each node (a BPF compile each), its attempts two at a "
-        "time on this machine's CPUs. The cluster idles during the local and plain grade runs. The "
-        "ray row's peak RSS is the driver's tree only (the nodes' workers are the cluster's).")
+        f"local and ray run: {same} ({c['verdicts_compared']}). Wall / attempt = wall / "
+        f"{c['attempts_expected']} still holds the one-off start-up: the plain grades (median "
+        f"each: {parts}) are two evlab processes, two start-ups and BPF compiles, a local "
+        "campaign one, a ray campaign a driver plus a lab on each node (a BPF compile each). "
+        "Every run writes its archive (--archive), so every wall time includes writing it. The "
+        "cluster idles during the local and plain grade runs. The ray row's peak RSS is the "
+        "driver's tree only (the nodes' workers are the cluster's).")
