@@ -162,7 +162,7 @@ def _kill_when_busy(cluster, journal: Path, victim) -> threading.Thread:
         while time.monotonic() < deadline:
             lines = journal.read_text().splitlines() if journal.exists() else []
             mine = [json.loads(x) for x in lines if '"AttemptDispatched"' in x
-                    and f'"node":"{name}"' in x]
+                    and f'"node":"{name}@' in x]
             if mine and not any(f'"scenario":"{mine[-1]["scenario"]}"' in x
                                 and '"phase":"done"' in x for x in lines):
                 c.remove_node(victim)
