@@ -31,7 +31,7 @@ class TreeSampler(threading.Thread):
         super().__init__(daemon=True)
         self.root = psutil.Process(pid)
         self.started = started
-        self.peak_rss = self.peak_root_rss = 0
+        self.peak_rss = self.peak_root_rss = self.peak_pss = 0
         self.peak_procs = 0
         self.root_cpu_s = 0.0
         self.cpu_trace: list[tuple[float, float]] = []  # (seconds since the fork, root CPU)
@@ -49,13 +49,19 @@ class TreeSampler(threading.Thread):
             procs = [self.root, *self.root.children(recursive=True)]
         except psutil.Error:
             return
-        rss = []
+        rss, pss = [], []
         for proc in procs:
             try:
-                rss.append(proc.memory_info().rss)
-            except psutil.Error:
+                full = proc.memory_full_info()   # smaps_rollup: root reads every process's
+                rss.append(full.rss)
+                pss.append(full.pss)
+            except (psutil.Error, AttributeError):
                 rss.append(0)
+                pss.append(0)
         self.samples += 1
+        # Summed RSS counts a page shared by N processes N times (the spawner's forked servers
+        # share its interpreter copy-on-write); summed PSS counts each page once in all.
+        self.peak_pss = max(self.peak_pss, sum(pss))
         self.root_cpu_s = cpu.user + cpu.system
         self.cpu_trace.append((time.perf_counter() - self.started, self.root_cpu_s))
         if sum(rss) > self.peak_rss:
@@ -104,6 +110,7 @@ def run_evlab(args: list[str]) -> dict:
             "last_scenario_done_s": scenario_lines[-1],
             "after_last_scenario_s": wall - scenario_lines[-1] if scenario_lines[-1] else None,
             "peak_tree_rss_mb": sampler.peak_rss / 2**20, "procs_at_peak": sampler.peak_procs,
+            "peak_tree_pss_mb": sampler.peak_pss / 2**20,
             "evlab_rss_at_peak_mb": sampler.peak_root_rss / 2**20,
             "evlab_own_cpu_s": sampler.root_cpu_s,
             "evlab_own_cpu_until_last_scenario_s": sampler.cpu_at(scenario_lines[-1]),

@@ -75,6 +75,7 @@ def measure(repeats: int) -> dict:
         "attempts_per_min": median(r["attempts_per_min"] for r in runs),
         "verdicts_identical": all(r["judged"] == runs[0]["judged"] for r in runs),
         "peak_tree_rss_mb": max(r["peak_tree_rss_mb"] for r in runs),
+        "peak_tree_pss_mb": max(r["peak_tree_pss_mb"] for r in runs),
         "runs": [{k: v for k, v in r.items() if k not in ("rss_samples", "judged")}
                  for r in runs],
     }

@@ -23,6 +23,7 @@ RESOURCE = "evlab"
 NEEDS = ("--ray needs Ray on this machine and on every node: `make setup` installs it "
          "(evlab's venv: pip install -e '.[ray]', Ray 2.60.0)")
 POLL_S = 1.0          # how often a dispatch loop looks for results and for new nodes
+START_S = 300.0       # how long a node's lab may take to open (imports, BPF compile)
 NODE_ERRORS = 2       # a node whose lab raises this many times in a row is given no more
 
 
@@ -46,6 +47,10 @@ class NodeLab(Node):
         node = ray.get_runtime_context().get_node_id()
         super().__init__(options, f"{node[:8]}@{ray.util.get_node_ip_address()}")
 
+    def opened(self) -> str:
+        """Answers once the lab is open (a Ray actor's constructor runs before any call)."""
+        return self.name
+
 
 class RayEngine:
     _cancelled = False     # cancel(): dispatch nothing more
@@ -65,12 +70,20 @@ class RayEngine:
                                        max_restarts=0)(NodeLab)
         self.actors: dict[str, object] = {}       # node id -> actor handle
         self.names: dict[str, str] = {}
+        self.unready: dict[str, str] = {}         # node name -> why its lab did not open
+        self._starting: dict[object, str] = {}    # a new actor's name() call -> node id
         self._spawn_missing()
-        if not self.actors:
+        # Every node's lab opens (imports, BPF compile) before the first attempt runs, so no
+        # attempt shares the machine's CPUs with another node's start-up.
+        self._ready_at_start = self._ready(START_S)
+        if not self._ready_at_start:
             self.close()
-            raise EngineError(f"--ray {address}: no live node offers the resource "
-                              f"{RESOURCE!r}; start evlab nodes with `ray start --address ... "
-                              f"--resources '{{\"{RESOURCE}\": 1}}'` (docs/campaign.md)")
+            why = "; ".join(f"{n}: {r}" for n, r in self.unready.items())
+            raise EngineError(f"--ray {address}: no live node offering the resource "
+                              f"{RESOURCE!r} could open its lab"
+                              + (f" ({why})" if why else "; start evlab nodes with `ray start "
+                                 f"--address ... --resources '{{\"{RESOURCE}\": 1}}'` "
+                                 "(docs/campaign.md)"))
 
     def _evlab_nodes(self) -> dict[str, str]:
         """Live nodes offering the resource: node id -> its name (as NodeLab names itself)."""
@@ -86,6 +99,30 @@ class RayEngine:
             actor = self._actor_class.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
                 node, soft=False)).remote(self.options)
             self.actors[node], self.names[node] = actor, name
+            self._starting[actor.opened.remote()] = node
+
+    def _ready(self, timeout_s: float) -> list[str]:
+        """The nodes whose lab has opened since the last look (waiting up to timeout_s for
+        all of them); a node whose lab could not open is dropped and said why."""
+        if not self._starting:
+            return []
+        done, late = self.ray.wait(list(self._starting), num_returns=len(self._starting),
+                                   timeout=timeout_s)
+        ready = []
+        if timeout_s > 0:   # waited for them: one still opening is given no more
+            for ref in late:
+                node = self._starting.pop(ref)
+                self.unready[self.names[node]] = f"its lab did not open within {timeout_s:.0f} s"
+                self._drop(node)
+        for ref in done:
+            node = self._starting.pop(ref)
+            try:
+                self.ray.get(ref)
+                ready.append(node)
+            except self.ray.exceptions.RayError as e:
+                self.unready[self.names[node]] = _first_line(e)
+                self._drop(node)
+        return ready
 
     def run(self, jobs: list[Job], files: Callable[[str], Files], sink) -> None:
         """Dispatch until every job finished or was given up; a lost one goes first again."""
@@ -93,7 +130,7 @@ class RayEngine:
         queue = collections.deque(jobs)
         refs: dict[str, object] = {}              # client -> its files in the object store
         running: dict[object, tuple[Job, str]] = {}
-        idle = list(self.actors)
+        idle, self._ready_at_start = self._ready_at_start, []
         errors: dict[str, int] = {}               # node -> errors in a row
         looked = time.monotonic()
         while queue or running:
@@ -101,15 +138,17 @@ class RayEngine:
                 raise Cancelled()
             if time.monotonic() - looked > POLL_S * 5:   # nodes that joined since
                 looked = time.monotonic()
-                before = set(self.actors)
                 self._spawn_missing()
-                idle += [n for n in self.actors if n not in before]
+            idle += self._ready(0)
             while queue and idle:
                 job, node = queue.popleft(), idle.pop(0)
                 if job.client not in refs:
                     refs[job.client] = ray.put(files(job.client))
                 running[self.actors[node].run.remote(job, refs[job.client])] = (job, node)
                 sink.dispatched(job, self.names[node])
+            if not running and not idle and self._starting:
+                idle += self._ready(START_S)
+                continue
             if not running:
                 for job in queue:
                     sink.lost(job, "-", "no evlab node left in the cluster", retry=False)
