@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = cli.build_parser().parse_args(argv)
     try:
+        if getattr(args, "jobs", None) and args.jobs > 1 and not args.headless:
+            raise cli.UsageError("--jobs runs headless only (add --headless): the dashboard "
+                                 "runs one scenario at a time")
         if args.command is None:
             from tui.sources import LiveSource
             return _dashboard(LiveSource(cli.chosen_scenarios([], True), Options()))

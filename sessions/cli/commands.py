@@ -77,7 +77,7 @@ def cmd_grade(args) -> int:
     spec = grade_spec(args)
     attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
     grade = grade_started(spec, attempts)
-    doc = record_session(attempts, args, grade, spec.sandbox)
+    doc = record_session(attempts, args, grade, spec.sandbox, spec)
     if doc is None:
         return 130
     print(grade_summary_line(doc["grade"]), file=sys.stderr)

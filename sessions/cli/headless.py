@@ -5,7 +5,6 @@ import json
 import shutil
 import signal
 import sys
-import time
 from pathlib import Path
 
 from probes.interrupts import raise_or_defer
@@ -14,14 +13,17 @@ from probes.sandbox import SandboxLimits
 from sessions.cli.outputs import check_outputs, deliver, write_atomic
 from sessions.cli.parser import LIMIT_FLAGS, TOML_KEYS, UsageError
 from sessions.judging.judge import VerdictEngine
+from sessions.lab.pool import default_jobs
 from sessions.lab.runner import Options
 from sessions.lab.schedule import run_session
 from sessions.output import document, report
 from sessions.output.archive import ArchiveWriter
+from sessions.spec.client_spec import ClientSpec
 from sessions.spec.scenario import NOISE_KINDS
 from sessions.stream.events import (
     Event,
     GradeStarted,
+    PhaseChanged,
     ScenarioJudged,
     ScenarioStarted,
     StaleCleaned,
@@ -42,19 +44,24 @@ def _raise_interrupt(signum, frame):
 
 
 class Progress:
-    """One line per scenario on stderr as it is judged."""
+    """One line per scenario on stderr as it is judged, with its own time (its start to its
+    judging, on the clock of the lab that ran it)."""
 
     def __init__(self, total: int):
-        self.total, self.done, self.started = total, 0, {}
+        self.total, self.done, self.started, self.judging = total, 0, {}, {}
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, StaleCleaned):
             print(f"evlab: {event.detail}", file=sys.stderr, flush=True)
         elif isinstance(event, ScenarioStarted):
-            self.started[event.scenario] = time.monotonic()
+            self.started[event.scenario] = event.t_ns
+        elif isinstance(event, PhaseChanged) and event.phase == "judging":
+            self.judging[event.scenario] = event.t_ns
         elif isinstance(event, ScenarioJudged):
             self.done += 1
-            took = time.monotonic() - self.started.get(event.scenario, time.monotonic())
+            start = self.started.get(event.scenario)
+            end = self.judging.get(event.scenario, start)
+            took = (end - start) / 1e9 if start is not None and end is not None else 0.0
             print(f"[{self.done}/{self.total}] {event.scenario:<18} {event.instrument_check:<12} "
                   f"{took:4.1f} s  {event.detail}", file=sys.stderr, flush=True)
 
@@ -86,13 +93,14 @@ def options_of(args, grading: bool = False, from_file: dict | None = None) -> Op
 
 
 def record_session(scenarios, args, grade: GradeStarted | None = None,
-                   sandbox: dict | None = None) -> dict | None:
+                   sandbox: dict | None = None, spec: ClientSpec | None = None) -> dict | None:
     """Run scenarios headless, writing --json, --archive (and --report) whatever happens;
     the JSON document, or None when interrupted."""
     options = options_of(args, grade is not None, sandbox)
+    jobs = args.jobs if args.jobs is not None else default_jobs()
     return record(args, lambda book: Progress(len(scenarios)),
                   lambda stream, book, staging: run_session(stream, scenarios, staging, options,
-                                                            grade))
+                                                            grade, jobs, spec))
 
 
 def record(args, progress_of, work, staging: Path | None = None,

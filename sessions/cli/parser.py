@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                    f"{','.join(NOISE_KINDS)} (default with --noise: all)")
     r.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
     r.add_argument("--archive", type=Path, metavar="PATH", help="write the session archive here")
+    _jobs_argument(r)
     _boundary_arguments(r)
     rp = sub.add_parser("report", help="render a saved session's report")
     rp.add_argument("archive", type=Path)
@@ -110,9 +111,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="kill an invocation after S seconds (default 20)")
     _attempt_arguments(g, f"ambient noise during every attempt: {','.join(NOISE_KINDS)} "
                           "(default with --noise: all)")
+    _jobs_argument(g)
     _campaign_parser(sub)
     _doctor_parser(sub)
     return p
+
+
+def _jobs_argument(parser) -> None:
+    parser.add_argument("--jobs", type=_positive_int, metavar="N",
+                        help="run N scenarios at once, each on a lab of its own (headless; "
+                        "default: one per two CPUs)")
 
 
 def _doctor_parser(sub) -> None:

@@ -38,10 +38,11 @@ class AttemptPiece:
 class AttemptOrder:
     """What a node needs to run one attempt (picklable: it travels to Ray nodes)."""
 
-    client: str
-    spec: ClientSpec                # resolved where it runs
+    client: str                     # a campaign's client name ("" for a plain grade)
+    spec: ClientSpec | None         # resolved where it runs; None: not a grade (a seeded one)
     shipped: dict[str, Path]        # shipped name -> the file here
     scenario: Scenario              # the attempt, from ClientSpec.attempt_of
+    bases: tuple[str, ...] = ()     # the grade's scenarios (default: this one's)
 
 
 class AttemptWorker:
@@ -72,7 +73,9 @@ class AttemptWorker:
         opening = [dataclasses.replace(self._opening[0], scenarios=(s.id,)),
                    *self._opening[1:]]
         try:
-            self._stream.publish(order.spec.started((s.base,), order.client, shipped))
+            if order.spec is not None:
+                self._stream.publish(order.spec.started(order.bases or (s.base,), order.client,
+                                                        shipped))
             self._session.run_scenario(s)
             events = opening + self._events
             return AttemptPiece(s.id, self.node, tuple(to_json(e) for e in events),

@@ -1,20 +1,28 @@
 """A session of scenarios: opened once (one compiled collector, one warm server spawner), the
-scenarios run in order, and always closed. (State is kept per scenario and invocation, so
-scenarios can later run at once; the collector's per-invocation bookkeeping is not yet safe
-for that: see issue "Throughput".)"""
+scenarios run in order, and always closed; or, with `jobs` > 1, run several at once on a pool
+of labs (sessions/lab/pool.py), their pieces of stream published in the scenarios' order."""
 
+import time
 from pathlib import Path
 
+from sessions.lab.attempts import AttemptOrder, AttemptPiece
+from sessions.lab.pool import Pool
 from sessions.lab.runner import Options, Session
+from sessions.spec.client_spec import ClientSpec
 from sessions.spec.scenario import Scenario
-from sessions.stream.events import GradeStarted
+from sessions.stream.codec import from_json
+from sessions.stream.events import GradeStarted, SessionEnded
 from sessions.stream.stream import EventStream
 
 
 def run_session(stream: EventStream, scenarios: list[Scenario], out_dir: Path,
-                options: Options | None = None, grade: GradeStarted | None = None) -> None:
-    """Run the scenarios in order; always closes the session (SessionEnded says how it ended).
-    With `grade`, the scenarios are the attempts of `evlab grade` and it says who is graded."""
+                options: Options | None = None, grade: GradeStarted | None = None,
+                jobs: int = 1, spec: ClientSpec | None = None) -> None:
+    """Run the scenarios; always closes the session (SessionEnded says how it ended). With
+    `grade`, the scenarios are the attempts of `evlab grade` and it says who is graded (and
+    `spec` is that client, which several labs at once each resolve)."""
+    if jobs > 1 and len(scenarios) > 1:
+        return _at_once(stream, scenarios, out_dir, options or Options(), grade, jobs, spec)
     session = Session(stream, out_dir, options)
     reason = "complete"
     try:
@@ -31,3 +39,35 @@ def run_session(stream: EventStream, scenarios: list[Scenario], out_dir: Path,
         raise
     finally:
         session.close(reason)
+
+
+def _at_once(stream: EventStream, scenarios: list[Scenario], out_dir: Path, options: Options,
+             grade: GradeStarted | None, jobs: int, spec: ClientSpec | None) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def publish(piece: AttemptPiece) -> None:
+        for name, data in piece.files.items():   # pcaps and records, for the archive
+            (out_dir / name).write_bytes(data)
+        for line in piece.lines:
+            stream.publish(from_json(line))
+
+    bases = grade.scenarios if grade is not None else ()
+    orders = [AttemptOrder("", spec if grade is not None else None, {}, s, bases)
+              for s in scenarios]
+    reason, pool = "complete", None
+    try:
+        pool = Pool(options, min(jobs, len(scenarios)))
+        pool.run(orders, publish)
+    except KeyboardInterrupt:
+        reason = "interrupted"
+        if pool is not None:
+            pool.cancel()
+        raise
+    except BaseException as e:
+        reason = f"error: {e or type(e).__name__}"
+        raise
+    finally:
+        if pool is not None:
+            pool.close()
+        stream.publish(SessionEnded(time.monotonic_ns(), partial=reason != "complete",
+                                    reason=reason))
