@@ -34,12 +34,17 @@ What is measured, each figure the median of repeated runs, each ratio of medians
    own time from the run's archive (campaign: dispatch to judged; plain grade: set-up to
    judged; start-up excluded), the engine's added time per attempt beyond a plain grade
    attempt and their ratio; and whether every local and ray run judged every attempt alike.
+9. Attempts at once (bench/jobs.py): `evlab run --all` and `evlab grade` of the C baseline and
+   of the Python client (4 grade scenarios x 2 attempts) with --jobs 1 and --jobs 2, side by
+   side in each of 20 repetitions: whether --jobs 2 judged every clause, gate and outcome as
+   --jobs 1 did, wall times, attempts a minute and their ratio, the default --jobs here.
 
 Writes bench/results.json (raw samples and medians) and bench/results.md (the table, also
-printed). Progress goes to stderr. About 8-11 minutes on a 2-core machine, most of it strace
-doing readloop's 1,000,000 reads (40-105 s a run here, depending on CPU placement), plus
-about 75 s of campaigns. Options: --only overhead,suite,dashboard,grade,throughput,hooks,
-campaign runs some sections (for development).
+printed). Progress goes to stderr. About 17-20 minutes on a 2-core machine: about 9 of them
+the jobs section (120 evlab runs), most of the rest strace doing readloop's 1,000,000 reads
+(40-105 s a run here, depending on CPU placement), and about 75 s of campaigns. Options:
+--only overhead,suite,dashboard,grade,throughput,hooks,campaign,jobs runs some sections (for
+development).
 """
 
 import argparse
@@ -58,6 +63,7 @@ from bench import (
     flood,
     grade,
     hooks,
+    jobs,
     overhead,
     report,
     suite,
@@ -68,7 +74,8 @@ from bench import (
 from bench.measure import median, say
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("overhead", "suite", "dashboard", "grade", "throughput", "hooks", "campaign")
+SECTIONS = ("overhead", "suite", "dashboard", "grade", "throughput", "hooks", "campaign",
+            "jobs")
 HASH_STORM_REPEATS = {"untraced": 10, "evlab": 10, "strace": 5, "bpftrace": 10,
                       "evlab-idle": 5, "bpf-floor": 5}
 READLOOP_REPEATS = {"untraced": 3, "evlab": 3, "strace": 1, "bpftrace": 3,
@@ -81,6 +88,7 @@ COST_REPEATS = 2
 TMUX_REPEATS = 3
 HOOKS_ROUNDS = 9
 CAMPAIGN_REPEATS = 3
+JOBS_REPEATS = jobs.REPEATS
 NOTES = [
     "Rounds: every condition's block runs once per round, in an order rotated each round; "
     "observers are set up before and torn down after their block, so none is loaded while "
@@ -192,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                  throughput=throughput.measure(THROUGHPUT_REPEATS)))],
              "hooks": [("hooks", lambda r: r.update(hooks=hooks.measure(HOOKS_ROUNDS)))],
              "campaign": [("campaign", lambda r: r.update(
-                 campaign=campaign.measure(CAMPAIGN_REPEATS)))]}
+                 campaign=campaign.measure(CAMPAIGN_REPEATS)))],
+             "jobs": [("jobs", lambda r: r.update(jobs=jobs.measure(JOBS_REPEATS)))]}
     for section in only:
         for name, step in steps[section]:
             load = results.setdefault("load_average_1min", {})[name] = [os.getloadavg()[0]]

@@ -8,8 +8,7 @@ through the sandbox chain to the client's reaped exit). The median over the atte
 
 Repeated REPEATS times: attempts per minute, whether every clause, gate and outcome was
 identical across the runs, and the peak summed RSS of the evlab process tree during the grade
-(sampled as bench/suite.py does). Attempts at once (--jobs) are not measured yet: the
-collector's per-invocation bookkeeping is not safe for concurrent invocations.
+(sampled as bench/suite.py does). Attempts at once (--jobs) are bench/jobs.py's.
 """
 
 import json
