@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from probes import bcc_btf
+from probes.bcc_btf import member_offset
 from probes.capability import Capability
 from probes.collector_abi import cflags
 
@@ -39,7 +40,9 @@ def load_bpf():
             "tracefs", False, "tracefs is not mounted; BCC cannot read tracepoint formats",
             "mount -t tracefs nodev /sys/kernel/tracing"))
     try:
-        return BPF(src_file=str(BPF_SOURCE), cflags=cflags())
+        runtime = member_offset("task_struct", "se", "sum_exec_runtime")
+        return BPF(src_file=str(BPF_SOURCE), cflags=cflags() + [
+            f"-DTASK_RUNTIME_OFF={runtime if runtime is not None else -1}"])
     except Exception as e:
         detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         fix = ("make setup (installs linux-headers-amd64 and links /lib/modules/$(uname -r)/build)"

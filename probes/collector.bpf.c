@@ -57,6 +57,8 @@ struct task {
     u64 on_since;
     u64 stretch;
     u64 softirq;
+    u64 runtime_seen;   // the scheduler's sum_exec_runtime of the task, as far as counted
+    u64 counted;        // on-CPU time counted by on_since since then
     u64 fd_gen;
     s32 fd;
     u8 fd_kind;
@@ -293,12 +295,49 @@ static __always_inline int is_progress(u64 nr)
     return 1;
 }
 
+// The task's runtime so far (its baseline when tracking starts at exec; a child starts at 0).
+static __always_inline u64 runtime_of(void *task)
+{
+    u64 runtime = 0;
+#if TASK_RUNTIME_OFF >= 0
+    bpf_probe_read_kernel(&runtime, sizeof(runtime), (char *)task + TASK_RUNTIME_OFF);
+#endif
+    return runtime;
+}
+
+// The on_since clock misses a whole time on the CPU when the task's storage could not be read
+// at its switch in: a tracing program's task-storage lookup is refused while the per-CPU
+// storage lock is held, which a task freeing another's storage holds preemptibly. The
+// scheduler's own cumulative runtime (task_struct.se.sum_exec_runtime, its offset in this
+// kernel from BTF: TASK_RUNTIME_OFF) catches up what was missed, at each switch out and at
+// exit: into the tree's CPU and into the current stretch, so a missed spin is still a spin.
+static __always_inline void catch_up(struct task *t, struct counters *c, void *task, u64 now)
+{
+#if TASK_RUNTIME_OFF >= 0
+    u64 runtime = runtime_of(task);
+    u64 ran = runtime > t->runtime_seen ? runtime - t->runtime_seen : 0;
+    // a task on the CPU now (its exit) has its current time still to be counted by on_since
+    u64 counted = t->counted + (t->on_since && now > t->on_since ? now - t->on_since : 0);
+    if (ran > counted) {
+        if (c)
+            c->c[CTR_ONCPU_NS] += ran - counted;
+        t->stretch += ran - counted;
+    }
+    if (runtime > t->runtime_seen)
+        t->runtime_seen = runtime;
+    t->counted = 0;
+#endif
+}
+
+
+
 static __always_inline void end_stretch(struct task *t, struct counters *c, struct slot *s,
                                         u64 now)
 {
     u64 run = t->stretch;
     if (t->on_since) {
         c->c[CTR_ONCPU_NS] += now - t->on_since;
+        t->counted += now - t->on_since;
         run += now - t->on_since;
         t->on_since = now;
     }
@@ -574,9 +613,11 @@ int btf_sched_switch(struct bpf_raw_tracepoint_args *ctx)
         if (prev->on_since) {
             if (c)
                 c->c[CTR_ONCPU_NS] += now - prev->on_since;
+            prev->counted += now - prev->on_since;
             prev->stretch += now - prev->on_since;
             prev->on_since = 0;
         }
+        catch_up(prev, c, (void *)ctx->args[1], now);
     }
     struct task *next = tasks.task_storage_get((void *)ctx->args[2], 0, 0);
     if (!next)
@@ -687,6 +728,7 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
         pending_exec.delete(&pid);
         // exec runs on the CPU: its clock starts now
         struct task init = { .inv = l.inv, .slot = l.slot, .on_since = bpf_ktime_get_ns(),
+                             .runtime_seen = runtime_of((void *)bpf_get_current_task()),
                              .fd_gen = ~0ULL, .fd = -1, .skip = SKIP_EXEC };
         t = tasks.task_storage_get(bpf_get_current_task_btf(), &init,
                                    BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -713,7 +755,9 @@ static __always_inline void task_ended(struct task *t)
     struct slot *s = 0;
     struct counters *c = counters_of(t->slot, t->inv, &s);
     if (c && s) {
-        end_stretch(t, c, s, bpf_ktime_get_ns());   // a task killed mid-spin ends its stretch
+        u64 now = bpf_ktime_get_ns();
+        catch_up(t, c, (void *)bpf_get_current_task(), now);
+        end_stretch(t, c, s, now);   // a task killed mid-spin ends its stretch
         struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
         u64 nr = regs ? regs->orig_ax : 0;
         if (nr == __NR_exit || nr == __NR_exit_group)
