@@ -13,6 +13,7 @@ from sessions.campaign.journal import Journal
 from sessions.campaign.shipping import Files, ShippingError, pack
 from sessions.lab.attempts import AttemptPiece
 from sessions.lab.runner import VERSION
+from sessions.lab.schedule import end_reason
 from sessions.spec.campaign import Campaign
 from sessions.spec.contract import load_contract
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
@@ -130,11 +131,8 @@ def run_campaign(stream: EventStream, book: EvidenceBook, campaign: Campaign, jo
         journal.sync()
         merger = Merger(stream, campaign, journal)
         engine.run(remaining(plan(campaign), book), merger.files, merger)
-    except KeyboardInterrupt:
-        reason = "interrupted"
-        raise
     except BaseException as e:
-        reason = f"error: {e or type(e).__name__}"
+        reason = end_reason(e)
         raise
     finally:
         stream.publish(SessionEnded(time.monotonic_ns(), partial=reason != "complete",

@@ -31,14 +31,18 @@ def run_session(stream: EventStream, scenarios: list[Scenario], out_dir: Path,
             stream.publish(grade)
         for scenario in scenarios:
             session.run_scenario(scenario)
-    except KeyboardInterrupt:
-        reason = "interrupted"
-        raise
     except BaseException as e:
-        reason = f"error: {e or type(e).__name__}"
+        reason = end_reason(e)
         raise
     finally:
         session.close(reason)
+
+
+def end_reason(error: BaseException) -> str:
+    """SessionEnded's reason for a session an exception ended."""
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted"
+    return f"error: {error or type(error).__name__}"
 
 
 def _at_once(stream: EventStream, scenarios: list[Scenario], out_dir: Path, options: Options,
@@ -58,13 +62,10 @@ def _at_once(stream: EventStream, scenarios: list[Scenario], out_dir: Path, opti
     try:
         pool = Pool(options, min(jobs, len(scenarios)))
         pool.run(orders, publish)
-    except KeyboardInterrupt:
-        reason = "interrupted"
-        if pool is not None:
-            pool.cancel()
-        raise
     except BaseException as e:
-        reason = f"error: {e or type(e).__name__}"
+        reason = end_reason(e)
+        if pool is not None and isinstance(e, KeyboardInterrupt):
+            pool.cancel()
         raise
     finally:
         if pool is not None:
