@@ -355,22 +355,27 @@ async def test_grade_view_shows_attempts_metrics_and_risks(tmp_path):
     spec = from_command(f"/usr/bin/python3 {client} --variant chdir-write {{host}} {{port}} "
                         "{source}", attempts=2, scenarios=("normal",))
     attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
-    app = EvlabApp(LiveSource(attempts, Options(), grade=grade_started(spec, attempts)))
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: all(s == "success"
-                                          for _, s in app.source.model.statuses()))
-        await pilot.pause(0.5)
-        assert cell(app, "#scenarios", "normal@2", 1) == "✓ success"
-        rows = [clause for clause, _ in app.source.model.verdict_rows("normal@1")]
-        assert rows[-6:] == ["gate immediate", "gate re-run", "gate durability",
-                             "gate restore", "gate cleanup", "gate limits"]
-        await pilot.press("g")
-        assert isinstance(app.screen, GradeScreen)
-        text = str(app.screen.query_one("#grade").render())
-        assert "normal       ✓ ✓ " in text
-        assert "Pass@1 1.00  pass^k 1.00  Best-of-N 1.00" in text
-        # 2 attempts x 2 runs x (open, unlink) in /tmp, which it may write in its sandbox
-        assert "risk findings (8, reported, not judged)" in text
-        assert "medium normal@1 inv 1 write-outside" in text
-        await pilot.press("escape")
-        assert not isinstance(app.screen, GradeScreen)
+    source = LiveSource(attempts, Options(), grade=grade_started(spec, attempts))
+    app = EvlabApp(source)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: all(s == "success"
+                                              for _, s in app.source.model.statuses()))
+            await pilot.pause(0.5)
+            assert cell(app, "#scenarios", "normal@2", 1) == "✓ success"
+            rows = [clause for clause, _ in app.source.model.verdict_rows("normal@1")]
+            assert rows[-6:] == ["gate immediate", "gate re-run", "gate durability",
+                                 "gate restore", "gate cleanup", "gate limits"]
+            await pilot.press("g")
+            assert isinstance(app.screen, GradeScreen)
+            text = str(app.screen.query_one("#grade").render())
+            assert "normal       ✓ ✓ " in text
+            assert "Pass@1 1.00  pass^k 1.00  Best-of-N 1.00" in text
+            # 2 attempts x 2 runs x (open, unlink) in /tmp, which it may write in its sandbox
+            assert "risk findings (8, reported, not judged)" in text
+            assert "medium normal@1 inv 1 write-outside" in text
+            await pilot.press("escape")
+            assert not isinstance(app.screen, GradeScreen)
+    finally:
+        source.stop()
+        assert source.wait_stopped()   # and its staging directory is gone
