@@ -370,6 +370,12 @@ def _observed(rows: list[dict], key: str) -> str:
     return ", ".join("—" if v is None else f"{v:,}" for v in values)
 
 
+# unit -> how a figure in it is written (seconds choose their own scale, below)
+FORMATS = {"x": "{:.2f}x", "MB": "{:.0f} MB", "µs3": "{:.3f} µs", "ms": "{:.0f} ms",
+           "+ms": "{:+.0f} ms", "/min": "{:.0f} a minute", "2f": "{:.2f}", "µs": "{:.2f} µs",
+           "+µs": "{:+.2f} µs"}
+
+
 def _value(value, unit: str = "") -> str:
     if value is None:
         return "—"
@@ -379,22 +385,4 @@ def _value(value, unit: str = "") -> str:
         if value < 0.01:
             return f"{value * 1000:.1f} ms"
         return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
-    if unit == "x":
-        return f"{value:.2f}x"
-    if unit == "MB":
-        return f"{value:.0f} MB"
-    if unit == "µs3":
-        return f"{value:.3f} µs"
-    if unit == "ms":
-        return f"{value:.0f} ms"
-    if unit == "+ms":
-        return f"{value:+.0f} ms"
-    if unit == "/min":
-        return f"{value:.0f} a minute"
-    if unit == "2f":
-        return f"{value:.2f}"
-    if unit == "µs":
-        return f"{value:.2f} µs"
-    if unit == "+µs":
-        return f"{value:+.2f} µs"
-    return str(value)
+    return FORMATS[unit].format(value) if unit in FORMATS else str(value)
