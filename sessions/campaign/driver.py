@@ -46,6 +46,7 @@ class Merger:
     def __init__(self, stream: EventStream, campaign: Campaign, journal: Journal):
         self.stream, self.campaign, self.journal = stream, campaign, journal
         self._files: dict[str, Files] = {}
+        self._versions = (VERSION, load_contract().version)   # what every node must run
 
     def files(self, client: str) -> Files:
         """The client's shipped files, read once (what every node receives)."""
@@ -62,7 +63,7 @@ class Merger:
     def finished(self, job: Job, piece: AttemptPiece) -> None:
         try:
             events = [from_json(line) for line in piece.lines]
-            _check_piece(job, events)
+            _check_piece(job, events, self._versions)
             self.journal.keep_files(piece.files, job.id)
         except (EventFormatError, ShippingError) as e:
             self.lost(job, piece.node, f"the node's record is unusable: {e}", retry=False)
@@ -80,13 +81,12 @@ class Merger:
         return retried
 
 
-def _check_piece(job: Job, events: list[Event]) -> None:
+def _check_piece(job: Job, events: list[Event], here: tuple[str, str]) -> None:
     """A piece from a node is the attempt asked for, as observations only: one opening, one
     GradeStarted of that client, events of that attempt. A judgement, a campaign event or an
     end in it would be the node speaking for the judge or the driver."""
     if not events or not isinstance(events[0], SessionStarted):
         raise EventFormatError("it does not start with the node's SessionStarted")
-    here = (VERSION, load_contract().version)
     there = (events[0].evlab_version, events[0].contract_version)
     if there != here:   # a node on other evlab code judges by other rules
         raise EventFormatError(f"the node runs evlab {there[0]} with contract v{there[1]}, "
