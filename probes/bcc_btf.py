@@ -2,9 +2,8 @@
 collector.bpf.c but has no loader for this program type, so they are loaded here.
 
 A tp_btf program gets the tracepoint's arguments typed by the kernel's BTF: sys_exit's saved
-registers (read with plain loads, not probe reads), sched_switch's and sched_process_fork's
-tasks (whose task storage it can reach). It runs like a raw tracepoint program: no
-perf-style record of the arguments is built for it.
+registers (read with plain loads, not probe reads), sched_switch's two tasks. It runs like a
+raw tracepoint program: no perf-style record of the arguments is built for it.
 
     links = attach(bpf, PROGRAMS)     # [(program fd, link fd)], or OSError with the verifier's log
     detach(links)
@@ -16,8 +15,7 @@ import struct
 
 from probes import syscalls
 
-PROGRAMS = (("btf_sys_exit", "sys_exit"), ("btf_sched_switch", "sched_switch"),
-            ("btf_sched_process_fork", "sched_process_fork"))
+PROGRAMS = (("btf_sys_exit", "sys_exit"), ("btf_sched_switch", "sched_switch"))
 
 BPF_PROG_LOAD, BPF_RAW_TRACEPOINT_OPEN = 5, 17
 BPF_PROG_TYPE_TRACING, BPF_TRACE_RAW_TP = 26, 23

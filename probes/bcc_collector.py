@@ -10,7 +10,7 @@
 
 The BPF program (collector.bpf.c beside this file) is compiled once, in __init__ (~1-2 s here);
 invocations are retargeted by writing the config map. Overhead: one program runs at the exit of
-every syscall on the machine (one task-storage lookup when untracked), sched_switch and softirqs
+every syscall on the machine (one hash lookup when untracked), sched_switch and softirqs
 likewise, uprobes only in the client's binary. `overhead()` reports the programs' own run time
 from the kernel's BPF statistics when they were asked for (`bpf_stats=True`, or
 measure_bpf()): the kernel then times every BPF program run on the machine, which costs more

@@ -40,9 +40,10 @@ def load_bpf():
             "tracefs", False, "tracefs is not mounted; BCC cannot read tracepoint formats",
             "mount -t tracefs nodev /sys/kernel/tracing"))
     try:
-        runtime = member_offset("task_struct", "se", "sum_exec_runtime")
-        return BPF(src_file=str(BPF_SOURCE), cflags=cflags() + [
-            f"-DTASK_RUNTIME_OFF={runtime if runtime is not None else -1}"])
+        pid = member_offset("task_struct", "pid")
+        if pid is None:
+            raise OSError("the kernel's BTF does not describe task_struct.pid")
+        return BPF(src_file=str(BPF_SOURCE), cflags=cflags() + [f"-DTASK_PID_OFF={pid}"])
     except Exception as e:
         detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         fix = ("make setup (installs linux-headers-amd64 and links /lib/modules/$(uname -r)/build)"
@@ -58,8 +59,8 @@ def attach_btf(bpf) -> list[tuple[int, int]]:
     except OSError as e:
         raise CollectorUnavailable(Capability(
             "tp_btf", False, str(e),
-            "needs Linux >= 5.11 with BTF (/sys/kernel/btf/vmlinux): BTF-typed tracepoints "
-            "and task storage")) from None
+            "needs Linux >= 5.15 with BTF (/sys/kernel/btf/vmlinux): BTF-typed tracepoints "
+            "and bpf_task_pt_regs")) from None
 
 
 def run_stats(bpf, links=()) -> tuple[int, int]:

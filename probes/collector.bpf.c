@@ -15,12 +15,12 @@
 // What it costs (this kernel has no kprobes and no fentry; it has tp_btf): one program runs
 // on every syscall of the machine, on raw_syscalls' sys_exit (BTF-typed, loaded by
 // probes/bcc_btf.py; the functions named btf_*), and for a task that is not tracked it
-// returns after one task-local-storage lookup (no hash, no lock). The syscall's arguments are
-// read from its saved registers at exit, so nothing runs at sys_enter. A tracked task's state
-// lives in its task storage; its invocation's counters are a per-CPU array slot (INV_SLOTS of
-// them, assigned by Python), so the tracked path does no hash lookup for a read(2) either.
-// sched_switch (tp_btf) and the softirq raw tracepoints cost the rest of the machine one
-// task-storage lookup each. x86-64 syscall numbers and registers.
+// returns after one lookup in the tid-keyed `tasks` hash (lock-free for a lookup). The
+// syscall's arguments are read from its saved registers at exit, so nothing runs at sys_enter.
+// A tracked task's state lives in `tasks`; its invocation's counters are a per-CPU array slot
+// (INV_SLOTS of them, assigned by Python), so the tracked path does no further hash lookup
+// for a read(2). sched_switch (tp_btf) costs the rest of the machine two lookups, the softirq
+// raw tracepoints one each. x86-64 syscall numbers and registers.
 #include <uapi/linux/ptrace.h>
 #include <linux/socket.h>
 #include <linux/in.h>
@@ -57,14 +57,16 @@ struct task {
     u64 on_since;
     u64 stretch;
     u64 softirq;
-    u64 runtime_seen;   // the scheduler's sum_exec_runtime of the task, as far as counted
-    u64 counted;        // on-CPU time counted by on_since since then
     u64 fd_gen;
     s32 fd;
     u8 fd_kind;
     u8 skip;
 };
-BPF_TASK_STORAGE(tasks, struct task);
+// Keyed by tid, not task storage: a tracing program's task-storage lookup is refused while the
+// CPU's storage lock is held, and a task freeing another's storage holds it preemptibly, so a
+// tracked task running under such a holder went unseen for a whole time slice (its syscalls,
+// reads and on-CPU time). A hash lookup is never refused. Entries go at exit (task_ended).
+BPF_HASH(tasks, u32, struct task, 16384);
 
 struct launch { u32 inv; u32 slot; };
 BPF_HASH(tracked, u32, struct launch, 8192);   // tid -> invocation: the tree's live tasks
@@ -156,7 +158,17 @@ static __always_inline void add(u32 slot, u32 inv, u32 id, u64 n)
 
 static __always_inline struct task *tracked_task(void)
 {
-    return tasks.task_storage_get(bpf_get_current_task_btf(), 0, 0);
+    u32 tid = bpf_get_current_pid_tgid();
+    return tasks.lookup(&tid);
+}
+
+// The tid of a task_struct the tracepoint handed us (its offset in this kernel from BTF:
+// BCC compiles against Debian's headers, whose layout may differ).
+static __always_inline struct task *task_of(void *task)
+{
+    u32 tid = 0;
+    bpf_probe_read_kernel(&tid, sizeof(tid), (char *)task + TASK_PID_OFF);
+    return tid ? tasks.lookup(&tid) : 0;
 }
 
 static __always_inline void fd_changed(void)
@@ -295,49 +307,12 @@ static __always_inline int is_progress(u64 nr)
     return 1;
 }
 
-// The task's runtime so far (its baseline when tracking starts at exec; a child starts at 0).
-static __always_inline u64 runtime_of(void *task)
-{
-    u64 runtime = 0;
-#if TASK_RUNTIME_OFF >= 0
-    bpf_probe_read_kernel(&runtime, sizeof(runtime), (char *)task + TASK_RUNTIME_OFF);
-#endif
-    return runtime;
-}
-
-// The on_since clock misses a whole time on the CPU when the task's storage could not be read
-// at its switch in: a tracing program's task-storage lookup is refused while the per-CPU
-// storage lock is held, which a task freeing another's storage holds preemptibly. The
-// scheduler's own cumulative runtime (task_struct.se.sum_exec_runtime, its offset in this
-// kernel from BTF: TASK_RUNTIME_OFF) catches up what was missed, at each switch out and at
-// exit: into the tree's CPU and into the current stretch, so a missed spin is still a spin.
-static __always_inline void catch_up(struct task *t, struct counters *c, void *task, u64 now)
-{
-#if TASK_RUNTIME_OFF >= 0
-    u64 runtime = runtime_of(task);
-    u64 ran = runtime > t->runtime_seen ? runtime - t->runtime_seen : 0;
-    // a task on the CPU now (its exit) has its current time still to be counted by on_since
-    u64 counted = t->counted + (t->on_since && now > t->on_since ? now - t->on_since : 0);
-    if (ran > counted) {
-        if (c)
-            c->c[CTR_ONCPU_NS] += ran - counted;
-        t->stretch += ran - counted;
-    }
-    if (runtime > t->runtime_seen)
-        t->runtime_seen = runtime;
-    t->counted = 0;
-#endif
-}
-
-
-
 static __always_inline void end_stretch(struct task *t, struct counters *c, struct slot *s,
                                         u64 now)
 {
     u64 run = t->stretch;
     if (t->on_since) {
         c->c[CTR_ONCPU_NS] += now - t->on_since;
-        t->counted += now - t->on_since;
         run += now - t->on_since;
         t->on_since = now;
     }
@@ -599,11 +574,11 @@ int btf_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 }
 
 // A tracked task's on-CPU clock runs from its switch in to its switch out (tp_btf: the
-// program gets both tasks, so both task storages).
+// program gets both tasks).
 int btf_sched_switch(struct bpf_raw_tracepoint_args *ctx)
 {
     // (bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int state)
-    struct task *prev = tasks.task_storage_get((void *)ctx->args[1], 0, 0);
+    struct task *prev = task_of((void *)ctx->args[1]);
     u64 now = 0;
     if (prev) {
         now = bpf_ktime_get_ns();
@@ -613,34 +588,14 @@ int btf_sched_switch(struct bpf_raw_tracepoint_args *ctx)
         if (prev->on_since) {
             if (c)
                 c->c[CTR_ONCPU_NS] += now - prev->on_since;
-            prev->counted += now - prev->on_since;
             prev->stretch += now - prev->on_since;
             prev->on_since = 0;
         }
-        catch_up(prev, c, (void *)ctx->args[1], now);
     }
-    struct task *next = tasks.task_storage_get((void *)ctx->args[2], 0, 0);
+    struct task *next = task_of((void *)ctx->args[2]);
     if (!next)
         return 0;
     next->on_since = now ? now : bpf_ktime_get_ns();
-    return 0;
-}
-
-// A tracked task's child (process or thread) is tracked from its birth: its task storage is
-// made here, in the parent (tp_btf gives the child's task); the pid bookkeeping and the event
-// are sched_process_fork's tracepoint program below.
-int btf_sched_process_fork(struct bpf_raw_tracepoint_args *ctx)
-{
-    // (struct task_struct *parent, struct task_struct *child)
-    struct task *parent = tasks.task_storage_get((void *)ctx->args[0], 0, 0);
-    if (!parent)
-        return 0;
-    struct task init = { .inv = parent->inv, .slot = parent->slot, .fd_gen = ~0ULL, .fd = -1,
-                         .skip = SKIP_FORK };
-    struct task *child = tasks.task_storage_get((void *)ctx->args[1], &init,
-                                                BPF_LOCAL_STORAGE_GET_F_CREATE);
-    if (!child)   // a child we cannot follow: the view is incomplete
-        add(parent->slot, parent->inv, CTR_LOST_EVENTS, 1);
     return 0;
 }
 
@@ -663,7 +618,10 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
     struct task *t = tracked_task();
     if (t) {
         struct launch l = { .inv = t->inv, .slot = t->slot };
-        if (track(child, &l))
+        // the child (process or thread) is tracked from its birth, before it first runs
+        struct task init = { .inv = t->inv, .slot = t->slot, .fd_gen = ~0ULL, .fd = -1,
+                             .skip = SKIP_FORK };
+        if (tasks.update(&child, &init) || track(child, &l))
             add(l.slot, l.inv, CTR_LOST_EVENTS, 1);   // the view is incomplete
         parent_of.update(&child, &tgid);
         add(l.slot, l.inv, CTR_FORKS, 1);
@@ -697,6 +655,20 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
 {
     u32 pid = args->pid;
     struct task *t = tracked_task();
+    u32 old = args->old_pid;
+    if (!t && old != pid) {   // a thread's exec: it has taken its (exited) leader's tid
+        struct task *was = tasks.lookup(&old);
+        struct launch *wl = tracked.lookup(&old);
+        if (was && wl) {
+            struct task moved = *was;
+            struct launch ml = *wl;
+            if (tasks.update(&pid, &moved) || tracked.update(&pid, &ml))
+                add(ml.slot, ml.inv, CTR_LOST_EVENTS, 1);
+            tasks.delete(&old);
+            tracked.delete(&old);
+            t = tracked_task();
+        }
+    }
     struct launch l;
     if (t) {
         l.inv = t->inv;
@@ -728,11 +700,8 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
         pending_exec.delete(&pid);
         // exec runs on the CPU: its clock starts now
         struct task init = { .inv = l.inv, .slot = l.slot, .on_since = bpf_ktime_get_ns(),
-                             .runtime_seen = runtime_of((void *)bpf_get_current_task()),
                              .fd_gen = ~0ULL, .fd = -1, .skip = SKIP_EXEC };
-        t = tasks.task_storage_get(bpf_get_current_task_btf(), &init,
-                                   BPF_LOCAL_STORAGE_GET_F_CREATE);
-        if (!t || track(pid, &l))
+        if (tasks.update(&pid, &init) || track(pid, &l))
             add(l.slot, l.inv, CTR_LOST_EVENTS, 1);
         roots.update(&l.inv, &pid);
     }
@@ -755,15 +724,14 @@ static __always_inline void task_ended(struct task *t)
     struct slot *s = 0;
     struct counters *c = counters_of(t->slot, t->inv, &s);
     if (c && s) {
-        u64 now = bpf_ktime_get_ns();
-        catch_up(t, c, (void *)bpf_get_current_task(), now);
-        end_stretch(t, c, s, now);   // a task killed mid-spin ends its stretch
+        end_stretch(t, c, s, bpf_ktime_get_ns());   // a task killed mid-spin ends its stretch
         struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
         u64 nr = regs ? regs->orig_ax : 0;
         if (nr == __NR_exit || nr == __NR_exit_group)
             count_syscall(c, nr);
     }
-    tasks.task_storage_delete(bpf_get_current_task_btf());   // not tracked from here on
+    u32 tid = bpf_get_current_pid_tgid();
+    tasks.delete(&tid);   // not tracked from here on (the tid may be reused)
 }
 
 TRACEPOINT_PROBE(sched, sched_process_exit)

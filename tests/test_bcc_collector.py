@@ -73,6 +73,16 @@ def test_threads_are_followed(collector, exerciser, data_file):
     assert final.counters["forks"] == 1  # the clone of the thread
 
 
+def test_a_threads_exec_stays_tracked(collector, exerciser, data_file):
+    """A thread's exec gives the process its exited leader's tid: the tree is still followed."""
+    final, events, _ = run(collector, [exerciser, "threadexec", f"read:{data_file}:30000"],
+                           source=data_file)
+    assert final.counters["source_read_bytes"] == 30_000
+    assert final.counters["execs"] == 2
+    assert final.counters["lost_events"] == 0
+    assert [e.kind for e in events if getattr(e, "kind", None) == "exit"] == ["exit"]
+
+
 def test_connects_and_their_results(collector, exerciser, sink):
     bad = refused_port()
     final, events, _ = run(collector, [exerciser, f"connect:{sink.port}:3", f"connect:{bad}:2"])

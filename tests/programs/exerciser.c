@@ -13,6 +13,8 @@
  *   spin:MS           spin on the CPU for MS milliseconds
  *   sleep:MS          nanosleep(2) for MS milliseconds (the task blocks: a voluntary switch)
  *   thread:FILE:N     a second thread reads N bytes of FILE with read(2)
+ *   threadexec        a second thread execs this program with the steps that follow (the
+ *                     process then has the exiting leader's tid, not the thread's)
  * Exits 0 when every step did exactly what it says.
  */
 #define _GNU_SOURCE
@@ -114,6 +116,15 @@ static void *thread_read(void *arg)
     return NULL;
 }
 
+struct exec_job { char **argv; };
+static void *thread_exec(void *arg)
+{
+    struct exec_job *job = arg;
+    execv("/proc/self/exe", job->argv);
+    die("execv");
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -179,6 +190,13 @@ int main(int argc, char **argv)
             pthread_t th;
             pthread_create(&th, NULL, thread_read, &job);
             pthread_join(th, NULL);
+        } else if (!strcmp(kind, "threadexec")) {
+            argv[i] = argv[0];   // the new image runs the steps after this one
+            struct exec_job job = { argv + i };
+            pthread_t th;
+            pthread_create(&th, NULL, thread_exec, &job);
+            pthread_join(th, NULL);   // never returns: the exec ends this thread
+            die("threadexec");
         } else {
             fprintf(stderr, "unknown step %s\n", kind);
             return 2;
