@@ -11,15 +11,11 @@ raw tracepoint program: no perf-style record of the arguments is built for it.
 
 import ctypes
 import os
-import struct
 
-from probes import syscalls
+from probes.bcc_prog import PROG_TYPE_TRACING, RAW_TRACEPOINT_OPEN, TRACE_RAW_TP, call, load_as
 
 PROGRAMS = (("btf_sys_exit", "sys_exit"), ("btf_sched_switch", "sched_switch"))
 
-BPF_PROG_LOAD, BPF_RAW_TRACEPOINT_OPEN = 5, 17
-BPF_PROG_TYPE_TRACING, BPF_TRACE_RAW_TP = 26, 23
-LOG_SIZE = 1 << 20
 
 
 def btf_id(tracepoint: str) -> int:
@@ -27,7 +23,7 @@ def btf_id(tracepoint: str) -> int:
     libbpf = ctypes.CDLL("libbpf.so.1", use_errno=True)
     find = libbpf.libbpf_find_vmlinux_btf_id
     find.argtypes, find.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
-    found = find(tracepoint.encode(), BPF_TRACE_RAW_TP)
+    found = find(tracepoint.encode(), TRACE_RAW_TP)
     if found < 0:
         raise OSError(-found, f"no BTF for tracepoint {tracepoint}: {os.strerror(-found)}")
     return found
@@ -72,39 +68,12 @@ def member_offset(struct_name: str, *path: str) -> int | None:
         libbpf.btf__free(btf)
 
 
-def _call(cmd: int, fields: list[tuple[int, str, object]], size: int) -> int:
-    """bpf(cmd, attr) with attr built from (offset, struct format, value) fields."""
-    raw = bytearray(size)
-    for offset, fmt, value in fields:
-        struct.pack_into(fmt, raw, offset, value)
-    attr = (ctypes.c_uint8 * size).from_buffer(raw)
-    fd = syscalls.bpf(cmd, attr)
-    return fd if fd >= 0 else -ctypes.get_errno()
-
-
 def load(bpf, function: str, tracepoint: str) -> int:
-    """A BCC-compiled function (its map descriptors already in the bytecode) loaded as a
-    tp_btf program of the tracepoint: the program's descriptor."""
-    insns = bpf.dump_func(function)
-    code = ctypes.create_string_buffer(insns, len(insns))
-    license = ctypes.create_string_buffer(b"GPL")
-    log = ctypes.create_string_buffer(LOG_SIZE)
-    target = btf_id(tracepoint)
-    # union bpf_attr, BPF_PROG_LOAD: type, insn_cnt, insns, license, log level/size/buf,
-    # name (48), expected_attach_type (68), attach_btf_id (108)
-    base = [(0, "<I", BPF_PROG_TYPE_TRACING), (4, "<I", len(insns) // 8),
-            (8, "<Q", ctypes.addressof(code)), (16, "<Q", ctypes.addressof(license)),
-            (48, "16s", function.encode()[:15]), (68, "<I", BPF_TRACE_RAW_TP),
-            (108, "<I", target)]
-    fd = _call(BPF_PROG_LOAD, base, 128)
-    if fd < 0:   # again, with the verifier's log for the reason
-        logged = base + [(24, "<I", 1), (28, "<I", LOG_SIZE), (32, "<Q", ctypes.addressof(log))]
-        fd = _call(BPF_PROG_LOAD, logged, 128)
-    if fd < 0:
-        detail = log.value.decode(errors="replace").strip().splitlines()[-12:]
-        raise OSError(-fd, f"loading {function} as tp_btf/{tracepoint}: {os.strerror(-fd)}"
-                      + (f" ({' / '.join(detail)})" if detail else ""))
-    return fd
+    """A BCC-compiled function loaded as a tp_btf program of the tracepoint: its descriptor."""
+    try:
+        return load_as(bpf, function, PROG_TYPE_TRACING, TRACE_RAW_TP, btf_id(tracepoint))
+    except OSError as e:
+        raise OSError(e.errno, f"{e.strerror} (as tp_btf/{tracepoint})") from None
 
 
 def attach(bpf, programs=PROGRAMS) -> list[tuple[int, int]]:
@@ -113,7 +82,7 @@ def attach(bpf, programs=PROGRAMS) -> list[tuple[int, int]]:
     try:
         for function, tracepoint in programs:
             prog = load(bpf, function, tracepoint)
-            link = _call(BPF_RAW_TRACEPOINT_OPEN, [(0, "<Q", 0), (8, "<I", prog)], 16)
+            link = call(RAW_TRACEPOINT_OPEN, [(0, "<Q", 0), (8, "<I", prog)], 16)
             if link < 0:
                 os.close(prog)
                 raise OSError(-link, f"attaching {function} to {tracepoint}: "

@@ -31,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-from probes import bcc_events, syscalls
+from probes import bcc_events, bcc_uprobes, syscalls
 from probes.bcc_btf import detach
 from probes.bcc_counters import CounterSlots
 from probes.bcc_egress import CgroupHooks
@@ -70,14 +70,18 @@ class BccCollector:
         self._raised: BaseException | None = None   # see _guarded
         self._bpf = load_bpf()
         self._links: list[tuple[int, int]] = []
+        self._uprobe_prog: int | None = None   # None: classic uprobes (no uprobe_multi)
+        self._uprobe_links: list[int] = []
         try:
             self._links = attach_btf(self._bpf)
+            self._uprobe_prog = _uprobe_multi(self._bpf)
             self._slots = CounterSlots(self._bpf)
             self._hooks = CgroupHooks(self._bpf)
             self._bpf["events"].open_ring_buffer(self._guarded(self._on_event))
             self._bpf["file_events"].open_ring_buffer(self._guarded(self._on_file_event))
         except BaseException:
             detach(self._links)
+            _close(self._uprobe_prog)
             self._bpf.cleanup()
             raise
         self.measure_bpf(bpf_stats)
@@ -143,16 +147,22 @@ class BccCollector:
             return self._attach_locked(binary)
 
     def _attach_locked(self, binary: Path) -> Path:
-        if binary not in self._attached:
-            attached = []
-            for slot, symbol in enumerate(self.functions):
-                try:
+        if binary in self._attached:
+            return binary
+        found = {slot: (symbol, offset) for slot, symbol in enumerate(self.functions)
+                 if (offset := bcc_uprobes.symbol_offset(binary, symbol)) is not None}
+        try:
+            if self._uprobe_prog is None:
+                for slot, (symbol, _) in found.items():
                     self._bpf.attach_uprobe(name=str(binary), sym=symbol,
                                             fn_name=f"on_func_{slot}")
-                    attached.append(symbol)
-                except Exception:
-                    pass  # the symbol is absent from this binary: its count stays unobserved
-            self._attached[binary] = tuple(attached)
+            elif found:
+                self._uprobe_links.append(bcc_uprobes.attach(
+                    self._uprobe_prog, binary,
+                    [(offset, slot) for slot, (_, offset) in found.items()]))
+        except Exception:
+            found = {}   # not attached (e.g. a file uprobes cannot go on): counts unobserved
+        self._attached[binary] = tuple(symbol for symbol, _ in found.values())
         return binary
 
     # --- reading -----------------------------------------------------------------------
@@ -237,7 +247,8 @@ class BccCollector:
     def overhead(self) -> dict:
         """Events/s, and the BPF programs' own run time and run count (kernel BPF statistics,
         counted while measure_bpf() is on; None while it is off)."""
-        run_ns, run_cnt = run_stats(self._bpf, self._links)
+        own = [prog for prog, _ in self._links] + [self._uprobe_prog] * bool(self._uprobe_links)
+        run_ns, run_cnt = run_stats(self._bpf, own)
         elapsed = max(1, time.monotonic_ns() - self._started_ns) / 1e9
         return {"bpf_run_time_ns": run_ns if self._stats_fd is not None else None,
                 "bpf_run_count": run_cnt if self._stats_fd is not None else None,
@@ -246,8 +257,9 @@ class BccCollector:
     def close(self) -> None:
         with self._probe_lock:
             if self._bpf is not None:
-                _detach_all(self._bpf, self._links)
-                self._links = []
+                _detach_all(self._bpf, self._links, self._uprobe_links)
+                _close(self._uprobe_prog)
+                self._links, self._uprobe_links, self._uprobe_prog = [], [], None
                 self._bpf.cleanup()
                 self._bpf = None
         self.measure_bpf(False)
@@ -268,15 +280,29 @@ class BccCollector:
         self._pending.append(bcc_events.file_event(self._bpf["file_events"].event(data)))
 
 
-def _detach_all(bpf, links: list[tuple[int, int]]) -> None:
+def _uprobe_multi(bpf) -> int | None:
+    try:
+        return bcc_uprobes.load(bpf)
+    except OSError:
+        return None   # a kernel before 6.6: classic uprobes, slower to detach
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
+
+
+def _detach_all(bpf, links: list[tuple[int, int]], uprobe_links: list[int]) -> None:
     """Detach every tracepoint and uprobe at once: each detach waits ~0.07 s in the kernel for
     an RCU grace period, and the waits overlap when the detaches run side by side (8
     tracepoints and a few uprobes: ~0.6 s one after another, ~0.1 s together). `links`: the
-    tp_btf programs (bcc_btf.py), which BCC does not know of."""
+    tp_btf programs (bcc_btf.py), `uprobe_links` the uprobe_multi links (bcc_uprobes.py),
+    which BCC does not know of."""
     jobs = ([(bpf.detach_uprobe_event, name) for name in list(bpf.uprobe_fds)]
             + [(bpf.detach_tracepoint, tp) for tp in list(bpf.tracepoint_fds)]
             + [(bpf.detach_raw_tracepoint, tp) for tp in list(bpf.raw_tracepoint_fds)]
-            + [(detach, [link]) for link in links])
+            + [(detach, [link]) for link in links]
+            + [(os.close, link) for link in uprobe_links])
     threads = [threading.Thread(target=_quietly, args=job, name="evlab-detach") for job in jobs]
     for t in threads:
         t.start()

@@ -63,11 +63,12 @@ def attach_btf(bpf) -> list[tuple[int, int]]:
             "and bpf_task_pt_regs")) from None
 
 
-def run_stats(bpf, links=()) -> tuple[int, int]:
-    """(run time ns, run count) of every loaded program, from the kernel's BPF statistics
-    (counted only while they are enabled: syscalls.enable_bpf_stats)."""
+def run_stats(bpf, progs=()) -> tuple[int, int]:
+    """(run time ns, run count) of every loaded program, BCC's and `progs` (descriptors of
+    those loaded beside it), from the kernel's BPF statistics (counted only while they are
+    enabled: syscalls.enable_bpf_stats)."""
     run_ns = run_cnt = 0
-    for fd in _prog_fds(bpf) + [prog for prog, _ in links]:
+    for fd in _prog_fds(bpf) + list(progs):
         stats = _fdinfo(fd)
         run_ns += stats.get("run_time_ns", 0)
         run_cnt += stats.get("run_cnt", 0)
