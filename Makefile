@@ -34,7 +34,7 @@ test: setup
 	@$(VENV)/bin/lint-imports --no-cache >/dev/null || $(VENV)/bin/lint-imports --no-cache
 	@$(VENV)/bin/ruff check -q .
 	@$(VENV)/bin/mypy
-	@$(PY) -m pytest -q
+	@$(PY) -m pytest -q -n 2 --dist loadgroup
 
 # The edit loop, as any user, in under a minute: ruff, then the tests not marked root, slow or live.
 test-fast: | $(VENV)/.stamp

@@ -43,7 +43,10 @@ def load_bpf():
         pid = member_offset("task_struct", "pid")
         if pid is None:
             raise OSError("the kernel's BTF does not describe task_struct.pid")
-        return BPF(src_file=str(BPF_SOURCE), cflags=cflags() + [f"-DTASK_PID_OFF={pid}"])
+        runtime = member_offset("task_struct", "se", "sum_exec_runtime")
+        return BPF(src_file=str(BPF_SOURCE), cflags=cflags() + [
+            f"-DTASK_PID_OFF={pid}",
+            f"-DTASK_RUNTIME_OFF={runtime if runtime is not None else -1}"])
     except Exception as e:
         detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         fix = ("make setup (installs linux-headers-amd64 and links /lib/modules/$(uname -r)/build)"

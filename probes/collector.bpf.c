@@ -60,6 +60,8 @@ struct task {
     u64 on_since;
     u64 stretch;
     u64 softirq;
+    u64 runtime_seen;   // the scheduler's runtime of the task when last reconciled (clock_out)
+    u64 counted;        // on-CPU time counted into the tree since then
     u64 fd_gen;
     s32 fd;
     u8 fd_kind;
@@ -310,12 +312,74 @@ static __always_inline int is_progress(u64 nr)
     return 1;
 }
 
+// The scheduler's own on-CPU total of a task (task_struct.se.sum_exec_runtime, at its offset in
+// this kernel from BTF: TASK_RUNTIME_OFF): exact at a switch out, up to a tick behind otherwise.
+static __always_inline u64 runtime_of(void *task)
+{
+    u64 runtime = 0;
+#if TASK_RUNTIME_OFF >= 0
+    bpf_probe_read_kernel(&runtime, sizeof(runtime), (char *)task + TASK_RUNTIME_OFF);
+#endif
+    return runtime;
+}
+
+// This kernel does not call sched_switch for every switch in (seen with ftrace: a task
+// switched out twice with no switch in between, after a switch to some of the platform's own
+// tasks), so a tracked task can run with its clock stopped. The first event that finds it so,
+// a syscall's return or its exit, restarts the clock and counts what the scheduler says it ran
+// meanwhile, up to its last tick. Every syscall is seen, so none came in between: that time
+// belongs to the current stretch. clock_out reconciles the rest at the switch out.
+static __always_inline void clock_missed(struct task *t, struct counters *c, void *task,
+                                         u64 now)
+{
+    c->c[CTR_SWITCH_INS_MISSED]++;
+    u64 runtime = runtime_of(task), seen = t->runtime_seen + t->counted;
+    u64 behind = runtime > seen ? runtime - seen : 0;
+    c->c[CTR_ONCPU_NS] += behind;
+    t->stretch += behind;
+    t->counted += behind;
+    t->on_since = now;
+}
+
+// A switch out: the clock stops, and is reconciled with the scheduler's runtime, exact here.
+// Time it ran beyond what was counted is a whole slice whose switch in went unseen and that
+// made no syscall (the current stretch, all of it), or the part of a slice before the event
+// that restarted its clock which the runtime then did not show yet (a tick at most: CPU time
+// only, as it may have come before a syscall that ended a stretch).
+static __always_inline void clock_out(struct task *t, struct counters *c, void *task, u64 now)
+{
+    int running = t->on_since != 0;
+    if (running) {
+        u64 ran = now - t->on_since;
+        if (c)
+            c->c[CTR_ONCPU_NS] += ran;
+        t->counted += ran;
+        t->stretch += ran;
+        t->on_since = 0;
+    } else if (c) {
+        c->c[CTR_SWITCH_INS_MISSED]++;
+    }
+#if TASK_RUNTIME_OFF >= 0
+    u64 runtime = runtime_of(task);
+    u64 ran = runtime > t->runtime_seen ? runtime - t->runtime_seen : 0;
+    if (ran > t->counted) {
+        if (c)
+            c->c[CTR_ONCPU_NS] += ran - t->counted;
+        if (!running)
+            t->stretch += ran - t->counted;
+    }
+    t->runtime_seen = runtime;
+    t->counted = 0;
+#endif
+}
+
 static __always_inline void end_stretch(struct task *t, struct counters *c, struct slot *s,
                                         u64 now)
 {
     u64 run = t->stretch;
     if (t->on_since) {
         c->c[CTR_ONCPU_NS] += now - t->on_since;
+        t->counted += now - t->on_since;
         run += now - t->on_since;
         t->on_since = now;
     }
@@ -559,6 +623,8 @@ int btf_sys_exit(struct bpf_raw_tracepoint_args *ctx)
     struct counters *c = counters_of(t->slot, t->inv, &s);
     if (!c || !s)
         return 0;
+    if (!t->on_since)   // running, its switch in unseen
+        clock_missed(t, c, (void *)bpf_get_current_task(), bpf_ktime_get_ns());
     u64 regs = REGS(ctx);
     u64 nr = REG(regs, orig_ax);
     s64 ret = (s64)ctx->args[1];
@@ -590,12 +656,7 @@ int btf_sched_switch(struct bpf_raw_tracepoint_args *ctx)
         struct counters *c = counters_of(prev->slot, prev->inv, 0);
         if (c)
             c->c[CTR_SWITCHES_OUT]++;
-        if (prev->on_since) {
-            if (c)
-                c->c[CTR_ONCPU_NS] += now - prev->on_since;
-            prev->stretch += now - prev->on_since;
-            prev->on_since = 0;
-        }
+        clock_out(prev, c, (void *)ctx->args[1], now);
     }
     struct task *next = task_of((void *)ctx->args[2]);
     if (!next)
@@ -705,6 +766,7 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
         pending_exec.delete(&pid);
         // exec runs on the CPU: its clock starts now
         struct task init = { .inv = l.inv, .slot = l.slot, .on_since = bpf_ktime_get_ns(),
+                             .runtime_seen = runtime_of((void *)bpf_get_current_task()),
                              .fd_gen = ~0ULL, .fd = -1, .skip = SKIP_EXEC };
         if (tasks.update(&pid, &init) || track(pid, &l))
             add(l.slot, l.inv, CTR_LOST_EVENTS, 1);
@@ -729,7 +791,10 @@ static __always_inline void task_ended(struct task *t)
     struct slot *s = 0;
     struct counters *c = counters_of(t->slot, t->inv, &s);
     if (c && s) {
-        end_stretch(t, c, s, bpf_ktime_get_ns());   // a task killed mid-spin ends its stretch
+        u64 now = bpf_ktime_get_ns();
+        if (!t->on_since)
+            clock_missed(t, c, (void *)bpf_get_current_task(), now);
+        end_stretch(t, c, s, now);   // a task killed mid-spin ends its stretch
         struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
         u64 nr = regs ? regs->orig_ax : 0;
         if (nr == __NR_exit || nr == __NR_exit_group)

@@ -33,6 +33,8 @@ COUNTERS = (
     "egress_lost",         # destinations the cgroup hooks' tables could not hold
     "busy_start_max_ns",   # the same before the source was opened: start-up (a maximum)
     "softirq_ns",          # softirqs the kernel ran on the tree's time (not in busy stretches)
+    "switch_ins_missed",   # switches out of a tree's task whose switch in was not seen: its
+                           # time on the CPU then is missing from oncpu_ns and the stretches
 )
 
 # Counters that are maxima, not sums: per-CPU values merge with max().

@@ -1,5 +1,7 @@
+import contextlib
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,9 +12,38 @@ from fixture.source import write_source
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# `make test` runs the files on two pytest-xdist workers, each file's tests on one worker (its
+# module fixtures, e.g. a compiled collector, are made once); files listed here share a worker.
+# Both campaign files reach for Ray ("--ray auto" must find no cluster while the other runs one).
+SAME_WORKER = {"test_campaign.py": "campaign", "test_campaign_file.py": "campaign"}
+
+
+def pytest_configure(config) -> None:
+    """Under xdist, each worker has a temp directory of its own: evlab's temp directories (and
+    what it starts with their paths in its command line) are then one worker's, so a test's
+    check that nothing is left never sees the other worker's live session."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        own = Path(tempfile.gettempdir()) / f"pytest-worker-{worker}"
+        own.mkdir(exist_ok=True)
+        os.environ["TMPDIR"] = str(own)
+        tempfile.tempdir = None
+
+
+def pytest_unconfigure(config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        with contextlib.suppress(OSError):
+            os.rmdir(tempfile.gettempdir())   # only if empty: what a test left stays visible
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items) -> None:
-    """Tests marked `root` (pyproject's markers) are skipped when not root, with the marker's
-    reason: `pytest.mark.root(reason="the BCC collector needs root")`."""
+    """Each file's tests go to one xdist worker (SAME_WORKER's files to the same one). Tests
+    marked `root` (pyproject's markers) are skipped when not root, with the marker's reason:
+    `pytest.mark.root(reason="the BCC collector needs root")`."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(SAME_WORKER.get(item.path.name,
+                                                                item.path.name)))
     if os.geteuid() == 0:
         return
     for item in items:

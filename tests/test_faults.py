@@ -4,6 +4,7 @@ phase never leaves a torn backup."""
 
 import json
 import subprocess
+import tempfile
 import time
 
 import psutil
@@ -62,9 +63,10 @@ def test_every_fault_scenario_is_judged_as_declared(fault_suite):
                 "crash-before-rename", "disk-full", "wire-corruption", "wire-reset", "timed-drop",
                 "receiver-reject"):
         assert recovery[sid] == "pass", sid
-    # every fault is healed: no proxy or (restarted) receiver of a runner is left
+    # every fault is healed: no proxy or (restarted) receiver of this process's runs is left
+    ours = f"{tempfile.gettempdir()}/evlab-session-"
     assert [p for p in psutil.process_iter(["cmdline"])
-            if "/evlab-session-" in " ".join(p.info["cmdline"] or [])] == []
+            if ours in " ".join(p.info["cmdline"] or [])] == []
 
 
 @pytest.mark.slow
@@ -197,9 +199,10 @@ def test_noise_leaves_the_verdict_matrix_unchanged(built_clients, tmp_path):
     assert all(e.instrument_check == "detected" for e in runs["noisy"]
                if isinstance(e, ScenarioJudged))
     time.sleep(0.5)  # noise helpers and twins are gone with their scenarios
-    leftovers = [p for p in psutil.process_iter(["cmdline"])  # the helpers (HELPER), the twins
-                 if any(name in " ".join(p.info["cmdline"] or [])
-                        for name in ("sessions.lab.noise", HELPER, "/noise/twin/"))]
+    # the helpers (HELPER) and twins of this process's sessions (in its temp directory)
+    leftovers = [p for p in psutil.process_iter(["cmdline"])
+                 if tempfile.gettempdir() in (line := " ".join(p.info["cmdline"] or []))
+                 and any(name in line for name in (HELPER, "/noise/twin/"))]
     assert leftovers == []
 
 
