@@ -30,10 +30,14 @@ def _start_time(pid: int) -> float | None:
 
 
 def make_owned_dir(prefix: str) -> Path:
+    """A new temp dir PREFIX<pid>-XXXX holding its owner record. The name says the owner too:
+    a run killed before it wrote the record (between the two calls) still left a dir whose
+    owner can be told to be gone."""
     if not prefix.startswith(PREFIXES):
         raise ValueError(f"unknown evlab temp prefix {prefix!r}")
-    path = Path(tempfile.mkdtemp(prefix=prefix))
-    (path / OWNER_FILE).write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
+    record = f"{os.getpid()} {_start_time(os.getpid())}\n"
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+    (path / OWNER_FILE).write_text(record)
     return path
 
 
@@ -45,13 +49,23 @@ def _owner_alive(path: Path) -> bool:
         pid_text, started = (path / OWNER_FILE).read_text().split()
         pid = int(pid_text)
     except (OSError, ValueError):
-        # No record yet (it is being created) or one from an older evlab: only an old one is
-        # taken for stale, so a concurrent run is never swept from under its feet.
+        # No record yet (it is being created, or its maker was killed first) or one from an
+        # older evlab: it is stale once the pid its name gives has gone, or once it is old, so
+        # a concurrent run is never swept from under its feet.
         try:
-            return time.time() - path.stat().st_mtime < UNOWNED_GRACE_S
+            young = time.time() - path.stat().st_mtime < UNOWNED_GRACE_S
         except OSError:
             return True
+        named = _named_pid(path)
+        return young and (named is None or psutil.pid_exists(named))
     return str(_start_time(pid)) == started
+
+
+def _named_pid(path: Path) -> int | None:
+    """The pid in a PREFIX<pid>-XXXX name (None for names from an older evlab)."""
+    rest = next((path.name[len(p):] for p in PREFIXES if path.name.startswith(p)), "")
+    pid, sep, _ = rest.partition("-")
+    return int(pid) if sep and pid.isdigit() else None
 
 
 def sweep_stale(tmp: Path | None = None) -> list[str]:

@@ -8,6 +8,7 @@ import pytest
 
 from fixture.harness import BUILD_DIR, client_path
 from fixture.source import write_source
+from probes.owned_tmp import sweep_stale
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,9 +32,12 @@ def pytest_configure(config) -> None:
 
 
 def pytest_unconfigure(config) -> None:
+    """A worker's temp directory goes if nothing is left in it but what evlab's own sweep
+    removes (a run a test killed with SIGKILL); anything else left stays visible."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
+        sweep_stale()
         with contextlib.suppress(OSError):
-            os.rmdir(tempfile.gettempdir())   # only if empty: what a test left stays visible
+            os.rmdir(tempfile.gettempdir())
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist's own, which reads the groups

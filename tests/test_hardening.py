@@ -170,3 +170,24 @@ def test_a_fresh_dir_without_an_owner_record_is_left_alone(tmp_path):
     old.mkdir()
     os.utime(old, (time.time() - 7200, time.time() - 7200))
     assert sweep_stale(tmp_path) == [f"removed stale {old}"] and not old.exists()
+
+
+def test_a_dir_whose_maker_died_before_its_owner_record_is_swept(tmp_path):
+    """Killed between mkdtemp and writing the record: the pid in its name says it is stale."""
+    orphan = tmp_path / f"evlab-client-{_exited_pid()}-abcd1234"
+    orphan.mkdir()
+    ours = tmp_path / f"evlab-client-{os.getpid()}-abcd1234"   # being made by a live process
+    ours.mkdir()
+    assert sweep_stale(tmp_path) == [f"removed stale {orphan}"]
+    assert not orphan.exists() and ours.exists()
+    made = make_owned_dir("evlab-client-")
+    try:
+        assert made.name.startswith(f"evlab-client-{os.getpid()}-")
+    finally:
+        shutil.rmtree(made)
+
+
+def _exited_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
