@@ -1,6 +1,7 @@
 """Choosing a kernel collector, with every missing capability said out loud.
 
     collector, missing = open_collector("auto", functions=("hash_file",))
+    collector.prepare(clients)                          # before the first launch, if anything
     collector.watch_cgroup(invocation, cgroup, allowed=[("127.0.0.1", port)], deny=False)
     proc = collector.launch(invocation, argv, source, client=path)   # argv may wrap the client
     collector.egress(invocation)                        # where the cgroup's sockets sent
@@ -37,6 +38,7 @@ class Collector(Protocol):
     name: str
     functions: tuple[str, ...]
 
+    def prepare(self, clients: list[Path]) -> None: ...
     def launch(self, invocation: int, argv: list[str], source: Path | None,
                client: Path | None = None, **popen_kwargs) -> subprocess.Popen: ...
     def watch_cgroup(self, invocation: int, cgroup_dir: Path, cgroup_id: int,
@@ -59,6 +61,9 @@ class BccLauncher:
     def __init__(self, functions: tuple[str, ...]):
         self._bcc = BccCollector(functions)
         self.functions = self._bcc.functions
+
+    def prepare(self, clients):
+        self._bcc.prepare(clients)
 
     def launch(self, invocation, argv, source, client=None, **popen_kwargs):
         with self._bcc.launching(invocation, Path(client or argv[0]), source):
@@ -101,6 +106,9 @@ class NoCollector(NoEgressView):
 
     def __init__(self, functions: tuple[str, ...] = ()):
         self.functions = tuple(functions)
+
+    def prepare(self, clients):
+        pass   # nothing attaches to a client
 
     def launch(self, invocation, argv, source, client=None, **popen_kwargs):
         return subprocess.Popen([str(a) for a in argv], start_new_session=True, **popen_kwargs)

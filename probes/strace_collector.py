@@ -75,6 +75,9 @@ class StraceCollector(NoEgressView):
                            "the strace collector cannot see context switches or on-CPU time",
                            "use the BCC collector: run as root after `make setup`")]
 
+    def prepare(self, clients) -> None:
+        pass   # strace attaches at each launch
+
     def launch(self, invocation: int, argv: list[str], source: Path | None,
                client: Path | None = None, **popen_kwargs) -> subprocess.Popen:
         # strace follows the whole launch chain (the sandbox's own start-up included).

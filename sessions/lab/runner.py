@@ -6,6 +6,7 @@ and teardown. Teardown runs in `finally`, so an exception, Ctrl-C or SIGTERM (tu
 KeyboardInterrupt by the CLI) leaves no process, port, BPF attachment or temp directory.
 """
 
+import contextlib
 import os
 import platform
 import select
@@ -14,6 +15,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,6 +117,7 @@ class Session:
         except BoundaryError as e:
             raise RunError(str(e)) from None
         self.collector, missing = open_collector(self.options.collector, functions)
+        self.collector.prepare([s.client for s in scenarios])
         self.observe = Observations(self.stream, self.collector)
         self.packets_mode, packet_gap = self._probe_packets()
         missing += [gap for gap in (packet_gap, *self.boundary.gaps) if gap]
@@ -221,8 +224,16 @@ class Session:
         s = live.scenario
         if s.store == "stale":
             write_stale_backup(live.workdir / "store")
-        live.injector = Injector.start(s.faults, live.workdir, self.spawner)
-        live.decoy = start_decoy(live.workdir / "decoy.jsonl", self.spawner)
+        # The decoy starts beside the receiver: each start waits for its server to listen.
+        with ThreadPoolExecutor(max_workers=1) as beside:
+            decoy = beside.submit(start_decoy, live.workdir / "decoy.jsonl", self.spawner)
+            try:
+                live.injector = Injector.start(s.faults, live.workdir, self.spawner)
+            except BaseException:
+                with contextlib.suppress(Exception):   # the receiver's error is the one said
+                    live.decoy = decoy.result()         # (a decoy that started is stopped)
+                raise
+            live.decoy = decoy.result()
         live.tails = {"receiver": Tail(live.injector.receiver.events_path),
                       "decoy": Tail(live.decoy.events_path)}
         if self.packets_mode == "on":
