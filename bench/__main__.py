@@ -38,13 +38,15 @@ What is measured, each figure the median of repeated runs, each ratio of medians
    of the Python client (4 grade scenarios x 2 attempts) with --jobs 1 and --jobs 2, side by
    side in each of 20 repetitions: whether --jobs 2 judged every clause, gate and outcome as
    --jobs 1 did, wall times, attempts a minute and their ratio, the default --jobs here.
+10. The test suite (bench/make_test.py): `make test` once, set-up done: its wall time and
+   whether it passed.
 
 Writes bench/results.json (raw samples and medians) and bench/results.md (the table, also
-printed). Progress goes to stderr. About 17-20 minutes on a 2-core machine: about 9 of them
-the jobs section (120 evlab runs), most of the rest strace doing readloop's 1,000,000 reads
-(40-105 s a run here, depending on CPU placement), and about 75 s of campaigns. Options:
---only overhead,suite,dashboard,grade,throughput,hooks,campaign,jobs runs some sections (for
-development).
+printed). Progress goes to stderr. About 20-23 minutes on a 2-core machine: about 9 of them
+the jobs section (120 evlab runs), 3 make test, most of the rest strace doing readloop's
+1,000,000 reads (40-105 s a run here, depending on CPU placement), and about 75 s of
+campaigns. Options: --only overhead,suite,dashboard,grade,throughput,hooks,campaign,jobs,tests
+runs some sections (for development).
 """
 
 import argparse
@@ -64,6 +66,7 @@ from bench import (
     grade,
     hooks,
     jobs,
+    make_test,
     overhead,
     report,
     suite,
@@ -75,7 +78,7 @@ from bench.measure import median, say
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ("overhead", "suite", "dashboard", "grade", "throughput", "hooks", "campaign",
-            "jobs")
+            "jobs", "tests")
 HASH_STORM_REPEATS = {"untraced": 10, "evlab": 10, "strace": 5, "bpftrace": 10,
                       "evlab-idle": 5, "bpf-floor": 5}
 READLOOP_REPEATS = {"untraced": 3, "evlab": 3, "strace": 1, "bpftrace": 3,
@@ -201,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
              "hooks": [("hooks", lambda r: r.update(hooks=hooks.measure(HOOKS_ROUNDS)))],
              "campaign": [("campaign", lambda r: r.update(
                  campaign=campaign.measure(CAMPAIGN_REPEATS)))],
-             "jobs": [("jobs", lambda r: r.update(jobs=jobs.measure(JOBS_REPEATS)))]}
+             "jobs": [("jobs", lambda r: r.update(jobs=jobs.measure(JOBS_REPEATS)))],
+             "tests": [("tests", lambda r: r.update(tests=make_test.measure()))]}
     for section in only:
         for name, step in steps[section]:
             load = results.setdefault("load_average_1min", {})[name] = [os.getloadavg()[0]]

@@ -1,6 +1,6 @@
 """results.json -> the Markdown table: targets first, then each section's figures."""
 
-from bench import campaign, hooks, jobs
+from bench import campaign, hooks, jobs, make_test
 from bench.measure import median
 from bench.overhead import CONDITIONS
 
@@ -73,7 +73,8 @@ def targets(results: dict) -> list[dict]:
     add("cgroup hooks: egress calls, packets, bytes exact (every hooked run)", exact, "exact",
         bool(exact))
     return (out + _campaign_targets(results.get("campaign", {}))
-            + jobs.targets(results.get("jobs", {})))
+            + jobs.targets(results.get("jobs", {}))
+            + make_test.targets(results.get("tests", {})))
 
 
 def _campaign_targets(c: dict) -> list[dict]:
