@@ -4,7 +4,9 @@ Compiling and loading happens once per session (BccCollector's constructor); a m
 cannot load it gets a CollectorUnavailable carrying the capability record that says why.
 """
 
+import gzip
 import os
+import re
 from pathlib import Path
 
 from probes import bcc_btf
@@ -46,12 +48,28 @@ def load_bpf():
         runtime = member_offset("task_struct", "se", "sum_exec_runtime")
         return BPF(src_file=str(BPF_SOURCE), cflags=cflags() + [
             f"-DTASK_PID_OFF={pid}",
-            f"-DTASK_RUNTIME_OFF={runtime if runtime is not None else -1}"])
+            f"-DTASK_RUNTIME_OFF={runtime if runtime is not None else -1}",
+            f"-DTICK_NS={tick_ns()}"])
     except Exception as e:
         detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         fix = ("make setup (installs linux-headers-amd64 and links /lib/modules/$(uname -r)/build)"
                if "kernel headers" in str(e) else "see `evlab doctor`")
         raise CollectorUnavailable(Capability("bpf-load", False, detail, fix)) from None
+
+
+def tick_ns() -> int:
+    """The scheduler tick of the running kernel (CONFIG_HZ): how late its runtime of a running
+    task may be read. 10 ms (HZ=100, the coarsest) when the kernel's config cannot be read."""
+    for path in (Path("/proc/config.gz"), Path(f"/boot/config-{os.uname().release}")):
+        try:
+            text = (gzip.decompress(path.read_bytes()) if path.suffix == ".gz"
+                    else path.read_bytes()).decode(errors="replace")
+        except OSError:
+            continue
+        hz = re.search(r"^CONFIG_HZ=(\d+)$", text, re.M)
+        if hz and int(hz[1]) > 0:
+            return 1_000_000_000 // int(hz[1])
+    return 10_000_000
 
 
 def attach_btf(bpf) -> list[tuple[int, int]]:

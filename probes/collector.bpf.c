@@ -62,15 +62,16 @@ struct task {
     u64 softirq;
     u64 runtime_seen;   // the scheduler's runtime of the task when last reconciled (clock_out)
     u64 counted;        // on-CPU time counted into the tree since then
+    u64 stretch_rt;     // the scheduler's runtime of the task when its current stretch began
     u64 fd_gen;
     s32 fd;
     u8 fd_kind;
     u8 skip;
 };
-// Keyed by tid, not task storage: a tracing program's task-storage lookup is refused while the
-// CPU's storage lock is held, and a task freeing another's storage holds it preemptibly, so a
-// tracked task running under such a holder went unseen for a whole time slice (its syscalls,
-// reads and on-CPU time). A hash lookup is never refused. Entries go at exit (task_ended).
+// Keyed by tid, not task storage: a tracing program's task-storage lookup may be refused (it
+// only try-locks the CPU's storage lock), which would hide a tracked task's syscalls, reads
+// and time; a hash lookup never is. Entries are made at fork (before the child first runs)
+// and at the client's exec, and go at exit (task_ended): a tid is reused only after that.
 BPF_HASH(tasks, u32, struct task, 16384);
 
 struct launch { u32 inv; u32 slot; };
@@ -383,7 +384,22 @@ static __always_inline void end_stretch(struct task *t, struct counters *c, stru
         run += now - t->on_since;
         t->on_since = now;
     }
-    run = run > t->softirq ? run - t->softirq : 0;   // not the task's own computing
+    // The clock's stretch counts time the host took the vCPU away (steal) as the task's; the
+    // scheduler's runtime does not, but is read up to a tick late at either end. So the
+    // stretch is at most the clock's and runtime + a tick (`run`, the maxima busy_*max_ns),
+    // and at least runtime - a tick (`low`, busy_*max_low_ns): waste is judged on `low`.
+    u64 low = run;
+#if TASK_RUNTIME_OFF >= 0
+    u64 rt = runtime_of((void *)bpf_get_current_task());
+    u64 ran = rt > t->stretch_rt ? rt - t->stretch_rt : 0;
+    if (ran + TICK_NS < run)
+        run = ran + TICK_NS;
+    low = ran > TICK_NS ? ran - TICK_NS : 0;
+    t->stretch_rt = rt;
+#endif
+    u64 irq = t->softirq;   // softirqs on its time: not the task's own computing
+    run = run > irq ? run - irq : 0;
+    low = low > irq ? low - irq : 0;
     t->stretch = 0;
     t->softirq = 0;
     if (run >= BUSY_MIN_NS) {
@@ -391,9 +407,13 @@ static __always_inline void end_stretch(struct task *t, struct counters *c, stru
         c->c[CTR_BUSY_STRETCHES]++;
     }
     // per-CPU maxima, merged by max
-    u64 *max = s->source_seen ? &c->c[CTR_BUSY_MAX_NS] : &c->c[CTR_BUSY_START_MAX_NS];
+    int started = s->source_seen;
+    u64 *max = started ? &c->c[CTR_BUSY_MAX_NS] : &c->c[CTR_BUSY_START_MAX_NS];
     if (run > *max)
         *max = run;
+    max = started ? &c->c[CTR_BUSY_MAX_LOW_NS] : &c->c[CTR_BUSY_START_MAX_LOW_NS];
+    if (low > *max)
+        *max = low;
 }
 
 static __always_inline void count_syscall(struct counters *c, u64 nr)
@@ -767,6 +787,7 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
         // exec runs on the CPU: its clock starts now
         struct task init = { .inv = l.inv, .slot = l.slot, .on_since = bpf_ktime_get_ns(),
                              .runtime_seen = runtime_of((void *)bpf_get_current_task()),
+                             .stretch_rt = runtime_of((void *)bpf_get_current_task()),
                              .fd_gen = ~0ULL, .fd = -1, .skip = SKIP_EXEC };
         if (tasks.update(&pid, &init) || track(pid, &l))
             add(l.slot, l.inv, CTR_LOST_EVENTS, 1);

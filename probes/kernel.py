@@ -33,12 +33,14 @@ COUNTERS = (
     "egress_lost",         # destinations the cgroup hooks' tables could not hold
     "busy_start_max_ns",   # the same before the source was opened: start-up (a maximum)
     "softirq_ns",          # softirqs the kernel ran on the tree's time (not in busy stretches)
-    "switch_ins_missed",   # switches out of a tree's task whose switch in was not seen: its
-                           # time on the CPU then is missing from oncpu_ns and the stretches
+    "switch_ins_missed",   # switches in of a tree's task that sched_switch did not report
+                           # (its time then recovered from the scheduler's runtime)
+    "busy_max_low_ns",     # busy_max_ns's lower bound: the scheduler's runtime less a tick
+    "busy_start_max_low_ns",  # the same for busy_start_max_ns
 )
 
 # Counters that are maxima, not sums: per-CPU values merge with max().
-MAXIMA = ("busy_max_ns", "busy_start_max_ns")
+MAXIMA = ("busy_max_ns", "busy_start_max_ns", "busy_max_low_ns", "busy_start_max_low_ns")
 # A syscall-free on-CPU stretch shorter than this is ordinary computation between syscalls.
 BUSY_MIN_NS = 2_000_000
 

@@ -4,6 +4,7 @@ import itertools
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -115,15 +116,25 @@ def test_function_entries_counted(collector, exerciser):
 
 
 def test_oncpu_time_agrees_with_the_kernels_rusage(collector, exerciser):
-    final, _, cpu_s = run(collector, [exerciser, "spin:300", "sleep:20"])
-    oncpu_s = final.counters["oncpu_ns"] / 1e9
-    # The spin is 300 ms of wall time; under load the CPU share is less, so compare with the
-    # kernel's own accounting of this process (wait4 rusage), not with the wall figure.
-    assert cpu_s > 0.1
-    # Seen within 0.5 ms on a quiet or CPU-loaded machine; up to 13% less while other BPF
-    # tracing ran concurrently (a tracing program is skipped while another runs on that CPU).
-    assert abs(oncpu_s - cpu_s) <= 0.15 * cpu_s + 0.005, (oncpu_s, cpu_s)
-    assert final.counters["switches_out"] >= 1   # the sleep blocks: one switch at least
+    """On-CPU time matches the kernel's own accounting of the process (wait4 rusage), with a
+    spinner on every CPU beside it forcing switches: this kernel does not call sched_switch
+    for every switch in (1 spin in ~5 lost a whole slice before the collector reconciled with
+    the scheduler's runtime), so the count must not depend on seeing each one."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(os.cpu_count() or 1)]
+    try:
+        for _ in range(5):
+            final, _, cpu_s = run(collector, [exerciser, "spin:150", "sleep:20", "spin:50"])
+            oncpu_s = final.counters["oncpu_ns"] / 1e9
+            assert cpu_s > 0.05
+            # within 3 ms (a slice lost to a missed switch in is ~4 ms beside the spinners);
+            # the process's time before its exec (the fork in Popen) is in rusage only
+            assert abs(oncpu_s - cpu_s) <= 0.01 * cpu_s + 0.003, (oncpu_s, cpu_s)
+            assert final.counters["switches_out"] >= 1   # the sleep blocks: one switch at least
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
 
 
 def test_busy_stretches_end_at_progress_syscalls_not_at_sleeps(collector, exerciser, data_file):

@@ -190,7 +190,8 @@ def test_a_node_killed_mid_campaign_costs_lost_attempts_that_run_again(cluster, 
     assert board["progress"]["done"] == 4 and board["progress"]["given_up"] == 0 and rc == 0
     runs = board["clients"]["sleepy"]["scenarios"]["normal"]["runs"]
     assert sorted(r["id"] for r in runs) == [f"sleepy:normal@{k}" for k in range(1, 5)]
-    assert all(r["valid"] and r["success"] for r in runs)
+    assert all(r["valid"] and r["success"] for r in runs), [
+        (r["id"], r["reason"]) for r in runs if not (r["valid"] and r["success"])]
     assert {e["id"] for e in lost} <= {r["id"] for r in runs}      # run again, judged
     # the killed node's lab could not tear down: the next evlab run sweeps what it left
     sweep_stale_cgroups()
