@@ -22,8 +22,11 @@ def measure() -> dict:
     wall = time.monotonic() - started
     summary = next((line.strip("= ") for line in reversed(done.stdout.splitlines())
                     if re.search(r"\d+ (passed|failed)", line)), "")
+    failed = [line.split()[1] for line in done.stdout.splitlines()
+              if line.startswith("FAILED ")]   # kept, so a flaky test can be found again
     say(f"make test: {wall:.0f} s, exit {done.returncode}: {summary}")
-    return {"wall_s": wall, "returncode": done.returncode, "summary": summary}
+    return {"wall_s": wall, "returncode": done.returncode, "summary": summary,
+            "failed": failed}
 
 
 def targets(result: dict) -> list[dict]:
