@@ -386,8 +386,8 @@ static __always_inline void end_stretch(struct task *t, struct counters *c, stru
     }
     // The clock's stretch counts time the host took the vCPU away (steal) as the task's; the
     // scheduler's runtime does not, but is read up to a tick late at either end. So the
-    // stretch is at most the clock's and runtime + a tick (`run`, the maxima busy_*max_ns),
-    // and at least runtime - a tick (`low`, busy_*max_low_ns): waste is judged on `low`.
+    // stretch is at most the clock's and runtime + a tick (`run`, the maxima busy_*max_ns,
+    // which cpu-budget judges), and at least runtime - a tick (`low`, busy_*max_low_ns).
     u64 low = run;
 #if TASK_RUNTIME_OFF >= 0
     u64 rt = runtime_of((void *)bpf_get_current_task());
