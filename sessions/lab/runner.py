@@ -6,7 +6,6 @@ and teardown. Teardown runs in `finally`, so an exception, Ctrl-C or SIGTERM (tu
 KeyboardInterrupt by the CLI) leaves no process, port, BPF attachment or temp directory.
 """
 
-import contextlib
 import os
 import platform
 import select
@@ -15,7 +14,6 @@ import subprocess
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -224,16 +222,8 @@ class Session:
         s = live.scenario
         if s.store == "stale":
             write_stale_backup(live.workdir / "store")
-        # The decoy starts beside the receiver: each start waits for its server to listen.
-        with ThreadPoolExecutor(max_workers=1) as beside:
-            decoy = beside.submit(start_decoy, live.workdir / "decoy.jsonl", self.spawner)
-            try:
-                live.injector = Injector.start(s.faults, live.workdir, self.spawner)
-            except BaseException:
-                with contextlib.suppress(Exception):   # the receiver's error is the one said
-                    live.decoy = decoy.result()         # (a decoy that started is stopped)
-                raise
-            live.decoy = decoy.result()
+        live.injector = Injector.start(s.faults, live.workdir, self.spawner)
+        live.decoy = start_decoy(live.workdir / "decoy.jsonl", self.spawner)
         live.tails = {"receiver": Tail(live.injector.receiver.events_path),
                       "decoy": Tail(live.decoy.events_path)}
         if self.packets_mode == "on":
