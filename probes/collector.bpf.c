@@ -386,20 +386,16 @@ static __always_inline void end_stretch(struct task *t, struct counters *c, stru
     }
     // The clock's stretch counts time the host took the vCPU away (steal) as the task's; the
     // scheduler's runtime does not, but is read up to a tick late at either end. So the
-    // stretch is at most the clock's and runtime + a tick (`run`, the maxima busy_*max_ns,
-    // which cpu-budget judges), and at least runtime - a tick (`low`, busy_*max_low_ns).
-    u64 low = run;
+    // stretch is at most the lesser of the clock's and runtime + a tick: what busy_*max_ns
+    // keep, and cpu-budget judges.
 #if TASK_RUNTIME_OFF >= 0
     u64 rt = runtime_of((void *)bpf_get_current_task());
     u64 ran = rt > t->stretch_rt ? rt - t->stretch_rt : 0;
     if (ran + TICK_NS < run)
         run = ran + TICK_NS;
-    low = ran > TICK_NS ? ran - TICK_NS : 0;
     t->stretch_rt = rt;
 #endif
-    u64 irq = t->softirq;   // softirqs on its time: not the task's own computing
-    run = run > irq ? run - irq : 0;
-    low = low > irq ? low - irq : 0;
+    run = run > t->softirq ? run - t->softirq : 0;   // not the task's own computing
     t->stretch = 0;
     t->softirq = 0;
     if (run >= BUSY_MIN_NS) {
@@ -407,13 +403,9 @@ static __always_inline void end_stretch(struct task *t, struct counters *c, stru
         c->c[CTR_BUSY_STRETCHES]++;
     }
     // per-CPU maxima, merged by max
-    int started = s->source_seen;
-    u64 *max = started ? &c->c[CTR_BUSY_MAX_NS] : &c->c[CTR_BUSY_START_MAX_NS];
+    u64 *max = s->source_seen ? &c->c[CTR_BUSY_MAX_NS] : &c->c[CTR_BUSY_START_MAX_NS];
     if (run > *max)
         *max = run;
-    max = started ? &c->c[CTR_BUSY_MAX_LOW_NS] : &c->c[CTR_BUSY_START_MAX_LOW_NS];
-    if (low > *max)
-        *max = low;
 }
 
 static __always_inline void count_syscall(struct counters *c, u64 nr)

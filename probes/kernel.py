@@ -35,12 +35,10 @@ COUNTERS = (
     "softirq_ns",          # softirqs the kernel ran on the tree's time (not in busy stretches)
     "switch_ins_missed",   # switches in of a tree's task that sched_switch did not report
                            # (its time then recovered from the scheduler's runtime)
-    "busy_max_low_ns",     # busy_max_ns's lower bound: the scheduler's runtime less a tick
-    "busy_start_max_low_ns",  # the same for busy_start_max_ns
 )
 
 # Counters that are maxima, not sums: per-CPU values merge with max().
-MAXIMA = ("busy_max_ns", "busy_start_max_ns", "busy_max_low_ns", "busy_start_max_low_ns")
+MAXIMA = ("busy_max_ns", "busy_start_max_ns")
 # A syscall-free on-CPU stretch shorter than this is ordinary computation between syscalls.
 BUSY_MIN_NS = 2_000_000
 

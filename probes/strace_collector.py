@@ -23,7 +23,7 @@ from probes.tail import LineTail
 
 UNOBSERVED = ("switches_out", "oncpu_ns", "file_ops", "busy_ns", "busy_stretches", "busy_max_ns",
               "source_mmaps", "leftover_tasks", "egress_lost", "busy_start_max_ns",
-              "softirq_ns", "switch_ins_missed", "busy_max_low_ns", "busy_start_max_low_ns")
+              "softirq_ns", "switch_ins_missed")
 _LINE = re.compile(r"^(\d+)\s+(\d+)\.(\d+) (.*)$")
 _CALL = re.compile(r"^(\w+)\((.*)\)\s+=\s+(-?\d+|\?)(.*)$")
 _FD = re.compile(r"(\d+)<([^>]*)>")
