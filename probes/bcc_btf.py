@@ -32,9 +32,10 @@ def btf_id(tracepoint: str) -> int:
 BTF_KIND_STRUCT = 4
 
 
-def member_offset(struct_name: str, *path: str) -> int | None:
-    """Byte offset of struct_name.path[0].path[1]... in the running kernel (its BTF), or None.
-    BCC compiles against Debian's header trees, whose layouts may differ from this kernel's."""
+def member_offsets(*fields: tuple[str, ...]) -> list[int | None]:
+    """The byte offset of each (struct_name, *path) in the running kernel, struct_name.path[0].
+    path[1]..., or None, from its BTF (read once, ~10 ms). BCC compiles against Debian's header
+    trees, whose layouts may differ from this kernel's."""
     libbpf = ctypes.CDLL("libbpf.so.1", use_errno=True)
     libbpf.btf__load_vmlinux_btf.restype = ctypes.c_void_p
     libbpf.btf__find_by_name_kind.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint]
@@ -45,27 +46,31 @@ def member_offset(struct_name: str, *path: str) -> int | None:
     libbpf.btf__free.argtypes = [ctypes.c_void_p]
     btf = libbpf.btf__load_vmlinux_btf()
     if not btf:
-        return None
+        return [None] * len(fields)
     try:
-        type_id = libbpf.btf__find_by_name_kind(btf, struct_name.encode(), BTF_KIND_STRUCT)
-        offset_bits = 0
-        for name in path:
-            if type_id <= 0:
-                return None
-            t = libbpf.btf__type_by_id(btf, type_id)   # name_off, info, size, then members
-            info = t[1]
-            if (info >> 24) & 0x1f != BTF_KIND_STRUCT:
-                return None
-            members = [(t[3 + 3 * i], t[4 + 3 * i], t[5 + 3 * i]) for i in range(info & 0xffff)]
-            found = [(mtype, moff) for noff, mtype, moff in members
-                     if libbpf.btf__name_by_offset(btf, noff) == name.encode()]
-            if not found:
-                return None
-            type_id, moff = found[0]
-            offset_bits += moff & 0xffffff if info >> 31 else moff
-        return offset_bits // 8
+        return [_offset(libbpf, btf, struct_name, path) for struct_name, *path in fields]
     finally:
         libbpf.btf__free(btf)
+
+
+def _offset(libbpf, btf, struct_name: str, path: list[str]) -> int | None:
+    type_id = libbpf.btf__find_by_name_kind(btf, struct_name.encode(), BTF_KIND_STRUCT)
+    offset_bits = 0
+    for name in path:
+        if type_id <= 0:
+            return None
+        t = libbpf.btf__type_by_id(btf, type_id)   # name_off, info, size, then members
+        info = t[1]
+        if (info >> 24) & 0x1f != BTF_KIND_STRUCT:
+            return None
+        members = [(t[3 + 3 * i], t[4 + 3 * i], t[5 + 3 * i]) for i in range(info & 0xffff)]
+        found = [(mtype, moff) for noff, mtype, moff in members
+                 if libbpf.btf__name_by_offset(btf, noff) == name.encode()]
+        if not found:
+            return None
+        type_id, moff = found[0]
+        offset_bits += moff & 0xffffff if info >> 31 else moff
+    return offset_bits // 8
 
 
 def load(bpf, function: str, tracepoint: str) -> int:

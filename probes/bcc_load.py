@@ -1,20 +1,24 @@
 """Loading the collector's BPF program with BCC, and the kernel's account of what it costs.
 
 Compiling and loading happens once per session (BccCollector's constructor); a machine that
-cannot load it gets a CollectorUnavailable carrying the capability record that says why.
+cannot load it gets a CollectorUnavailable carrying the capability record that says why. The
+`evlab` command starts the first compile ahead (compile_ahead), beside its own imports.
 """
 
+import atexit
 import gzip
 import os
 import re
+import threading
 from pathlib import Path
 
 from probes import bcc_btf
-from probes.bcc_btf import member_offset
+from probes.bcc_btf import member_offsets
 from probes.capability import Capability
 from probes.collector_abi import cflags
 
 BPF_SOURCE = Path(__file__).with_name("collector.bpf.c")
+EXIT_FORMAT = Path("/sys/kernel/tracing/events/sched/sched_process_exit/format")
 
 
 class CollectorUnavailable(Exception):
@@ -25,8 +29,66 @@ class CollectorUnavailable(Exception):
         self.capability = capability
 
 
+class _Ahead(threading.Thread):
+    """A compile started before anyone asked for it: its bcc.BPF, or what it raised."""
+
+    def __init__(self):
+        super().__init__(name="evlab-bpf-compile", daemon=True)
+        self.bpf = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.bpf = _compile()
+        except BaseException as e:  # handed to whoever takes it (load_bpf)
+            self.error = e
+
+
+_ahead: _Ahead | None = None
+_ahead_lock = threading.Lock()
+
+
+def compile_ahead() -> None:
+    """Start compiling the collector in a thread now: the compile runs in libbcc without the
+    GIL (~0.7 s), so it overlaps the imports and the session's set-up, and the next load_bpf
+    takes its result. A result nobody takes is released at exit."""
+    global _ahead
+    with _ahead_lock:
+        if _ahead is None:
+            _ahead = _Ahead()
+            _ahead.start()
+            atexit.register(_release_ahead)
+
+
+def _take_ahead() -> "_Ahead | None":
+    global _ahead
+    with _ahead_lock:
+        ahead, _ahead = _ahead, None
+    return ahead
+
+
+def _release_ahead() -> None:
+    # LLVM must not be compiling while the interpreter exits; an unused program is detached
+    ahead = _take_ahead()
+    if ahead is not None:
+        ahead.join()
+        if ahead.bpf is not None:
+            ahead.bpf.cleanup()
+
+
 def load_bpf():
-    """The compiled and loaded collector (a bcc.BPF), or CollectorUnavailable."""
+    """The compiled and loaded collector (a bcc.BPF), or CollectorUnavailable: the one
+    compiled ahead if there is one, else compiled now."""
+    ahead = _take_ahead()
+    if ahead is None:
+        return _compile()
+    ahead.join()
+    if ahead.error is not None:
+        raise ahead.error
+    return ahead.bpf
+
+
+def _compile():
     try:
         from bcc import BPF
     except ImportError as e:
@@ -42,14 +104,23 @@ def load_bpf():
             "tracefs", False, "tracefs is not mounted; BCC cannot read tracepoint formats",
             "mount -t tracefs nodev /sys/kernel/tracing"))
     try:
-        pid = member_offset("task_struct", "pid")
-        if pid is None:
-            raise OSError("the kernel's BTF does not describe task_struct.pid")
-        runtime = member_offset("task_struct", "se", "sum_exec_runtime")
+        pid, runtime, filename = member_offsets(
+            ("task_struct", "pid"), ("task_struct", "se", "sum_exec_runtime"),
+            ("linux_binprm", "filename"))
+        if pid is None or filename is None:
+            raise OSError("the kernel's BTF does not describe task_struct.pid and "
+                          "linux_binprm.filename")
+        if "group_dead" not in EXIT_FORMAT.read_text():   # the raw tracepoint's second argument
+            raise OSError("this kernel's sched_process_exit tracepoint has no group_dead "
+                          "argument (a newer kernel has it)")
         return BPF(src_file=str(BPF_SOURCE), cflags=cflags() + [
             f"-DTASK_PID_OFF={pid}",
             f"-DTASK_RUNTIME_OFF={runtime if runtime is not None else -1}",
-            f"-DTICK_NS={tick_ns()}"])
+            f"-DBPRM_FILENAME_OFF={filename}",
+            f"-DTICK_NS={tick_ns()}",
+            # no debug info, so no BTF of the program's own (~0.1 s of the compile): nothing
+            # reads it, BCC describes the maps to Python itself
+            "-g0"])
     except Exception as e:
         detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         fix = ("make setup (installs linux-headers-amd64 and links /lib/modules/$(uname -r)/build)"

@@ -168,12 +168,17 @@ static __always_inline struct task *tracked_task(void)
     return tasks.lookup(&tid);
 }
 
-// The tid of a task_struct the tracepoint handed us (its offset in this kernel from BTF:
-// BCC compiles against Debian's headers, whose layout may differ).
-static __always_inline struct task *task_of(void *task)
+// Fields of a BTF-typed task_struct (a tp_btf argument, or bpf_get_current_task_btf()) are
+// loaded directly, not with a probe-read helper: the verifier checks each load against the
+// kernel's BTF. The task is an integer address so that BCC does not rewrite the loads into
+// probe reads; the offsets are this kernel's, from its BTF (BCC compiles against Debian's
+// headers, whose layout may differ).
+#define CURRENT_TASK ((u64)bpf_get_current_task_btf())
+
+// The tracked task of a task_struct the tracepoint handed us, by its tid.
+static __always_inline struct task *task_of(u64 task)
 {
-    u32 tid = 0;
-    bpf_probe_read_kernel(&tid, sizeof(tid), (char *)task + TASK_PID_OFF);
+    u32 tid = *(u32 *)(task + TASK_PID_OFF);
     return tid ? tasks.lookup(&tid) : 0;
 }
 
@@ -315,13 +320,13 @@ static __always_inline int is_progress(u64 nr)
 
 // The scheduler's own on-CPU total of a task (task_struct.se.sum_exec_runtime, at its offset in
 // this kernel from BTF: TASK_RUNTIME_OFF): exact at a switch out, up to a tick behind otherwise.
-static __always_inline u64 runtime_of(void *task)
+static __always_inline u64 runtime_of(u64 task)
 {
-    u64 runtime = 0;
 #if TASK_RUNTIME_OFF >= 0
-    bpf_probe_read_kernel(&runtime, sizeof(runtime), (char *)task + TASK_RUNTIME_OFF);
+    return *(u64 *)(task + TASK_RUNTIME_OFF);
+#else
+    return 0;
 #endif
-    return runtime;
 }
 
 // This kernel does not call sched_switch for every switch in (seen with ftrace: a task
@@ -330,7 +335,7 @@ static __always_inline u64 runtime_of(void *task)
 // a syscall's return or its exit, restarts the clock and counts what the scheduler says it ran
 // meanwhile, up to its last tick. Every syscall is seen, so none came in between: that time
 // belongs to the current stretch. clock_out reconciles the rest at the switch out.
-static __always_inline void clock_missed(struct task *t, struct counters *c, void *task,
+static __always_inline void clock_missed(struct task *t, struct counters *c, u64 task,
                                          u64 now)
 {
     c->c[CTR_SWITCH_INS_MISSED]++;
@@ -347,7 +352,7 @@ static __always_inline void clock_missed(struct task *t, struct counters *c, voi
 // made no syscall (the current stretch, all of it), or the part of a slice before the event
 // that restarted its clock which the runtime then did not show yet (a tick at most: CPU time
 // only, as it may have come before a syscall that ended a stretch).
-static __always_inline void clock_out(struct task *t, struct counters *c, void *task, u64 now)
+static __always_inline void clock_out(struct task *t, struct counters *c, u64 task, u64 now)
 {
     int running = t->on_since != 0;
     if (running) {
@@ -389,7 +394,7 @@ static __always_inline void end_stretch(struct task *t, struct counters *c, stru
     // stretch is at most the lesser of the clock's and runtime + a tick: what busy_*max_ns
     // keep, and cpu-budget judges.
 #if TASK_RUNTIME_OFF >= 0
-    u64 rt = runtime_of((void *)bpf_get_current_task());
+    u64 rt = runtime_of(CURRENT_TASK);
     u64 ran = rt > t->stretch_rt ? rt - t->stretch_rt : 0;
     if (ran + TICK_NS < run)
         run = ran + TICK_NS;
@@ -636,7 +641,7 @@ int btf_sys_exit(struct bpf_raw_tracepoint_args *ctx)
     if (!c || !s)
         return 0;
     if (!t->on_since)   // running, its switch in unseen
-        clock_missed(t, c, (void *)bpf_get_current_task(), bpf_ktime_get_ns());
+        clock_missed(t, c, CURRENT_TASK, bpf_ktime_get_ns());
     u64 regs = REGS(ctx);
     u64 nr = REG(regs, orig_ax);
     s64 ret = (s64)ctx->args[1];
@@ -661,16 +666,16 @@ int btf_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 int btf_sched_switch(struct bpf_raw_tracepoint_args *ctx)
 {
     // (bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int state)
-    struct task *prev = task_of((void *)ctx->args[1]);
+    struct task *prev = task_of(ctx->args[1]);
     u64 now = 0;
     if (prev) {
         now = bpf_ktime_get_ns();
         struct counters *c = counters_of(prev->slot, prev->inv, 0);
         if (c)
             c->c[CTR_SWITCHES_OUT]++;
-        clock_out(prev, c, (void *)ctx->args[1], now);
+        clock_out(prev, c, ctx->args[1], now);
     }
-    struct task *next = task_of((void *)ctx->args[2]);
+    struct task *next = task_of(ctx->args[2]);
     if (!next)
         return 0;
     next->on_since = now ? now : bpf_ktime_get_ns();
@@ -689,10 +694,15 @@ static __always_inline int track(u32 tid, struct launch *l)
     return 0;
 }
 
-TRACEPOINT_PROBE(sched, sched_process_fork)
+// fork, exec and exit are raw tracepoint programs, like sys_exit's and sched_switch's: a
+// perf-event tracepoint's detach waits for an RCU grace period (~70 ms, at every session's
+// close); a raw tracepoint's does not.
+RAW_TRACEPOINT_PROBE(sched_process_fork)
 {
-    u32 tgid = bpf_get_current_pid_tgid() >> 32;   // runs in the parent's context
-    u32 child = args->child_pid;
+    // (struct task_struct *parent, struct task_struct *child); runs in the parent's context
+    u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    u32 child = 0;
+    bpf_probe_read_kernel(&child, sizeof(child), (void *)(ctx->args[1] + TASK_PID_OFF));
     struct task *t = tracked_task();
     if (t) {
         struct launch l = { .inv = t->inv, .slot = t->slot };
@@ -729,11 +739,21 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
     return 0;
 }
 
-TRACEPOINT_PROBE(sched, sched_process_exec)
+// The path an exec was asked for (linux_binprm.filename, at its offset in this kernel).
+static __always_inline void exec_filename(char *buf, u32 size, u64 bprm)
 {
-    u32 pid = args->pid;
+    u64 name = 0;
+    bpf_probe_read_kernel(&name, sizeof(name), (void *)(bprm + BPRM_FILENAME_OFF));
+    bpf_probe_read_kernel_str(buf, size, (void *)name);
+}
+
+RAW_TRACEPOINT_PROBE(sched_process_exec)
+{
+    // (struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm); p is current, its
+    // pid already the thread group's if a thread exec'd
+    u32 pid = bpf_get_current_pid_tgid();
     struct task *t = tracked_task();
-    u32 old = args->old_pid;
+    u32 old = ctx->args[1];
     if (!t && old != pid) {   // a thread's exec: it has taken its (exited) leader's tid
         struct task *was = tasks.lookup(&old);
         struct launch *wl = tracked.lookup(&old);
@@ -766,7 +786,7 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
         if (!cfg || !buf)
             return 0;
         if (cfg->client_len) {
-            TP_DATA_LOC_READ_STR(buf->client_path, filename, sizeof(buf->client_path));
+            exec_filename(buf->client_path, sizeof(buf->client_path), ctx->args[2]);
             for (int i = 0; i < PATH_MAX_LEN; i++) {  // both NUL-terminated: equal up to NUL
                 char ch = buf->client_path[i];
                 if (ch != cfg->client_path[i])
@@ -778,8 +798,8 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
         pending_exec.delete(&pid);
         // exec runs on the CPU: its clock starts now
         struct task init = { .inv = l.inv, .slot = l.slot, .on_since = bpf_ktime_get_ns(),
-                             .runtime_seen = runtime_of((void *)bpf_get_current_task()),
-                             .stretch_rt = runtime_of((void *)bpf_get_current_task()),
+                             .runtime_seen = runtime_of(CURRENT_TASK),
+                             .stretch_rt = runtime_of(CURRENT_TASK),
                              .fd_gen = ~0ULL, .fd = -1, .skip = SKIP_EXEC };
         if (tasks.update(&pid, &init) || track(pid, &l))
             add(l.slot, l.inv, CTR_LOST_EVENTS, 1);
@@ -789,8 +809,8 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
     struct event *e = reserve(l.slot, l.inv);
     if (e) {
         e->kind = EV_EXEC;
-        e->other = args->old_pid;
-        TP_DATA_LOC_READ_STR(e->filename, filename, sizeof(e->filename));
+        e->other = old;
+        exec_filename(e->filename, sizeof(e->filename), ctx->args[2]);
         events.ringbuf_submit(e, 0);
     }
     return 0;
@@ -806,7 +826,7 @@ static __always_inline void task_ended(struct task *t)
     if (c && s) {
         u64 now = bpf_ktime_get_ns();
         if (!t->on_since)
-            clock_missed(t, c, (void *)bpf_get_current_task(), now);
+            clock_missed(t, c, CURRENT_TASK, now);
         end_stretch(t, c, s, now);   // a task killed mid-spin ends its stretch
         struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
         u64 nr = regs ? regs->orig_ax : 0;
@@ -817,9 +837,10 @@ static __always_inline void task_ended(struct task *t)
     tasks.delete(&tid);   // not tracked from here on (the tid may be reused)
 }
 
-TRACEPOINT_PROBE(sched, sched_process_exit)
+RAW_TRACEPOINT_PROBE(sched_process_exit)
 {
-    u32 tid = args->pid;
+    // (struct task_struct *p, bool group_dead); p is current
+    u32 tid = bpf_get_current_pid_tgid();
     pending_exec.delete(&tid);
     struct task *t = tracked_task();
     if (t)
@@ -831,7 +852,7 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     s64 left = 0, *n = live.lookup(&inv);
     if (n)
         left = __sync_fetch_and_add(n, -1) - 1;
-    if (args->group_dead) {
+    if ((u8)ctx->args[1]) {   // group_dead
         u32 tgid = bpf_get_current_pid_tgid() >> 32;
         u32 *root = roots.lookup(&inv);
         int is_root = root && *root == tgid;
@@ -907,6 +928,9 @@ FUNC_SLOT(4) FUNC_SLOT(5) FUNC_SLOT(6) FUNC_SLOT(7)
 /*
 TRACEPOINT_PROBE(raw_syscalls, sys_exit)
 TRACEPOINT_PROBE(sched, sched_switch)
+TRACEPOINT_PROBE(sched, sched_process_fork)
+TRACEPOINT_PROBE(sched, sched_process_exec)
+TRACEPOINT_PROBE(sched, sched_process_exit)
 TRACEPOINT_PROBE(irq, softirq_entry)
 TRACEPOINT_PROBE(irq, softirq_exit)
 */
