@@ -273,6 +273,25 @@ class BccCollector:
                 "bpf_run_count": run_cnt if self._stats_fd is not None else None,
                 "events": self._events_seen, "events_per_s": self._events_seen / elapsed}
 
+    def reset(self) -> None:
+        """Ready for another session, as if new but not compiled again (probes/collectors.py
+        keeps collectors): its uprobes detached (a binary rebuilt at the same path is probed
+        afresh), cgroups unwatched, events of earlier invocations dropped. What the kernel
+        keeps per invocation is freed by finish(), or reclaimed (bcc_counters.py); invocation
+        ids are never reused in a process, so nothing left of an earlier one is counted."""
+        for invocation in list(self._hooks.watched()):
+            self._hooks.unwatch(invocation)
+        with self._probe_lock:
+            for name in list(self._bpf.uprobe_fds):
+                self._bpf.detach_uprobe_event(name)
+            for link in self._uprobe_links:
+                os.close(link)
+            self._uprobe_links, self._attached, self._binary_of = [], {}, {}
+        self._poll()
+        self._pending, self._events_seen = [], 0
+        self._started_ns = time.monotonic_ns()
+        self.measure_bpf(False)
+
     def close(self) -> None:
         with self._probe_lock:
             if self._bpf is not None:

@@ -43,6 +43,10 @@ class CgroupHooks:
         conf.inv, conf.slot, conf.deny = invocation, slot, int(deny)
         self._bpf["cg_inv"][ctypes.c_ulonglong(cgroup_id)] = conf
 
+    def watched(self) -> list[int]:
+        """The invocations whose cgroups are watched."""
+        return list(self._cgroups)
+
     def unwatch(self, invocation: int) -> None:
         from bcc import BPF, BPFAttachType
         fd, cgroup_id = self._cgroups.pop(invocation, (None, None))

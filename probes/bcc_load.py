@@ -57,7 +57,6 @@ def compile_ahead() -> None:
         if _ahead is None:
             _ahead = _Ahead()
             _ahead.start()
-            atexit.register(_release_ahead)
 
 
 def _take_ahead() -> "_Ahead | None":
@@ -67,6 +66,14 @@ def _take_ahead() -> "_Ahead | None":
     return ahead
 
 
+def compiling_unused() -> bool:
+    """Whether a compile started ahead is still running and nothing took it (the command never
+    opened a lab: a usage error)."""
+    ahead = _ahead
+    return ahead is not None and ahead.is_alive()
+
+
+@atexit.register
 def _release_ahead() -> None:
     # LLVM must not be compiling while the interpreter exits; an unused program is detached
     ahead = _take_ahead()

@@ -25,8 +25,22 @@ def compiles(argv: list[str]) -> bool:
 
 def main() -> int:
     argv = sys.argv[1:]
-    if compiles(argv):
-        from probes.bcc_load import compile_ahead
-        compile_ahead()
+    if not compiles(argv):
+        from tui.main import main as evlab
+        return evlab(argv)
+    from probes.bcc_load import compile_ahead, compiling_unused
+    compile_ahead()
     from tui.main import main as evlab
-    return evlab(argv)
+    try:
+        code = evlab(argv)
+    except SystemExit as e:   # the parser's usage errors
+        if not (e.code is None or isinstance(e.code, int)):
+            raise
+        code = e.code or 0
+    if compiling_unused():
+        # No lab was opened (a usage error, say): exit now rather than wait out a compile whose
+        # program nobody will load; nothing else is pending, and the kernel frees its maps.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code

@@ -6,6 +6,7 @@ and teardown. Teardown runs in `finally`, so an exception, Ctrl-C or SIGTERM (tu
 KeyboardInterrupt by the CLI) leaves no process, port, BPF attachment or temp directory.
 """
 
+import itertools
 import os
 import platform
 import select
@@ -60,6 +61,10 @@ POLL_S = 0.1            # counters, events, packets and records are pumped at 10
 METRICS_EVERY_S = 0.25  # psutil samples at 4 Hz
 SETTLE_S = 3.0          # how long to wait for the receiver to finish with a client's connections
 SETTLE_POLL_S = 0.002   # how often the records are read while a connection is still open
+# Invocation ids (the collector's key for an invocation) are unique in the process, never per
+# session: a collector kept from an earlier session (probes.collectors.keep_collectors) must not
+# count anything left of that session's invocations as a new one's.
+_INVOCATION_IDS = itertools.count(1)
 
 
 class RunError(Exception):
@@ -88,7 +93,6 @@ class Session:
         self.options = options or Options()
         self.contract = load_contract()
         self.cancel = threading.Event()  # set from another thread to stop the current run
-        self._next_invocation = 1
         self._launch_lock = threading.Lock()   # one launch armed in the collector at a time
         self._tmp: Path | None = None
         self.collector: Collector | None = None
@@ -248,7 +252,7 @@ class Session:
     def _invoke(self, live: Running, n: int) -> None:
         s = live.scenario
         with self._launch_lock:
-            inv_id, self._next_invocation = self._next_invocation, self._next_invocation + 1
+            inv_id = next(_INVOCATION_IDS)
         live.invocation = n
         self.observe.own(inv_id, live, n)
         self._phase(s, "invocation", n)

@@ -11,6 +11,8 @@
  *   sendfile:PORT:FILE:N  connect once, sendfile(2) N bytes of FILE to the socket
  *   call:M            call the noinline function counted_fn M times
  *   spin:MS           spin on the CPU for MS milliseconds
+ *   cpuspin:MS        spin until the thread has had MS milliseconds of CPU (however loaded the
+ *                     machine is: the wall time it takes grows instead)
  *   sleep:MS          nanosleep(2) for MS milliseconds (the task blocks: a voluntary switch)
  *   thread:FILE:N     a second thread reads N bytes of FILE with read(2)
  *   threadexec        a second thread execs this program with the steps that follow (the
@@ -181,6 +183,12 @@ int main(int argc, char **argv)
             clock_gettime(CLOCK_MONOTONIC, &t0);
             do
                 clock_gettime(CLOCK_MONOTONIC, &t);
+            while ((t.tv_sec - t0.tv_sec) * 1000L + (t.tv_nsec - t0.tv_nsec) / 1000000L < atol(a));
+        } else if (!strcmp(kind, "cpuspin")) {
+            struct timespec t0, t;
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+            do
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
             while ((t.tv_sec - t0.tv_sec) * 1000L + (t.tv_nsec - t0.tv_nsec) / 1000000L < atol(a));
         } else if (!strcmp(kind, "sleep")) {
             struct timespec t = { atol(a) / 1000, (atol(a) % 1000) * 1000000L };
