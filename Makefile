@@ -7,6 +7,9 @@ BEHAVIOURS := baseline false-success hash-storm unexpected-egress redundant-uplo
               busy-wait corrupt-upload retry
 CLIENTS := $(addprefix $(BUILD)/client-,$(BEHAVIOURS))
 CFLAGS ?= -std=c11 -O2 -g -Wall -Wextra -Werror -fno-omit-frame-pointer
+# pytest-xdist workers: one per CPU and one more, as the tests spend much of their time waiting
+# on the clients they grade
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
 .PHONY: all setup system venv clients run test test-fast bench lint clean
 all: clients
@@ -34,7 +37,7 @@ test: setup
 	@$(VENV)/bin/lint-imports --no-cache >/dev/null || $(VENV)/bin/lint-imports --no-cache
 	@$(VENV)/bin/ruff check -q .
 	@$(VENV)/bin/mypy
-	@$(PY) -m pytest -q -n 2 --dist loadgroup
+	@$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # The edit loop, as any user, in under a minute: ruff, then the tests not marked root, slow or live.
 test-fast: | $(VENV)/.stamp

@@ -14,7 +14,7 @@ from probes.owned_tmp import sweep_stale
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# `make test` runs the files on two pytest-xdist workers, each file's tests on one worker (its
+# `make test` runs the files on pytest-xdist workers, each file's tests on one worker (its
 # module fixtures, e.g. a compiled collector, are made once); files listed here share a worker.
 # Both campaign files reach for Ray ("--ray auto" must find no cluster while the other runs one).
 SAME_WORKER = {"test_campaign.py": "campaign", "test_campaign_file.py": "campaign"}
