@@ -33,7 +33,7 @@ import psutil
 
 from bench.measure import RunFailed, median, ratio, say
 from bench.suite import run_evlab
-from sessions.lab.pool import default_jobs
+from sessions.lab.cpus import default_jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "fixture" / "build" / "client-baseline"
@@ -331,7 +331,7 @@ def _difference_lines(j: dict) -> list[str]:
 
 def _narrative(j: dict) -> str:
     return (
-        f"Default --jobs on this machine: {j['default_jobs']} (sessions.lab.pool.default_jobs(): "
+        f"Default --jobs on this machine: {j['default_jobs']} (sessions.lab.cpus.default_jobs(): "
         f"one lab per two of the {j['cpus_usable']} CPUs this process may use), so a plain "
         "`evlab run` or `evlab grade` here runs one scenario at a time. Every wall time is the "
         "whole command's, start-up included: --jobs 1 runs its one lab inside the evlab "

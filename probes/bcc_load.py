@@ -66,9 +66,16 @@ def _take_ahead() -> "_Ahead | None":
     return ahead
 
 
+def _give_back(ahead: _Ahead) -> None:
+    global _ahead
+    with _ahead_lock:
+        if _ahead is None:
+            _ahead = ahead
+
+
 def compiling_unused() -> bool:
     """Whether a compile started ahead is still running and nothing took it (the command never
-    opened a lab: a usage error)."""
+    opened a lab: a usage error, or an interrupt while the lab waited for it)."""
     ahead = _ahead
     return ahead is not None and ahead.is_alive()
 
@@ -89,7 +96,11 @@ def load_bpf():
     ahead = _take_ahead()
     if ahead is None:
         return _compile()
-    ahead.join()
+    try:
+        ahead.join()
+    except BaseException:   # interrupted while waiting: the compile is nobody's again
+        _give_back(ahead)
+        raise
     if ahead.error is not None:
         raise ahead.error
     return ahead.bpf

@@ -300,7 +300,14 @@ def test_sigterm_during_an_event_flood_ends_evlab_promptly_with_nothing_left(tmp
         [str(ROOT / ".venv" / "bin" / "evlab"), "grade", "--headless", "--attempts", "2",
          "--client", f"/usr/bin/python3 {HOSTILE} event-flood {{host}} {{port}} {{source}}",
          "--archive", str(archive)], stderr=subprocess.PIPE, text=True)
-    time.sleep(delay)   # somewhere in set-up, the flood, its judging or the next attempt
+    # somewhere in set-up, the flood, its judging or the next attempt: counted from when the
+    # run has begun (its archive's staging directory is made), not from the fork, so that a
+    # loaded machine's slower start-up does not move the signal before it
+    deadline = time.monotonic() + 60
+    while not (dirs := owned_dirs(proc.pid)) and proc.poll() is None:
+        assert time.monotonic() < deadline, "evlab made no directory in 60 s"
+        time.sleep(0.01)
+    time.sleep(delay)
     dirs = owned_dirs(proc.pid)
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)

@@ -94,3 +94,66 @@ def test_an_output_that_fails_at_the_end_is_kept_and_its_place_named(tmp_path, m
     kept = outputs.deliver("--json", target, write)
     assert kept != target and kept.read_text() == "{}" and calls == [target, kept]
     kept.unlink()
+
+
+@pytest.mark.parametrize("argv, compiles", [
+    ([], True),                                      # the dashboard on the built-in suite
+    (["run", "--all", "--headless"], True),
+    (["grade", "--client", "x", "--headless"], True),
+    (["campaign", "c.toml", "--headless"], True),    # the local engine's lab is this process
+    (["run", "--all", "--collector", "none"], False),
+    (["run", "--all", "--collector=strace"], False),
+    (["campaign", "c.toml", "--ray", "auto"], False),  # its labs are on the Ray nodes
+    (["run", "--help"], False),
+    (["replay", "s.tar.gz"], False),
+    (["doctor"], False),
+    (["run", "--all", "--headless", "--jobs", "2"], False),   # labs in processes of their own
+    (["grade", "--client", "x", "--headless", "--jobs=1"], True),
+    (["run", "--all", "--jobs", "2"], True),         # not headless: a usage error follows
+])
+def test_the_collector_compiles_ahead_only_for_a_command_that_opens_a_lab(monkeypatch, argv,
+                                                                           compiles):
+    from sessions.lab import cpus
+    from tui import entry
+    monkeypatch.setattr(cpus, "default_jobs", lambda: 1)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert entry.compiles(argv) is compiles
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)   # it could not load: not started
+    assert entry.compiles(argv) is False
+
+
+def test_without_jobs_the_machines_default_decides_where_the_labs_run(monkeypatch):
+    from sessions.lab import cpus
+    from tui import entry
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(cpus, "default_jobs", lambda: 2)   # four CPUs or more
+    assert entry.compiles(["run", "--all", "--headless"]) is False
+    assert entry.compiles(["run", "--all"]) is True        # the dashboard: one lab, here
+
+
+@pytest.mark.root(reason="the collector compiles ahead as root only")
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_signal_during_start_up_ends_evlab_as_ctrl_c_does(sig):
+    """Sent as soon as evlab catches it (its first step), the signal lands in start-up (imports,
+    the compile started ahead) or, on a slow machine, in the run: either way "interrupted",
+    status 130, no traceback. (Before that, only the interpreter itself has started.)"""
+    import signal
+    signum = getattr(signal, sig)
+    proc = subprocess.Popen([str(EVLAB), "run", "--all", "--headless"], text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    while proc.poll() is None and not _catches(proc.pid, signum):
+        pass
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err, err
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether the process has a handler for the signal (its SigCgt mask in /proc)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) >> (signum - 1) & 1)

@@ -119,3 +119,38 @@ def test_non_root_degrades_to_strace_with_the_reason():
     names = [m[0] for m in result["missing"]]
     assert names[0] == "root" and {"function-counts", "sched"} <= set(names)
     assert all(fix for _, _, fix in result["missing"])
+
+
+@pytest.mark.root(reason="the BCC collector needs root")
+def test_a_kept_collector_serves_the_next_session_as_a_new_one(exerciser, tmp_path):
+    """The tests keep a closed BCC collector for their process's next session (conftest.py:
+    keep_collectors) instead of compiling another. It must count as a new one would: here the
+    next session's client is rebuilt at the same path (a new file), so a uprobe left on the old
+    one would count nothing."""
+    functions = ("counted_fn", "kept-collector-test")   # no other test asks for these
+    client = tmp_path / "client"
+    ids = itertools.count(10_000_000)   # never one of the runner's (unique in a process)
+
+    def calls(collector, n: int) -> int:
+        inv = next(ids)
+        proc = collector.launch(inv, [str(client), f"call:{n}"], None, client=client)
+        assert proc.wait(timeout=60) == 0
+        return collector.finish(inv).functions["counted_fn"]
+
+    first, _ = open_collector("bcc", functions=functions)
+    try:
+        client.write_bytes(exerciser.read_bytes())
+        client.chmod(0o755)
+        assert calls(first, 7) == 7
+    finally:
+        first.close()
+    second, _ = open_collector("bcc", functions=functions)
+    try:
+        assert second is first   # kept, not compiled again
+        rebuilt = tmp_path / "client.new"
+        rebuilt.write_bytes(exerciser.read_bytes())
+        rebuilt.chmod(0o755)
+        rebuilt.replace(client)
+        assert calls(second, 5) == 5
+    finally:
+        second.close()

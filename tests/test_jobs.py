@@ -11,7 +11,7 @@ import pytest
 
 from fixture.harness import client_path
 from sessions import cli
-from sessions.lab.pool import default_jobs
+from sessions.lab.cpus import default_jobs
 
 pytestmark = [pytest.mark.root(reason="runs the lab: BCC, cgroups, packet capture, sandbox"),
               pytest.mark.slow, pytest.mark.live]

@@ -13,7 +13,7 @@ from probes.sandbox import SandboxLimits
 from sessions.cli.outputs import check_outputs, deliver, write_atomic
 from sessions.cli.parser import LIMIT_FLAGS, TOML_KEYS, UsageError
 from sessions.judging.judge import VerdictEngine
-from sessions.lab.pool import default_jobs
+from sessions.lab.cpus import default_jobs
 from sessions.lab.runner import Options
 from sessions.lab.schedule import run_session
 from sessions.output import document, report

@@ -22,12 +22,6 @@ from sessions.lab.runner import Options, RunError
 CLOSE_S = 30.0
 
 
-def default_jobs() -> int:
-    """One lab per two CPUs this process may use: a scenario's lab (collector, servers,
-    capture) and its client each want one at their peak."""
-    return max(1, len(os.sched_getaffinity(0)) // 2)
-
-
 def _serve(conn, options: Options, name: str) -> None:
     """A worker process: open a lab, run what is sent, close the lab when told (or on SIGTERM
     stop the scenario running and close)."""
