@@ -183,9 +183,13 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path, built_clients, sig):
         seen.append(line)
         if line.startswith("[3/8]"):
             break
-    dirs, programs = owned_dirs(proc.pid), prog_ids_held(proc.pid)
-    servers = processes_using(dirs)
-    assert dirs and programs and servers  # what it holds while it runs
+    # what it holds while it runs: the next scenario's servers may not have started yet
+    deadline = time.monotonic() + 30
+    while not (servers := processes_using(dirs := owned_dirs(proc.pid))):
+        assert proc.poll() is None and time.monotonic() < deadline, "no server seen running"
+        time.sleep(0.005)
+    programs = prog_ids_held(proc.pid)
+    assert dirs and programs and servers
     proc.send_signal(sig)
     _, rest = proc.communicate(timeout=60)
     assert proc.returncode == 130, "".join(seen) + rest
