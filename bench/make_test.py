@@ -1,5 +1,6 @@
 """`make test` as a user runs it once set-up is done (make setup is then a no-op): its wall time,
-whether it passed, and pytest's own summary line (tests on two xdist workers, the lint before)."""
+whether it passed, and pytest's own summary line (tests on xdist workers, the lint before); a
+failed test's name and report are kept in results.json."""
 
 import re
 import subprocess
@@ -25,8 +26,10 @@ def measure() -> dict:
     failed = [line.split()[1] for line in done.stdout.splitlines()
               if line.startswith("FAILED ")]   # kept, so a flaky test can be found again
     say(f"make test: {wall:.0f} s, exit {done.returncode}: {summary}")
+    # and why: pytest's failure reports (its `E` lines and the test's lines around them)
+    reports = done.stdout.partition("= FAILURES =")[2].partition("short test summary")[0]
     return {"wall_s": wall, "returncode": done.returncode, "summary": summary,
-            "failed": failed}
+            "failed": failed, "failures": reports[-20_000:] if failed else ""}
 
 
 def targets(result: dict) -> list[dict]:

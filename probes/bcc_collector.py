@@ -276,9 +276,10 @@ class BccCollector:
     def reset(self) -> None:
         """Ready for another session, as if new but not compiled again (probes/collectors.py
         keeps collectors): its uprobes detached (a binary rebuilt at the same path is probed
-        afresh), cgroups unwatched, events of earlier invocations dropped. What the kernel
-        keeps per invocation is freed by finish(), or reclaimed (bcc_counters.py); invocation
-        ids are never reused in a process, so nothing left of an earlier one is counted."""
+        afresh), cgroups unwatched, events of earlier invocations dropped, and every task,
+        descriptor and destination the kernel side holds forgotten (a pid recycled by the
+        next session's client must not inherit an old one's descriptors); invocation ids are
+        never reused in a process either."""
         for invocation in list(self._hooks.watched()):
             self._hooks.unwatch(invocation)
         with self._probe_lock:
@@ -288,6 +289,11 @@ class BccCollector:
                 os.close(link)
             self._uprobe_links, self._attached, self._binary_of = [], {}, {}
         self._poll()
+        for table in _SESSION_TABLES:
+            self._bpf[table].clear()
+        gen = self._bpf["fd_gen"]
+        gen[ctypes.c_int(0)] = ctypes.c_ulonglong(gen[ctypes.c_int(0)].value + 1)
+        self._slots = CounterSlots(self._bpf)
         self._pending, self._events_seen = [], 0
         self._started_ns = time.monotonic_ns()
         self.measure_bpf(False)
@@ -316,6 +322,11 @@ class BccCollector:
     def _on_file_event(self, ctx, data, size) -> None:
         self._events_seen += 1
         self._pending.append(bcc_events.file_event(self._bpf["file_events"].event(data)))
+
+
+# What the kernel side holds for a session's invocations and their tasks (collector.bpf.c).
+_SESSION_TABLES = ("inv_config", "tasks", "tracked", "pending_exec", "parent_of", "fd_kinds",
+                   "live", "roots", "cg_inv", "egress_allow", "egress", "flows")
 
 
 def _uprobe_multi(bpf) -> int | None:
