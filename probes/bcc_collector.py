@@ -247,11 +247,15 @@ class BccCollector:
         if len(self._bpf["tracked"]) == 0:
             # Nothing is tracked any more: forget descriptors, so that a later client that
             # gets a recycled pid does not inherit this one's source/socket descriptors.
-            self._bpf["fd_kinds"].clear()
-            self._bpf["parent_of"].clear()
-            gen = self._bpf["fd_gen"]
-            gen[ctypes.c_int(0)] = ctypes.c_ulonglong(gen[ctypes.c_int(0)].value + 1)
+            self._forget(("fd_kinds", "parent_of"))
         return final
+
+    def _forget(self, tables) -> None:
+        """Empty these maps; descriptor kinds the tasks cached go stale with them (fd_gen)."""
+        for table in tables:
+            self._bpf[table].clear()
+        gen = self._bpf["fd_gen"]
+        gen[ctypes.c_int(0)] = ctypes.c_ulonglong(gen[ctypes.c_int(0)].value + 1)
 
     def measure_bpf(self, enabled: bool = True) -> None:
         """Have the kernel time every BPF program run (its BPF statistics), for overhead(). Off
@@ -289,10 +293,7 @@ class BccCollector:
                 os.close(link)
             self._uprobe_links, self._attached, self._binary_of = [], {}, {}
         self._poll()
-        for table in _SESSION_TABLES:
-            self._bpf[table].clear()
-        gen = self._bpf["fd_gen"]
-        gen[ctypes.c_int(0)] = ctypes.c_ulonglong(gen[ctypes.c_int(0)].value + 1)
+        self._forget(_SESSION_TABLES)
         self._slots = CounterSlots(self._bpf)
         self._pending, self._events_seen = [], 0
         self._started_ns = time.monotonic_ns()

@@ -63,9 +63,6 @@ class BccLauncher:
         self._bcc = BccCollector(functions)
         self.functions = self._bcc.functions
 
-    def reset(self) -> None:
-        self._bcc.reset()
-
     def prepare(self, clients):
         self._bcc.prepare(clients)
 
@@ -101,7 +98,7 @@ class BccLauncher:
 
     def close(self):
         if _keeping:
-            self.reset()
+            self._bcc.reset()
             _kept.append(self)
         else:
             self._bcc.close()

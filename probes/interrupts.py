@@ -16,6 +16,7 @@ A deferred interrupt is raised when the outermost `deferred` block ends.
 """
 
 import contextlib
+import signal
 import threading
 
 _state = threading.local()
@@ -44,3 +45,18 @@ def raise_or_defer(exc: BaseException) -> None:
         _state.pending = getattr(_state, "pending", None) or exc
         return
     raise exc
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, SIGTERM or SIGHUP, as interrupt_once raises it."""
+
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def interrupt_once(signum, frame) -> None:
+    """A signal handler: the first of SIGNALS interrupts (raise_or_defer); the rest are then
+    ignored, so they cannot cut the teardown that the first one started."""
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise_or_defer(Interrupted())

@@ -38,23 +38,15 @@ def _jobs(argv: list[str]) -> int:
     return int(jobs) if jobs is not None and jobs.isdigit() else default_jobs()
 
 
-_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-
-def _interrupted(signum, frame):
-    for sig in _SIGNALS:   # once: the way out is not cut by a second one
-        signal.signal(sig, signal.SIG_IGN)
-    raise KeyboardInterrupt
-
-
 def main() -> int:
+    from probes.interrupts import interrupt_once
     argv = sys.argv[1:]
     ahead = False
     try:
         # SIGTERM and SIGHUP during start-up end evlab as Ctrl-C does (a session installs its
         # own handlers once it has something to tear down): "interrupted", status 130
-        for sig in _SIGNALS:
-            signal.signal(sig, _interrupted)
+        for sig in (signal.SIGTERM, signal.SIGHUP):   # Ctrl-C's is Python's own
+            signal.signal(sig, interrupt_once)
         ahead = compiles(argv)
         if ahead:
             from probes.bcc_load import compile_ahead

@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from probes.interrupts import raise_or_defer
+from probes.interrupts import SIGNALS, interrupt_once
 from probes.owned_tmp import make_owned_dir
 from probes.sandbox import SandboxLimits
 from sessions.cli.outputs import check_outputs, deliver, write_atomic
@@ -30,17 +30,6 @@ from sessions.stream.events import (
 )
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.stream import EventStream
-
-
-class _Interrupted(KeyboardInterrupt):
-    pass
-
-
-def _raise_interrupt(signum, frame):
-    # Once: a second Ctrl-C or SIGTERM must not cut the teardown that the first one started.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    raise_or_defer(_Interrupted())   # not inside BCC's callbacks, where it would be lost
 
 
 class Progress:
@@ -116,8 +105,8 @@ def record(args, progress_of, work, staging: Path | None = None,
     book = EvidenceBook()
     stream = EventStream([book, VerdictEngine(book), progress_of(book), *consumers])
     writer = ArchiveWriter(staging, book, stream)
-    previous = {sig: signal.signal(sig, _raise_interrupt)
-                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    # deferred inside BCC's callbacks, where an exception would be lost (probes/interrupts.py)
+    previous = {sig: signal.signal(sig, interrupt_once) for sig in SIGNALS}
     interrupted = False
     try:
         work(stream, book, staging)
