@@ -12,11 +12,13 @@ from sessions.judging.judge import INCONCLUSIVE, PASS, VerdictEngine
 from sessions.stream.codec import EventFormatError, from_json, to_json
 from sessions.stream.events import (
     CounterSample,
+    PacketSeen,
     PhaseChanged,
     ScenarioStarted,
     SessionStarted,
     VerifierResult,
 )
+from sessions.stream.evidence import sequence_bytes
 from sessions.stream.registry import EVENT_TYPES
 from sessions.stream.stream import EventStream
 
@@ -123,3 +125,19 @@ def test_missing_kernel_evidence_is_inconclusive_never_pass():
     assert by_clause["integrity"].status == PASS  # the verifier's evidence is there
     judged = verdicts[-1]
     assert judged.instrument_check == "inconclusive"
+
+
+def _segment(seq: int, n: int, sport: int = 40000) -> PacketSeen:
+    return PacketSeen(0, "s", 1, "127.0.0.1", sport, "127.0.0.1", 9000, "PSH,ACK", n, seq)
+
+
+def test_wire_bytes_count_a_retransmitted_segment_once():
+    sent = [_segment(1000, 500), _segment(1500, 500)]
+    assert sequence_bytes(sent) == 1000
+    assert sequence_bytes([*sent, _segment(1500, 500)]) == 1000      # the same segment again
+    assert sequence_bytes([*sent, _segment(1200, 600)]) == 1000      # re-cut, inside what was sent
+    assert sequence_bytes([*sent, _segment(1800, 400)]) == 1200      # partly new: 200 more
+    assert sequence_bytes([_segment(2**32 - 100, 300), _segment(200, 50)]) == 350  # seq wraps
+    assert sequence_bytes([*sent, _segment(1000, 500, sport=40001)]) == 1500  # another connection
+    old = [_segment(-1, 500), _segment(-1, 500)]     # an older archive: no sequence numbers
+    assert sequence_bytes(old) == 1000

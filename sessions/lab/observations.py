@@ -94,7 +94,8 @@ class Observations:
         if live.capture is not None:
             for p in live.capture.drain():
                 self.stream.publish(PacketSeen(p.t_ns, live.scenario.id, n, p.src, p.sport,
-                                               p.dst, p.dport, p.flags, p.payload_len))
+                                               p.dst, p.dport, p.flags, p.payload_len,
+                                               tcp_seq=p.seq))
 
     def records(self, live: Running, n: int) -> None:
         for server, tail in live.tails.items():

@@ -5,7 +5,12 @@ A figure that was not observed is null, never 0. Schema: docs/json-schema.md.
 
 from sessions.output.grades import grade_section
 from sessions.output.leaderboard import campaign_section
-from sessions.stream.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
+from sessions.stream.evidence import (
+    EvidenceBook,
+    InvocationEvidence,
+    ScenarioEvidence,
+    sequence_bytes,
+)
 
 SCHEMA_VERSION = 1
 
@@ -70,7 +75,7 @@ def _packets(inv: InvocationEvidence, receiver_port: int) -> dict:
     if inv.packet_stats is None:
         return {"count": None, "payload_bytes": None, "to_receiver_bytes": None,
                 "dropped": None, "error": None}
-    return {"count": len(inv.packets), "payload_bytes": sum(p.payload_len for p in inv.packets),
+    return {"count": len(inv.packets), "payload_bytes": sequence_bytes(inv.packets),
             "to_receiver_bytes": inv.wire_bytes_to(receiver_port),
             "dropped": inv.packet_stats.dropped_by_kernel,
             "error": inv.packet_stats.error or None}

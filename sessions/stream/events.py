@@ -229,6 +229,7 @@ class PacketSeen(Event):
     dport: int
     flags: str
     payload_len: int
+    tcp_seq: int = -1    # the segment's TCP sequence number (-1: not recorded: an older archive)
 
 
 @dataclass(frozen=True)

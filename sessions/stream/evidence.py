@@ -3,6 +3,7 @@ read, by scenario and invocation. A session builds one book; the verdict engine,
 the reports and the dashboard's model all read it (a replay or a report builds one from an
 archive's events)."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
@@ -73,7 +74,35 @@ class InvocationEvidence:
             "connection_closed"))
 
     def wire_bytes_to(self, port: int) -> int:
-        return sum(p.payload_len for p in self.packets if p.dport == port)
+        return sequence_bytes(p for p in self.packets if p.dport == port)
+
+
+def sequence_bytes(packets: Iterable[PacketSeen]) -> int:
+    """TCP payload bytes of these segments, each byte of a connection's sequence space counted
+    once: a segment TCP sent again (its retransmission timer fires on loopback when the machine
+    is loaded) is not data sent twice. A segment without a recorded sequence number (an older
+    archive) counts in full."""
+    total = 0
+    flows: dict[tuple[str, int, str, int], list[tuple[int, int]]] = {}
+    for p in packets:
+        if p.payload_len <= 0:
+            continue
+        if p.tcp_seq < 0:
+            total += p.payload_len
+        else:
+            flows.setdefault((p.src, p.sport, p.dst, p.dport), []).append(
+                (p.tcp_seq, p.payload_len))
+    for segments in flows.values():
+        base = segments[0][0]
+        # offsets from the flow's first segment, signed modulo 2**32 (sequence numbers wrap)
+        spans = sorted(((seq - base + 2**31) % 2**32 - 2**31, n) for seq, n in segments)
+        covered = None
+        for start, n in spans:
+            lo = start if covered is None else max(start, covered)
+            if start + n > lo:
+                total += start + n - lo
+            covered = start + n if covered is None else max(covered, start + n)
+    return total
 
 
 @dataclass
