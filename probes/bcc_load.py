@@ -3,9 +3,14 @@
 Compiling and loading happens once per session (BccCollector's constructor); a machine that
 cannot load it gets a CollectorUnavailable carrying the capability record that says why. The
 `evlab` command starts the first compile ahead (compile_ahead), beside its own imports.
+
+Every compile runs in a thread of its own whose working directory is its own (`private_cwd`):
+libbcc chdirs into the kernel headers while it compiles, and the user's relative paths, used by
+other threads meanwhile, must still resolve against the directory evlab was started from.
 """
 
 import atexit
+import ctypes
 import gzip
 import os
 import re
@@ -29,23 +34,58 @@ class CollectorUnavailable(Exception):
         self.capability = capability
 
 
-class _Ahead(threading.Thread):
-    """A compile started before anyone asked for it: its bcc.BPF, or what it raised."""
+CLONE_FS = 0x200   # <linux/sched.h>: the working directory, root and umask
 
-    def __init__(self):
+
+def private_cwd() -> None:
+    """Give the calling thread a working directory (and root and umask) of its own, so a chdir
+    in it (libbcc's, into the kernel headers) moves no other thread. unshare(CLONE_FS) needs
+    no privilege and is per thread (os.unshare is Python 3.12+)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_FS) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"unshare(CLONE_FS): {os.strerror(errno)}")
+
+
+class Compiling(threading.Thread):
+    """`build()` run in a thread of its own working directory: its result, or what it raised.
+    For every BCC compile (the collector's, doctor's probes)."""
+
+    def __init__(self, build=None):
         super().__init__(name="evlab-bpf-compile", daemon=True)
+        self.build = build or _compile
         self.bpf = None
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
-            self.bpf = _compile()
+            private_cwd()
+            self.bpf = self.build()
         except BaseException as e:  # handed to whoever takes it (load_bpf)
             self.error = e
 
+    def result(self):
+        """Once it has ended: its result, or raise what it raised."""
+        if self.error is not None:
+            raise self.error
+        return self.bpf
 
-_ahead: _Ahead | None = None
+
+_ahead: Compiling | None = None
 _ahead_lock = threading.Lock()
+_abandoned: list[Compiling] = []   # compiles whose caller was interrupted: finished at exit
+
+
+def compiled(build):
+    """`build()` (a BCC compile) run where its chdir moves no other thread; its result."""
+    compiling = Compiling(build)
+    compiling.start()
+    try:
+        compiling.join()
+    except BaseException:   # interrupted: LLVM must still finish before the interpreter exits
+        _abandoned.append(compiling)
+        raise
+    return compiling.result()
 
 
 def compile_ahead() -> None:
@@ -55,18 +95,18 @@ def compile_ahead() -> None:
     global _ahead
     with _ahead_lock:
         if _ahead is None:
-            _ahead = _Ahead()
+            _ahead = Compiling()
             _ahead.start()
 
 
-def _take_ahead() -> "_Ahead | None":
+def _take_ahead() -> "Compiling | None":
     global _ahead
     with _ahead_lock:
         ahead, _ahead = _ahead, None
     return ahead
 
 
-def _give_back(ahead: _Ahead) -> None:
+def _give_back(ahead: Compiling) -> None:
     global _ahead
     with _ahead_lock:
         if _ahead is None:
@@ -83,11 +123,11 @@ def compiling_unused() -> bool:
 @atexit.register
 def _release_ahead() -> None:
     # LLVM must not be compiling while the interpreter exits; an unused program is detached
-    ahead = _take_ahead()
-    if ahead is not None:
-        ahead.join()
-        if ahead.bpf is not None:
-            ahead.bpf.cleanup()
+    for compiling in [_take_ahead(), *_abandoned]:
+        if compiling is not None:
+            compiling.join()
+            if compiling.bpf is not None:
+                compiling.bpf.cleanup()
 
 
 def load_bpf():
@@ -95,15 +135,13 @@ def load_bpf():
     compiled ahead if there is one, else compiled now."""
     ahead = _take_ahead()
     if ahead is None:
-        return _compile()
+        return compiled(_compile)
     try:
         ahead.join()
     except BaseException:   # interrupted while waiting: the compile is nobody's again
         _give_back(ahead)
         raise
-    if ahead.error is not None:
-        raise ahead.error
-    return ahead.bpf
+    return ahead.result()
 
 
 def _compile():

@@ -61,6 +61,7 @@ _HOOK_PROBE = "int hook(struct bpf_sock_addr *ctx) { return 1; }"
 
 def check_cgroup_hooks() -> Capability:
     """Can a socket-address program attach to a client cgroup? (what egress is judged from)"""
+    from probes.bcc_load import compiled
     from probes.cgroup import ClientCgroup, find_layout
     layout = find_layout()
     if layout.capability() is not None:
@@ -72,7 +73,7 @@ def check_cgroup_hooks() -> Capability:
         return missing("cgroup-hooks", f"cannot import bcc: {e}", "make setup")
     cg = ClientCgroup.create(layout, "doctor")
     try:
-        bpf = BPF(text=_HOOK_PROBE)
+        bpf = compiled(lambda: BPF(text=_HOOK_PROBE))   # libbcc's chdir stays in its thread
         connect4 = BPFAttachType.CGROUP_INET4_CONNECT
         fn = bpf.load_func("hook", BPF.CGROUP_SOCK_ADDR, attach_type=connect4)
         fd = os.open(cg.dirs["v2"], os.O_RDONLY | os.O_DIRECTORY)
