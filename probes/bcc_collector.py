@@ -187,7 +187,8 @@ class BccCollector:
     # --- reading -----------------------------------------------------------------------
     def snapshot(self, invocation: int) -> CounterSnapshot:
         counters = dict.fromkeys(COUNTERS, 0)
-        functions = dict.fromkeys(self._attached.get(self._binary_of.get(invocation), ()), 0)
+        binary = self._binary_of.get(invocation)
+        functions = dict.fromkeys(self._attached.get(binary, ()) if binary is not None else (), 0)
         syscalls: dict[str, int] = {}
         for cid, value in self._slots.read(invocation).items():
             if cid >= SYSCALL_BASE:

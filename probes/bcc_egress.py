@@ -49,9 +49,10 @@ class CgroupHooks:
 
     def unwatch(self, invocation: int) -> None:
         from bcc import BPF, BPFAttachType
-        fd, cgroup_id = self._cgroups.pop(invocation, (None, None))
-        if fd is None:
+        entry = self._cgroups.pop(invocation, None)
+        if entry is None:
             return
+        fd, cgroup_id = entry
         for name, _prog_type, attach_name in HOOKS:
             try:
                 BPF.detach_func(self._bpf.funcs[name.encode()], fd,

@@ -10,6 +10,8 @@ from probes.kernel import ConnectEvent, EgressEvent, EgressTotals, FileEvent, Pr
 
 _PROTOCOLS = {socket.IPPROTO_TCP: "tcp", socket.IPPROTO_UDP: "udp", socket.IPPROTO_ICMP: "icmp",
               socket.IPPROTO_ICMPV6: "icmpv6"}
+# A socket made with protocol 0 takes its type's default.
+_TYPE_DEFAULTS: dict[int, str] = {socket.SOCK_STREAM: "tcp", socket.SOCK_DGRAM: "udp"}
 _FAMILIES = {socket.AF_INET: "AF_INET", socket.AF_INET6: "AF_INET6", socket.AF_UNIX: "AF_UNIX"}
 
 
@@ -70,9 +72,7 @@ def egress_totals(bpf, invocation: int) -> EgressTotals:
 def protocol(sock_type: int, proto: int) -> str:
     if proto in _PROTOCOLS:
         return _PROTOCOLS[proto]
-    # A socket made with protocol 0 takes its type's default.
-    return {socket.SOCK_STREAM: "tcp", socket.SOCK_DGRAM: "udp"}.get(
-        sock_type, f"type {sock_type} protocol {proto}")
+    return _TYPE_DEFAULTS.get(sock_type, f"type {sock_type} protocol {proto}")
 
 
 def address(family: int, raw: bytes) -> str:

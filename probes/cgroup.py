@@ -67,7 +67,8 @@ def find_layout(mounts: str | None = None) -> Layout:
             mounts = Path("/proc/self/mounts").read_text()
         except OSError:
             mounts = ""
-    v2, v1 = None, {}
+    v2: Path | None = None
+    v1: dict[str, Path] = {}
     for line in mounts.splitlines():
         parts = line.split()
         if len(parts) < 4:
@@ -151,11 +152,13 @@ class ClientCgroup:
         return self
 
     def _make(self, limits: Limits) -> None:
-        parent = self.layout.v2 / PARENT
+        v2 = self.layout.v2
+        assert v2 is not None  # create() refuses a layout without a v2 hierarchy
+        parent = v2 / PARENT
         parent.mkdir(exist_ok=True)
         wanted = [c for c in V1_LIMITS if c in self.layout.controllers]
         if wanted:  # v2 controllers must be enabled down the path to the client's cgroup
-            for where in (self.layout.v2, parent):
+            for where in (v2, parent):
                 _write(where / "cgroup.subtree_control", " ".join(f"+{c}" for c in wanted))
         for d in self.dirs.values():
             d.parent.mkdir(exist_ok=True)

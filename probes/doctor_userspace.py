@@ -96,5 +96,6 @@ def check_sandbox() -> Capability:
     from probes.sandbox import Sandbox
     box, gap = Sandbox.open()
     if box is None:
+        assert gap is not None  # Sandbox.open() says why when it gives no sandbox
         return missing("sandbox", gap.detail, gap.fix)
     return ok("sandbox", box.settings().describe())

@@ -10,6 +10,7 @@ import ctypes
 import socket
 import struct
 from collections.abc import Iterable
+from typing import cast
 
 from probes.capability import Capability
 
@@ -74,6 +75,8 @@ def checked_ports(ports: Iterable[int]) -> frozenset[int]:
 _LD_W_ABS, _LD_H_ABS, _LD_B_ABS, _LD_H_IND = 0x20, 0x28, 0x30, 0x48
 _LDX_IMM, _LDX_B_MSH, _JA, _JEQ, _JSET, _RET = 0x01, 0xB1, 0x05, 0x15, 0x45, 0x06
 _SKF_AD_PKTTYPE = (-0x1000 + 4) & 0xFFFFFFFF  # SKF_AD_OFF + SKF_AD_PKTTYPE
+# An instruction before assembly: (op, jt, jf, k), a jump target or _JA's k may be a label.
+_Insn = tuple[int, int | str, int | str, int | str]
 
 
 def filter_program(ports: frozenset[int]) -> list[tuple[int, int, int, int]]:
@@ -107,9 +110,10 @@ def filter_program(ports: frozenset[int]) -> list[tuple[int, int, int, int]]:
     ])
 
 
-def _assemble(source: list) -> list[tuple[int, int, int, int]]:
+def _assemble(source: list[_Insn | str]) -> list[tuple[int, int, int, int]]:
     """Resolve string labels into the relative jump offsets cBPF wants."""
-    labels, code = {}, []
+    labels: dict[str, int] = {}
+    code: list[_Insn] = []
     for item in source:
         if isinstance(item, str):
             labels[item] = len(code)
@@ -120,7 +124,7 @@ def _assemble(source: list) -> list[tuple[int, int, int, int]]:
         return labels[target] - i - 1 if isinstance(target, str) else target
 
     return [
-        (op, offset(i, jt), offset(i, jf), offset(i, k) if op == _JA else k)
+        (op, offset(i, jt), offset(i, jf), offset(i, k) if op == _JA else cast(int, k))
         for i, (op, jt, jf, k) in enumerate(code)
     ]
 

@@ -81,13 +81,14 @@ class CaptureStats:
 
 def realtime_offset_ns() -> int:
     """CLOCK_REALTIME minus CLOCK_MONOTONIC, from the tightest of a few bracketed reads."""
-    best = None
+    best: tuple[int, int] | None = None
     for _ in range(5):
         before = time.monotonic_ns()
         wall = time.time_ns()
         after = time.monotonic_ns()
         if best is None or after - before < best[0]:
             best = (after - before, wall - (before + after) // 2)
+    assert best is not None  # the loop ran
     return best[1]
 
 
@@ -147,7 +148,7 @@ class PacketCapture:
         os.write(self._wake_w, b"s")
         self._thread.join()
         self._read_kernel_stats()
-        self._sock.close()
+        self._socket().close()
         os.close(self._wake_r)
         os.close(self._wake_w)
         if self._pcap is not None:
@@ -162,13 +163,14 @@ class PacketCapture:
         frame is queued by the syscall that sent it), so drain() then holds them all; False if
         the thread is not running or did not answer in time."""
         with self._synced:
-            if self._thread is None or self._stopped or not self._thread.is_alive():
+            thread = self._thread
+            if thread is None or self._stopped or not thread.is_alive():
                 return False
             self._sync_asked += 1
             target = self._sync_asked
             os.write(self._wake_w, b"y")
             return self._synced.wait_for(lambda: self._sync_done >= target
-                                         or not self._thread.is_alive(), timeout) \
+                                         or not thread.is_alive(), timeout) \
                 and self._sync_done >= target
 
     def __enter__(self) -> PacketCapture:
@@ -221,10 +223,16 @@ class PacketCapture:
 
     # -- the capture thread ------------------------------------------------------------------
 
+    def _socket(self) -> socket.socket:
+        """The capture socket, which start() opens before the thread that reads it runs."""
+        assert self._sock is not None, "the capture was not started"
+        return self._sock
+
     def _run(self) -> None:
         try:
+            watched: list[socket.socket | int] = [self._socket(), self._wake_r]
             while not self._stopping.is_set():
-                ready, _, _ = select.select([self._sock, self._wake_r], [], [], POLL_SECONDS)
+                ready, _, _ = select.select(watched, [], [], POLL_SECONDS)
                 if self._wake_r in ready:
                     self._answer_sync()
                 elif ready:
@@ -248,9 +256,10 @@ class PacketCapture:
     def _read_batch(self) -> bool:
         """Read up to BATCH frames; True when the socket's queue was emptied."""
         emptied = False
+        sock = self._socket()
         for _ in range(BATCH):
             try:
-                frame, anc, msg_flags, addr = self._sock.recvmsg(
+                frame, anc, msg_flags, addr = sock.recvmsg(
                     SNAPLEN, socket.CMSG_SPACE(_TIMESPEC.size), socket.MSG_DONTWAIT
                 )
             except BlockingIOError:
@@ -292,7 +301,7 @@ class PacketCapture:
         return mono_ns + self._offset_ns, mono_ns
 
     def _read_kernel_stats(self) -> None:
-        packets, drops = kernel_stats(self._sock)  # since the last read: accumulated here
+        packets, drops = kernel_stats(self._socket())  # since the last read: accumulated here
         with self._lock:
             self._counts["seen"] += packets  # the kernel already includes drops in tp_packets
             self._counts["dropped"] += drops

@@ -27,6 +27,7 @@ import os
 import pwd
 import shutil
 import subprocess
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -66,6 +67,7 @@ class SandboxSettings:
     def describe(self) -> str:
         if not self.enabled:
             return f"no sandbox ({self.why_not})"
+        assert self.limits is not None  # Sandbox.settings() records an enabled sandbox's limits
         return (f"bubblewrap as {self.user} (uid {self.uid}), namespaces "
                 f"{'+'.join(self.namespaces)}, no capabilities, no_new_privs; "
                 + SandboxLimits(**self.limits).describe())
@@ -143,7 +145,7 @@ class Sandbox:
 
     # --- launching ---------------------------------------------------------------------------
     def wrap(self, argv: list[str], cwd: Path | None, source_dir: Path | None = None,
-             programs: list[tuple[Path, Path]] = ()) -> list[str]:
+             programs: Iterable[tuple[Path, Path]] = ()) -> list[str]:
         """The launch chain for argv."""
         lim = self.limits
         box = [self.bwrap, *_BWRAP_NS, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]

@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from probes.capability import Capability
-from probes.kernel import COUNTERS, ConnectEvent, CounterSnapshot, NoEgressView, ProcessEvent
+from probes.kernel import (
+    COUNTERS,
+    ConnectEvent,
+    CounterSnapshot,
+    EgressEvent,
+    FileEvent,
+    NoEgressView,
+    ProcessEvent,
+)
 from probes.owned_tmp import make_owned_dir
 from probes.tail import LineTail
 
@@ -58,9 +66,10 @@ class StraceCollector(NoEgressView):
     name = "strace"
 
     def __init__(self, functions: tuple[str, ...] = ()):
-        self.strace = shutil.which("strace")
-        if not self.strace:
+        strace = shutil.which("strace")
+        if not strace:
             raise FileNotFoundError("strace is not installed")
+        self.strace = strace
         self.functions = tuple(functions)
         self._dir = make_owned_dir("evlab-strace-")
         self._traces: dict[int, _Trace] = {}
@@ -97,8 +106,8 @@ class StraceCollector(NoEgressView):
     def live_tasks(self, invocation: int) -> list[int] | None:
         return None   # strace sees a tree's exits only once it has stopped tracing it
 
-    def poll_events(self) -> list[ConnectEvent | ProcessEvent]:
-        out = []
+    def poll_events(self) -> list[ConnectEvent | ProcessEvent | FileEvent | EgressEvent]:
+        out: list[ConnectEvent | ProcessEvent | FileEvent | EgressEvent] = []
         for trace in self._traces.values():
             self._parse_new(trace)
             out += trace.events

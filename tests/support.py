@@ -7,8 +7,8 @@ from pathlib import Path
 
 from sessions.cli import grade_started
 from sessions.judging.judge import VerdictEngine
-from sessions.lab.runner import Options
 from sessions.lab.schedule import run_session
+from sessions.lab.session import Options
 from sessions.output import document
 from sessions.spec.client_spec import from_command
 from sessions.spec.scenario import GRADE_DIR, load_dir

@@ -20,7 +20,7 @@ import pytest
 from probes.capability import Capability
 from probes.cgroup import PARENT, find_layout
 from probes.sandbox import Sandbox
-from sessions.lab.runner import Options, RunError, Session
+from sessions.lab.session import Options, RunError, Session
 from sessions.spec.scenario import load_dir
 from sessions.stream.stream import EventStream
 from tests.support import grade, runs

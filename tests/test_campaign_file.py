@@ -13,7 +13,7 @@ from sessions.campaign.jobs import plan
 from sessions.campaign.journal import Journal, JournalError
 from sessions.campaign.shipping import ShippingError, pack, unpack
 from sessions.judging.grading import identity_failures
-from sessions.lab.runner import VERSION
+from sessions.lab.session import VERSION
 from sessions.spec.campaign import CampaignError, load_campaign
 from sessions.spec.contract import load_contract
 from sessions.stream.codec import to_json

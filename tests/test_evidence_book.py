@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from sessions.judging.judge import VerdictEngine
-from sessions.lab import runner
+from sessions.lab import scenario_run
 from sessions.lab.schedule import run_session
 from sessions.output import report
 from sessions.output.archive import ArchiveWriter, parse_events
@@ -76,8 +76,8 @@ def test_a_capture_that_dies_mid_scenario_makes_the_wire_clauses_inconclusive(
         tmp_path, built_clients, monkeypatch):
     # A pcap that cannot be written (/dev/full: ENOSPC) kills the capture thread at the first
     # frames it flushes, during invocation 1; the session's own probe (no pcap) still works.
-    real = runner.PacketCapture
-    monkeypatch.setattr(runner, "PacketCapture", lambda pcap_path=None, **kw: real(
+    real = scenario_run.PacketCapture
+    monkeypatch.setattr(scenario_run, "PacketCapture", lambda pcap_path=None, **kw: real(
         pcap_path="/dev/full" if pcap_path else None, **kw))
     book = EvidenceBook()
     run_session(EventStream([book, VerdictEngine(book)]), select(["baseline"], load_dir()),

@@ -21,8 +21,8 @@ from fixture.verifier import verify
 from sessions.judging.fault_chance import could_fire
 from sessions.judging.judge import VerdictEngine
 from sessions.lab.noise import HELPER
-from sessions.lab.runner import Options
 from sessions.lab.schedule import run_session
+from sessions.lab.session import Options
 from sessions.spec.faults import PHASES, FaultSpecError, parse_faults
 from sessions.spec.scenario import FAULTS_DIR, load_dir
 from sessions.stream.events import ScenarioJudged, ServerRecord, Verdict

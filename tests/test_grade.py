@@ -22,9 +22,9 @@ from sessions.judging.judge import VerdictEngine
 from sessions.judging.judgement import is_temp
 from sessions.judging.metrics import overall_metrics, scenario_metrics
 from sessions.judging.risks import findings as risk_findings
-from sessions.lab import runner
-from sessions.lab.runner import Options
+from sessions.lab import scenario_run
 from sessions.lab.schedule import run_session
+from sessions.lab.session import Options
 from sessions.output import document
 from sessions.output.document import grade_status
 from sessions.output.grade_report import grade_markdown
@@ -396,7 +396,7 @@ def test_a_client_that_never_uploads_fails_the_fault_scenarios_it_is_not_invalid
 @root_only
 def test_a_harness_failure_makes_the_attempt_invalid_not_failed(tmp_path, monkeypatch,
                                                                  built_clients):
-    real, calls = runner.start_decoy, []
+    real, calls = scenario_run.start_decoy, []
 
     def clash_once(path, *args):
         calls.append(path)
@@ -404,7 +404,7 @@ def test_a_harness_failure_makes_the_attempt_invalid_not_failed(tmp_path, monkey
             raise ServerStartError("fixture.decoy exited at start: address already in use")
         return real(path, *args)
 
-    monkeypatch.setattr(runner, "start_decoy", clash_once)
+    monkeypatch.setattr(scenario_run, "start_decoy", clash_once)
     doc = grade(f"{client_path('baseline')} {{host}} {{port}} {{source}}", tmp_path,
                 attempts=2, scenarios=("normal",))
     m = doc["grade"]["scenarios"]["normal"]

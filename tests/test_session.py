@@ -14,8 +14,8 @@ import psutil
 import pytest
 
 from sessions.judging.judge import VerdictEngine
-from sessions.lab.runner import Options
 from sessions.lab.schedule import run_session
+from sessions.lab.session import Options
 from sessions.output import report
 from sessions.output.archive import ArchiveWriter, load_archive
 from sessions.spec.scenario import load_dir
@@ -205,7 +205,7 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path, built_clients, sig):
 
 
 def test_import_rule_no_textual_outside_tui():
-    code = ("import sys, sessions.cli, sessions.lab.runner, sessions.output.report, "
+    code = ("import sys, sessions.cli, sessions.lab.session, sessions.output.report, "
             "sessions.output.archive, probes.collectors, probes.packets, probes.doctor, "
             "fixture.harness, tui.main\n"
             "print('textual' in sys.modules)")

@@ -13,7 +13,7 @@ from textual.widgets import DataTable
 
 from bench.flood import FloodSource, press_like_a_terminal, scenario_key
 from sessions.cli import grade_started
-from sessions.lab.runner import Options
+from sessions.lab.session import Options
 from sessions.output.archive import load_archive
 from sessions.spec.client_spec import from_command
 from sessions.spec.scenario import GRADE_DIR, load_dir

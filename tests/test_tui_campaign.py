@@ -14,7 +14,7 @@ from fixture.harness import client_path
 from sessions.campaign.journal import Journal
 from sessions.judging.judge import VerdictEngine
 from sessions.lab.attempts import AttemptPiece
-from sessions.lab.runner import Cancelled
+from sessions.lab.session import Cancelled
 from sessions.output.archive import load_archive
 from sessions.output.leaderboard import campaign_section
 from sessions.spec.campaign import load_campaign

@@ -63,20 +63,23 @@ def test_every_command_reads_and_writes_relative_paths_in_the_users_directory(tm
     watched = _watched()
     assert watched, "no kernel header directories to watch"
 
+    # (command, the exit statuses it may end with: a grade says 1 when an attempt failed,
+    # which is the client's business here, not the paths')
     runs = [
-        ("run", "mine.toml", "--headless", "--json", "run.json", "--archive", "run.tar.gz"),
-        ("grade", "grade.toml", "--headless", "--json", "grade.json", "--report", "grade.md",
-         "--archive", "grade.tar.gz"),
-        ("grade", "--client", "python3 client.py {host} {port} {source}", "--attempts", "1",
-         "--scenario", "normal", "--headless", "--json", "flag.json"),
-        ("campaign", "clients.toml", "--headless", "--json", "board.json",
-         "--report", "board.md", "--archive", "board.tar.gz"),
-        ("report", "run.tar.gz", "--format", "junit", "--output", "run.xml"),
-        ("replay", "grade.tar.gz", "--headless"),
+        (("run", "mine.toml", "--headless", "--json", "run.json", "--archive", "run.tar.gz"),
+         {0}),
+        (("grade", "grade.toml", "--headless", "--json", "grade.json", "--report", "grade.md",
+          "--archive", "grade.tar.gz"), {0, 1}),
+        (("grade", "--client", "python3 client.py {host} {port} {source}", "--attempts", "1",
+          "--scenario", "normal", "--headless", "--json", "flag.json"), {0, 1}),
+        (("campaign", "clients.toml", "--headless", "--json", "board.json",
+          "--report", "board.md", "--archive", "board.tar.gz"), {0}),
+        (("report", "run.tar.gz", "--format", "junit", "--output", "run.xml"), {0}),
+        (("replay", "grade.tar.gz", "--headless"), {0, 1}),
     ]
-    for args in runs:
+    for args, statuses in runs:
         out = _evlab(home, *args)
-        assert out.returncode == 0, (args, out.stderr[-2000:])
+        assert out.returncode in statuses, (args, out.stderr[-2000:])
         assert "Traceback" not in out.stderr, args
 
     assert sorted(p.name for p in home.iterdir()) == sorted([

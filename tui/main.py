@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from sessions import cli
 from sessions.cli.campaign import open_campaign, summary_line
-from sessions.lab.runner import Options
+from sessions.lab.session import Options
 from sessions.output.archive import ArchiveError, load_archive
 from sessions.spec.client_spec import ClientSpecError
 from sessions.spec.scenario import GRADE_DIR, ScenarioError, load_dir

@@ -17,7 +17,7 @@ from sessions.campaign.jobs import plan
 from sessions.campaign.journal import Journal
 from sessions.judging.judge import VerdictEngine
 from sessions.lab.live import Lab
-from sessions.lab.runner import Options
+from sessions.lab.session import Options
 from sessions.output.archive import ArchiveWriter, LoadedArchive
 from sessions.spec.campaign import Campaign
 from sessions.spec.scenario import Scenario

@@ -12,8 +12,7 @@ from sessions.campaign.jobs import Job, plan
 from sessions.campaign.journal import Journal
 from sessions.campaign.shipping import Files, ShippingError, pack
 from sessions.lab.attempts import AttemptPiece
-from sessions.lab.runner import VERSION
-from sessions.lab.schedule import end_reason
+from sessions.lab.session import VERSION, end_reason
 from sessions.spec.campaign import Campaign
 from sessions.spec.contract import load_contract
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from sessions.campaign.jobs import Job
 from sessions.campaign.node import Node
 from sessions.campaign.shipping import Files
-from sessions.lab.runner import Cancelled, Options
+from sessions.lab.session import Cancelled, Options
 
 NODE = "local"
 

@@ -8,7 +8,7 @@ from probes.owned_tmp import make_owned_dir
 from sessions.campaign.jobs import Job
 from sessions.campaign.shipping import Files, unpack
 from sessions.lab.attempts import AttemptPiece, AttemptWorker
-from sessions.lab.runner import Options
+from sessions.lab.session import Options
 
 
 class Node:

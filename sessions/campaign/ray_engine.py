@@ -17,7 +17,7 @@ from collections.abc import Callable
 from sessions.campaign.jobs import Job
 from sessions.campaign.node import Node
 from sessions.campaign.shipping import Files
-from sessions.lab.runner import Cancelled, Options
+from sessions.lab.session import Cancelled, Options
 
 RESOURCE = "evlab"
 NEEDS = ("--ray needs Ray on this machine and on every node: `make setup` installs it "

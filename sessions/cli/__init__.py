@@ -25,7 +25,7 @@ from sessions.cli.commands import (
 )
 from sessions.cli.headless import options_of
 from sessions.cli.parser import UsageError, build_parser
-from sessions.lab.runner import RunError
+from sessions.lab.session import RunError
 from sessions.output.archive import ArchiveError
 from sessions.spec.client_spec import ClientSpecError
 from sessions.spec.scenario import ScenarioError

@@ -14,8 +14,8 @@ from sessions.cli.outputs import check_outputs, deliver, write_atomic
 from sessions.cli.parser import LIMIT_FLAGS, TOML_KEYS, UsageError
 from sessions.judging.judge import VerdictEngine
 from sessions.lab.cpus import default_jobs
-from sessions.lab.runner import Options
 from sessions.lab.schedule import run_session
+from sessions.lab.session import Options
 from sessions.output import document, report
 from sessions.output.archive import ArchiveWriter
 from sessions.spec.client_spec import ClientSpec

@@ -11,13 +11,14 @@ sha256 of what this node actually runs), and every observation of the attempt. N
 judged here: the campaign's stream judges the piece as `evlab replay` would.
 """
 
+import contextlib
 import dataclasses
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from probes.owned_tmp import make_owned_dir
-from sessions.lab.runner import Options, RunError, Session
+from sessions.lab.session import Options, RunError, Session
 from sessions.spec.campaign import sha256_file
 from sessions.spec.client_spec import ClientSpec
 from sessions.spec.scenario import Scenario
@@ -52,8 +53,9 @@ class AttemptWorker:
         self._stream = EventStream([self._events.append])
         self._out = make_owned_dir("evlab-worker-")
         self._session = Session(self._stream, self._out, options)
+        self._open = contextlib.ExitStack()   # the session, open until close()
         try:
-            self._session.open([])
+            self._open.enter_context(self._session.opened([]))
         except BaseException:
             self.close()
             raise
@@ -97,6 +99,6 @@ class AttemptWorker:
 
     def close(self) -> None:
         try:
-            self._session.close("complete")
+            self._open.close()
         finally:
             shutil.rmtree(self._out, ignore_errors=True)

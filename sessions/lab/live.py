@@ -10,7 +10,7 @@ is compiled once however many runs are asked for; runs are queued and executed i
 import queue
 from pathlib import Path
 
-from sessions.lab.runner import Cancelled, Options, Session
+from sessions.lab.session import Cancelled, Options, Session
 from sessions.spec.scenario import Scenario
 from sessions.stream.events import GradeStarted
 from sessions.stream.stream import EventStream
@@ -40,20 +40,14 @@ class Lab:
 
     def serve(self) -> None:
         """Open the session, run queued jobs until close(); always tears the session down."""
-        reason = "complete"
         try:
-            self.session.open(self.known)
-            if self.grade is not None:
-                self.session.stream.publish(self.grade)
-            while (job := self._jobs.get()) is not None:
-                for scenario in job:
-                    if self._closing:
-                        break
-                    self.session.run_scenario(scenario)
+            with self.session.opened(self.known, self.grade) as session:
+                while (job := self._jobs.get()) is not None:
+                    for scenario in job:
+                        if self._closing:
+                            break
+                        session.run_scenario(scenario)
         except Cancelled:
-            reason = "interrupted"
+            pass   # the dashboard quit: SessionEnded says interrupted
         except BaseException as e:  # shown by the front end; never a silent stop
             self.error = e
-            reason = f"error: {e}"
-        finally:
-            self.session.close(reason)

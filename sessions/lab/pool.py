@@ -17,7 +17,7 @@ import signal
 from collections.abc import Callable
 
 from sessions.lab.attempts import AttemptOrder, AttemptPiece, AttemptWorker
-from sessions.lab.runner import Options, RunError
+from sessions.lab.session import Options, RunError
 
 CLOSE_S = 30.0
 

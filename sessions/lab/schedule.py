@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sessions.lab.attempts import AttemptOrder, AttemptPiece
 from sessions.lab.pool import Pool
-from sessions.lab.runner import Options, Session
+from sessions.lab.session import Options, Session, end_reason
 from sessions.spec.client_spec import ClientSpec
 from sessions.spec.scenario import Scenario
 from sessions.stream.codec import from_json
@@ -23,26 +23,9 @@ def run_session(stream: EventStream, scenarios: list[Scenario], out_dir: Path,
     `spec` is that client, which several labs at once each resolve)."""
     if jobs > 1 and len(scenarios) > 1:
         return _at_once(stream, scenarios, out_dir, options or Options(), grade, jobs, spec)
-    session = Session(stream, out_dir, options)
-    reason = "complete"
-    try:
-        session.open(scenarios)
-        if grade is not None:
-            stream.publish(grade)
+    with Session(stream, out_dir, options).opened(scenarios, grade) as session:
         for scenario in scenarios:
             session.run_scenario(scenario)
-    except BaseException as e:
-        reason = end_reason(e)
-        raise
-    finally:
-        session.close(reason)
-
-
-def end_reason(error: BaseException) -> str:
-    """SessionEnded's reason for a session an exception ended."""
-    if isinstance(error, KeyboardInterrupt):
-        return "interrupted"
-    return f"error: {error or type(error).__name__}"
 
 
 def _at_once(stream: EventStream, scenarios: list[Scenario], out_dir: Path, options: Options,
@@ -58,17 +41,18 @@ def _at_once(stream: EventStream, scenarios: list[Scenario], out_dir: Path, opti
     bases = grade.scenarios if grade is not None else ()
     orders = [AttemptOrder("", spec if grade is not None else None, {}, s, bases)
               for s in scenarios]
-    reason, pool = "complete", None
+    error, pool = None, None
     try:
         pool = Pool(options, min(jobs, len(scenarios)))
         pool.run(orders, publish)
     except BaseException as e:
-        reason = end_reason(e)
+        error = e
         if pool is not None and isinstance(e, KeyboardInterrupt):
             pool.cancel()
         raise
     finally:
         if pool is not None:
             pool.close()
+        reason = end_reason(error)
         stream.publish(SessionEnded(time.monotonic_ns(), partial=reason != "complete",
                                     reason=reason))

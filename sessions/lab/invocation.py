@@ -1,0 +1,189 @@
+"""One invocation of the client: launched inside its boundary, watched until it exits or its
+timeout passes, its claims read from stdout and the kernel's events of its tree received.
+
+    inv = Invocation(parts, scenario, n)
+    parts_invocations.own(inv)                   # kernel events of its id come to it
+    inv.launch(argv, cwd, source, port)          # ClientLaunched
+    inv.wait(run)                                # ClientExited; the run pumps evidence meanwhile
+
+Kernel events come from one ring buffer for every invocation of the session (several attempts
+may run at once): `Invocations` hands each to the invocation that owns its id.
+"""
+
+import itertools
+import os
+import select
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Protocol
+
+from probes import procmetrics
+from probes.kernel import ProcessEvent
+from sessions.lab.observations import claim_event, kernel_event, metrics_event
+from sessions.lab.parts import LabParts
+from sessions.lab.teardown import kill_group
+from sessions.spec.scenario import Scenario
+from sessions.stream.events import ClientExited, ClientLaunched
+
+POLL_S = 0.1            # counters, events, packets and records are pumped at 10 Hz
+METRICS_EVERY_S = 0.25  # psutil samples at 4 Hz
+KERNEL_EVENTS_MAX = 20_000   # kernel events kept per invocation (an honest client makes ~500)
+# Invocation ids (the collector's key for an invocation) are unique in the process, never per
+# session: a collector kept from an earlier session (probes.collectors.keep_collectors) must not
+# count anything left of that session's invocations as a new one's.
+_IDS = itertools.count(1)
+
+
+class Watching(Protocol):
+    """What the scenario run does while its invocation runs (sessions/lab/scenario_run.py)."""
+
+    @property
+    def receiver_pid(self) -> int: ...
+
+    def revive_receiver(self, n: int) -> None: ...
+
+    def pump(self, inv: "Invocation") -> None: ...
+
+
+class Invocation:
+    def __init__(self, parts: LabParts, scenario: Scenario, n: int):
+        self.parts, self.scenario, self.n = parts, scenario, n
+        with parts.launch_lock:
+            self.id = next(_IDS)
+        self.client: subprocess.Popen | None = None
+        self.pid = 0
+        self.root_exited = False      # the launched process has ended (kernel view)
+        self.kernel_events = 0        # kernel events published for this invocation
+        self.left_at_exit: list[str] = []   # "pid comm" still alive when it ended
+        self._claims: threading.Thread | None = None
+        self._started = 0
+
+    def launch(self, argv: list[str], cwd: Path, source: Path, port: int) -> None:
+        s, parts = self.scenario, self.parts
+        launch = parts.boundary.enter(parts.collector, self.id, s, argv, cwd, source.parent,
+                                      port)
+        self._started = time.monotonic_ns()
+        with parts.launch_lock:   # the collector arms one launch at a time
+            proc = parts.collector.launch(self.id, launch, source, client=s.client, cwd=cwd,
+                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                          stdin=subprocess.DEVNULL, env=_client_env(s, cwd))
+        self.client, self.pid = proc, proc.pid
+        parts.stream.publish(ClientLaunched(self._started, s.id, self.n, proc.pid, tuple(argv),
+                                            str(cwd), str(source), s.own_files))
+        self._claims = threading.Thread(target=self._read_claims, args=(proc.stdout,),
+                                        daemon=True)
+        self._claims.start()
+
+    def wait(self, run: Watching) -> None:
+        """Until the client exits or its timeout passes (then its group is killed): ClientExited.
+        The run pumps evidence every POLL_S meanwhile; psutil samples at METRICS_EVERY_S."""
+        status, cpu_ns, timed_out = self._watch(run)
+        if self._claims is not None:
+            self._claims.join(timeout=2)
+        self.client = None
+        self.parts.stream.publish(ClientExited(
+            time.monotonic_ns(), self.scenario.id, self.n,
+            None if timed_out else os.waitstatus_to_exitcode(status), timed_out,
+            time.monotonic_ns() - self._started, cpu_ns))
+
+    def _watch(self, run: Watching) -> tuple[int, int | None, bool]:
+        """Its exit wakes the wait at once (a pidfd); the pump runs at POLL_S meanwhile."""
+        proc = self.client
+        assert proc is not None, "launch() first"
+        deadline = self._started + int(self.scenario.timeout_s * 1e9)
+        last_metrics = 0
+        exited = os.pidfd_open(proc.pid)
+        try:
+            while True:
+                self.parts.check_cancel()
+                run.revive_receiver(self.n)
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    proc.returncode = os.waitstatus_to_exitcode(status)
+                    return status, int((usage.ru_utime + usage.ru_stime) * 1e9), False
+                now = time.monotonic_ns()
+                if now > deadline:
+                    kill_group(proc.pid)
+                    _, status, _ = os.wait4(proc.pid, 0)
+                    proc.returncode = -9
+                    return status, None, True
+                run.pump(self)
+                if now - last_metrics > METRICS_EVERY_S * 1e9:
+                    self._metrics(run.receiver_pid)
+                    last_metrics = now
+                select.select([exited], [], [], min(POLL_S, max(0, deadline - now) / 1e9))
+        finally:
+            os.close(exited)
+
+    def _metrics(self, receiver_pid: int) -> None:
+        for role, pid in (("client", self.pid), ("receiver", receiver_pid)):
+            sample = procmetrics.sample(pid)
+            if sample is not None:
+                self.parts.stream.publish(metrics_event(sample, self.scenario.id, self.n,
+                                                        role, pid))
+
+    def _read_claims(self, stdout) -> None:
+        for raw in stdout:
+            claim = claim_event(raw, self.scenario.id, self.n)
+            if claim is not None:
+                self.parts.stream.publish(claim)
+        stdout.close()
+
+    def kernel_event(self, e) -> None:
+        """One of the kernel's events of this invocation's tree."""
+        if isinstance(e, ProcessEvent) and e.kind == "exit":
+            self._note_exit(e)
+        # A client that floods events cannot grow evlab without end: past the cap they are
+        # counted by the kernel and not kept (the risk scan then says incomplete).
+        if self.kernel_events >= KERNEL_EVENTS_MAX:
+            return
+        self.kernel_events += 1
+        self.parts.stream.publish(kernel_event(e, self.scenario.id, self.n))
+
+    def _note_exit(self, e) -> None:
+        """Processes of the tree that were still running when the launched one ended: in the
+        sandbox the end of its pid namespace kills them at once, so the kernel's exit events
+        are the record of what the client left running."""
+        if e.root:
+            self.root_exited = True
+        elif self.root_exited:
+            self.left_at_exit.append(f"{e.pid} {e.comm}")
+
+    def kill(self) -> None:
+        """Teardown: the client, if it still runs (an interrupt mid-invocation)."""
+        if self.client is not None and self.client.poll() is None:
+            kill_group(self.client.pid)
+            self.client.wait()
+
+
+class Invocations:
+    """The session's invocations by collector id: where each kernel event goes."""
+
+    def __init__(self, parts: LabParts):
+        self.parts = parts
+        self._owners: dict[int, Invocation] = {}
+        self._poll = threading.Lock()
+
+    def own(self, inv: Invocation) -> None:
+        self._owners[inv.id] = inv
+
+    def disown(self, invs: list[Invocation]) -> None:
+        for inv in invs:
+            self._owners.pop(inv.id, None)
+
+    def pump(self) -> None:
+        with self._poll:
+            events = self.parts.collector.poll_events()
+        for e in events:
+            owner = self._owners.get(e.invocation)
+            if owner is not None:
+                owner.kernel_event(e)
+
+
+def _client_env(s: Scenario, cwd: Path) -> dict[str, str] | None:
+    """A graded client's exact environment ({cwd}: its working directory); else inherited."""
+    if s.env is None:
+        return None
+    return {name: value.replace("{cwd}", str(cwd)) for name, value in s.env}

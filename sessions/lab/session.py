@@ -1,0 +1,182 @@
+"""A lab session: opened once (one compiled collector, one warm server spawner, the client's
+boundary, one source file), its scenarios run one after another, always closed.
+
+    with Session(stream, out_dir, options).opened(scenarios, grade) as session:
+        for scenario in scenarios:
+            session.run_scenario(scenario)
+
+`opened` is the one place that decides how a session ended (SessionEnded's reason): complete,
+interrupted (Ctrl-C, SIGTERM, a cancel from the dashboard) or the error that stopped it.
+"""
+
+import contextlib
+import platform
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fixture.source import write_source
+from fixture.spawner import Spawner, SpawnError
+from probes.capability import Capability
+from probes.cgroup import find_layout
+from probes.cgroup import sweep_stale as sweep_stale_cgroups
+from probes.collectors import Collector, open_collector
+from probes.owned_tmp import make_owned_dir, sweep_stale
+from probes.packets import CaptureUnavailable, PacketCapture
+from probes.sandbox import SandboxLimits
+from sessions.lab.boundary import Boundary, BoundaryError
+from sessions.lab.invocation import Invocations
+from sessions.lab.parts import HOST, Cancelled, LabParts
+from sessions.lab.scenario_run import ScenarioRun
+from sessions.spec.contract import load_contract
+from sessions.spec.scenario import Scenario
+from sessions.stream.events import (
+    CapabilityMissing,
+    GradeStarted,
+    SessionEnded,
+    SessionStarted,
+    StaleCleaned,
+)
+from sessions.stream.stream import EventStream
+
+__all__ = ["HOST", "VERSION", "Cancelled", "Options", "RunError", "Session", "end_reason"]
+
+VERSION = "0.1.0"
+
+
+class RunError(Exception):
+    """The session could not run as asked (e.g. --packets required but unavailable)."""
+
+
+@dataclass
+class Options:
+    collector: str = "auto"
+    packets: str = "on"          # on, off, required
+    functions: tuple[str, ...] = ("hash_file", "send_payload", "busy_wait")
+    noise: tuple[str, ...] = ()  # ambient noise for every scenario (sessions/noise.py kinds)
+    sandbox: str = "auto"        # auto (when it can be built), required, off (--no-sandbox)
+    deny_egress: bool = False    # refuse every destination but the receiver (EPERM)
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+
+
+def end_reason(error: BaseException | None) -> str:
+    """SessionEnded's reason: complete, or how an exception ended the session."""
+    if error is None:
+        return "complete"
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted"
+    return f"error: {error or type(error).__name__}"
+
+
+class Session:
+    def __init__(self, stream: EventStream, out_dir: Path, options: Options | None = None):
+        self.stream = stream
+        self.out_dir = Path(out_dir)       # pcaps and server records kept for the archive
+        self.options = options or Options()
+        self.contract = load_contract()
+        self.cancel = threading.Event()  # set from another thread to stop the current run
+        self.layout = find_layout()
+        self.parts: LabParts | None = None
+        self._invocations: Invocations | None = None
+        self._tmp: Path | None = None
+        self._spawner: Spawner | None = None
+        self._boundary: Boundary | None = None
+        self._collector: Collector | None = None
+
+    @contextlib.contextmanager
+    def opened(self, scenarios: list[Scenario],
+               grade: GradeStarted | None = None) -> Iterator["Session"]:
+        """Open the session for these scenarios (and say who is graded); always closed."""
+        error: BaseException | None = None
+        try:
+            self.open(scenarios)
+            if grade is not None:
+                self.stream.publish(grade)
+            yield self
+        except BaseException as e:
+            error = e
+            raise
+        finally:
+            self.close(end_reason(error))
+
+    def run_scenario(self, scenario: Scenario) -> None:
+        if self.parts is None or self._invocations is None:
+            raise RunError("the session is not open")
+        self.parts.check_cancel()
+        ScenarioRun(self.parts, self._invocations, scenario).run()
+
+    def open(self, scenarios: list[Scenario]) -> None:
+        # What a run killed with SIGKILL left behind: its cgroups (and what still runs in
+        # them), then its temp directories.
+        stale = sweep_stale_cgroups(self.layout) + sweep_stale()
+        functions = tuple(dict.fromkeys(self.options.functions))
+        # The servers' warm interpreter imports them while the collector compiles; without it
+        # each server starts an interpreter of its own (and says so if it cannot).
+        try:
+            self._spawner = Spawner.start()
+        except SpawnError:
+            self._spawner = None
+        try:
+            boundary = self._boundary = Boundary.open(self.options, self.layout)
+            boundary.check_reachable(scenarios)
+        except BoundaryError as e:
+            raise RunError(str(e)) from None
+        collector, missing = open_collector(self.options.collector, functions)
+        self._collector = collector
+        collector.prepare([s.client for s in scenarios])
+        packets_mode, packet_gap = self._probe_packets()
+        missing += [gap for gap in (packet_gap, *boundary.gaps) if gap]
+        self._tmp = make_owned_dir("evlab-session-")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.parts = LabParts(self.stream, collector, boundary, self._spawner, packets_mode,
+                              self.options.noise, self.out_dir, self._tmp,
+                              write_source(self._tmp / "source.bin"), self.cancel)
+        self._invocations = Invocations(self.parts)
+        self.stream.publish(SessionStarted(
+            time.monotonic_ns(), wall_ns=time.time_ns(), evlab_version=VERSION,
+            kernel=platform.release(), collector=collector.name, packets=packets_mode,
+            contract_version=self.contract.version, scenarios=tuple(s.id for s in scenarios)))
+        for cap in missing:
+            self.stream.publish(CapabilityMissing(time.monotonic_ns(), cap.name, cap.detail,
+                                                  cap.fix))
+        for line in stale:
+            self.stream.publish(StaleCleaned(time.monotonic_ns(), line))
+        self.stream.publish(boundary.settings_event())
+
+    def _probe_packets(self) -> tuple[str, Capability | None]:
+        if self.options.packets == "off":
+            return "off", Capability("packets", False, "packet capture off by request",
+                                     "run with --packets on")
+        try:
+            PacketCapture().start().stop()
+            return "on", None
+        except CaptureUnavailable as e:
+            if self.options.packets == "required":
+                raise RunError(f"packet capture required but unavailable: {e.reason} "
+                               f"(fix: {e.fix})") from None
+            return "unavailable", e.capability()
+
+    def close(self, reason: str = "complete") -> None:
+        self.parts = self._invocations = None
+        try:
+            if self._spawner is not None:
+                self._spawner.close()
+                self._spawner = None
+            if self._boundary is not None:
+                self._boundary.close(self._collector)
+            if self._collector is not None:
+                self._collector.close()
+                self._collector = None
+        finally:
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+                self._tmp = None
+            self.stream.publish(SessionEnded(time.monotonic_ns(), partial=reason != "complete",
+                                             reason=reason))
+
+    @property
+    def boundary(self) -> Boundary | None:
+        return self._boundary
