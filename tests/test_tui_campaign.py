@@ -4,6 +4,7 @@ the campaign's source stops its engine cleanly. No root: a recorded campaign is 
 (tests/data/campaign.tar.gz: c-baseline and c-redundant, one attempt of `normal` each, packets
 off), and the live source runs on an engine that hands back the recorded attempts."""
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from sessions.lab.session import Cancelled
 from sessions.output.archive import load_archive
 from sessions.output.leaderboard import campaign_section
 from sessions.spec.campaign import load_campaign
+from sessions.spec.contract import load_contract
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
 from sessions.stream.codec import to_json
 from sessions.stream.events import SessionEnded, SessionStarted
@@ -131,11 +133,13 @@ def test_a_clients_grade_section_reads_as_the_grade_view():
 # --- the campaign's own source -------------------------------------------------------------
 
 def recorded_pieces() -> dict[str, AttemptPiece]:
-    """Each recorded attempt as its node handed it back: its opening and observations."""
+    """Each recorded attempt as its node handed it back: its opening and observations, from a
+    node running this evlab (the contract it was recorded under may be an earlier one)."""
     pieces: dict[str, list] = {}
     current = None
     for e in observations(load_archive(DATA).events):
         if isinstance(e, SessionStarted):
+            e = dataclasses.replace(e, contract_version=load_contract().version)
             current = pieces.setdefault(e.scenarios[0], [])
         if current is not None and not isinstance(
                 e, (CampaignStarted, AttemptDispatched, AttemptLost, SessionEnded)):

@@ -41,9 +41,9 @@
  *                 faults, not read(2); the upload then read()s it once as usual.
  *   fork-spin     CPU / busy-waiting: a forked child spins 300 ms on CLOCK_MONOTONIC through the
  *                 vDSO (no syscalls in the loop) and exits; the parent waits, then backs up.
- *   mem-rehash    hashing / CPU: SOURCE is read into memory once, then that buffer is hashed 128
+ *   mem-rehash    hashing / CPU: SOURCE is read into memory once, then that buffer is hashed 512
  *                 times in a tight loop with no syscalls between passes (the last digest is
- *                 used): the file is read once, but hashed 128 times.
+ *                 used): the file is read once, but hashed 512 times.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -72,7 +72,7 @@
 
 enum { DIGEST_LEN = 32, HEX_LEN = 2 * DIGEST_LEN, CHUNK = 64 * 1024, MAX_ATTEMPTS = 3,
        BACKOFF_MS = 200, SOCKET_TIMEOUT_S = 20, MAX_LINE = 256, DATAGRAM_LEN = 39,
-       DEFAULT_DECOY_PORT = 9, MMAP_ROUNDS = 40, MEM_ROUNDS = 128, SPIN_MS = 300,
+       DEFAULT_DECOY_PORT = 9, MMAP_ROUNDS = 40, MEM_ROUNDS = 512, SPIN_MS = 300,
        DAEMON_DELAY_MS = 300, DAEMON_WAIT_PARENT_MS = 20000 };
 
 static const char *const MODES[] = { "honest", "udp-sendto", "udp-sendmsg", "udp-sendmmsg",
