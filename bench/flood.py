@@ -18,7 +18,6 @@ from pathlib import Path
 
 from bench.measure import median, say
 from sessions.stream.events import PacketSeen, ScenarioStarted, SessionStarted
-from sessions.stream.stream import EventStream
 from tui.model import DashboardModel
 from tui.source import Source
 
@@ -51,7 +50,7 @@ class FloodSource(Source):
         self.rate = rate
         self._ids = ("flood-a", "flood-b", "flood-c")
         self._model = DashboardModel(self._ids)
-        self.stream = EventStream([self._model])
+        self.stream = self._model.stream
         self.published = 0
         self._stop = threading.Event()
 

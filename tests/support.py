@@ -6,14 +6,13 @@ import threading
 from pathlib import Path
 
 from sessions.cli import grade_started
-from sessions.judging.judge import VerdictEngine
 from sessions.lab.schedule import run_session
 from sessions.lab.session import Options
 from sessions.output import document
+from sessions.output.judged import JudgedStream
 from sessions.spec.client_spec import from_command
 from sessions.spec.scenario import GRADE_DIR, load_dir
 from sessions.stream.evidence import EvidenceBook
-from sessions.stream.stream import EventStream
 
 
 class Sink:
@@ -57,7 +56,7 @@ def grade(command: str, tmp_path: Path, collector: str = "auto", book: EvidenceB
     spec = from_command(command, **options)
     attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
     book = book if book is not None else EvidenceBook()
-    run_session(EventStream([VerdictEngine(), book]), attempts, tmp_path / "out",
+    run_session(JudgedStream(book=book), attempts, tmp_path / "out",
                 Options(collector, deny_egress=deny_egress), grade_started(spec, attempts))
     return document.build(book)
 

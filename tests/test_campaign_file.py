@@ -14,6 +14,7 @@ from sessions.campaign.journal import Journal, JournalError
 from sessions.campaign.shipping import ShippingError, pack, unpack
 from sessions.judging.grading import identity_failures
 from sessions.lab.session import VERSION
+from sessions.output.judged import JudgedStream
 from sessions.spec.campaign import CampaignError, load_campaign
 from sessions.spec.contract import load_contract
 from sessions.stream.codec import to_json
@@ -164,13 +165,11 @@ def test_ray_mode_says_what_it_needs_in_one_line_and_writes_nothing(tmp_path, mo
 
 def _merger(tmp_path):
     from sessions.campaign.driver import Merger
-    from sessions.judging.judge import VerdictEngine
     from sessions.stream.evidence import EvidenceBook
-    from sessions.stream.stream import EventStream
     c = load_campaign(_write(tmp_path, GOOD))
     book = EvidenceBook()
     journal = Journal.create(tmp_path / "d", c.text)
-    return Merger(EventStream([book, VerdictEngine(book), journal]), c, journal), book, plan(c)
+    return Merger(JudgedStream(journal, book=book), c, journal), book, plan(c)
 
 
 def test_a_node_cannot_speak_for_the_judge_or_the_driver(tmp_path):

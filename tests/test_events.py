@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessions.judging.judge import INCONCLUSIVE, PASS, VerdictEngine
+from sessions.judging.judge import INCONCLUSIVE, PASS
+from sessions.output.judged import JudgedStream
 from sessions.stream.codec import EventFormatError, from_json, to_json
 from sessions.stream.events import (
     CounterSample,
@@ -112,8 +113,8 @@ def _no_kernel_scenario() -> list:
 
 
 def test_missing_kernel_evidence_is_inconclusive_never_pass():
-    engine, verdicts = VerdictEngine(), []
-    stream = EventStream([engine, verdicts.append])
+    verdicts: list = []
+    stream = JudgedStream(verdicts.append)
     for e in _no_kernel_scenario():
         stream.publish(e)
     by_clause = {v.clause: v for v in verdicts if hasattr(v, "clause")}

@@ -9,16 +9,15 @@ import threading
 
 import pytest
 
-from sessions.judging.judge import VerdictEngine
 from sessions.lab import scenario_run
 from sessions.lab.schedule import run_session
 from sessions.output import report
 from sessions.output.archive import ArchiveWriter, parse_events
+from sessions.output.judged import JudgedStream
 from sessions.spec.scenario import load_dir, select
 from sessions.stream.codec import to_dict
 from sessions.stream.events import PacketStats, Verdict
 from sessions.stream.evidence import EvidenceBook
-from sessions.stream.stream import EventStream
 
 pytestmark = [pytest.mark.root(reason="runs the lab: BCC, cgroups, packet capture"),
               pytest.mark.live, pytest.mark.slow]
@@ -32,7 +31,7 @@ def _members(path) -> dict[str, bytes]:
 def test_an_export_during_a_running_session_is_every_event_up_to_one_number(tmp_path,
                                                                              built_clients):
     book = EvidenceBook()
-    stream = EventStream([book, VerdictEngine(book)])
+    stream = JudgedStream(book=book)
     writer = ArchiveWriter(tmp_path / "staging", book, stream)
     scenarios = select(["baseline", "retry", "hash-storm"], load_dir())
     done = threading.Event()
@@ -80,7 +79,7 @@ def test_a_capture_that_dies_mid_scenario_makes_the_wire_clauses_inconclusive(
     monkeypatch.setattr(scenario_run, "PacketCapture", lambda pcap_path=None, **kw: real(
         pcap_path="/dev/full" if pcap_path else None, **kw))
     book = EvidenceBook()
-    run_session(EventStream([book, VerdictEngine(book)]), select(["baseline"], load_dir()),
+    run_session(JudgedStream(book=book), select(["baseline"], load_dir()),
                 tmp_path / "out")
     ev = book.scenarios["baseline"]
     stats = [e for e in book.events if isinstance(e, PacketStats)]

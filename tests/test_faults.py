@@ -19,15 +19,14 @@ from fixture.proxy_faults import parse_fault
 from fixture.receiver_faults import FaultBook, checked
 from fixture.verifier import verify
 from sessions.judging.fault_chance import could_fire
-from sessions.judging.judge import VerdictEngine
 from sessions.lab.noise import HELPER
 from sessions.lab.schedule import run_session
 from sessions.lab.session import Options
+from sessions.output.judged import JudgedStream
 from sessions.spec.faults import PHASES, FaultSpecError, parse_faults
 from sessions.spec.scenario import FAULTS_DIR, load_dir
 from sessions.stream.events import ScenarioJudged, ServerRecord, Verdict
 from sessions.stream.evidence import InvocationEvidence
-from sessions.stream.stream import EventStream
 
 root_only = pytest.mark.root(reason="the BCC collector needs root")
 
@@ -35,7 +34,7 @@ root_only = pytest.mark.root(reason="the BCC collector needs root")
 @pytest.fixture(scope="module")
 def fault_suite(built_clients, tmp_path_factory):
     events = []
-    run_session(EventStream([VerdictEngine(), events.append]), load_dir(FAULTS_DIR),
+    run_session(JudgedStream(events.append), load_dir(FAULTS_DIR),
                 tmp_path_factory.mktemp("faults"), Options())
     return events
 
@@ -189,7 +188,7 @@ def test_noise_leaves_the_verdict_matrix_unchanged(built_clients, tmp_path):
     runs = {}
     for name, noise in (("quiet", ()), ("noisy", ("traffic", "twin", "churn", "cpu"))):
         events = []
-        run_session(EventStream([VerdictEngine(), events.append]), seeded, tmp_path / name,
+        run_session(JudgedStream(events.append), seeded, tmp_path / name,
                     Options(noise=noise))
         runs[name] = events
     noisy_started = [e for e in runs["noisy"] if type(e).__name__ == "ScenarioStarted"]

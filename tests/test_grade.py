@@ -18,7 +18,6 @@ import psutil
 import pytest
 
 from fixture.harness import ServerStartError, client_path
-from sessions.judging.judge import VerdictEngine
 from sessions.judging.judgement import is_temp
 from sessions.judging.metrics import overall_metrics, scenario_metrics
 from sessions.judging.risks import findings as risk_findings
@@ -28,6 +27,7 @@ from sessions.lab.session import Options
 from sessions.output import document
 from sessions.output.document import grade_status
 from sessions.output.grade_report import grade_markdown
+from sessions.output.judged import JudgedStream
 from sessions.spec.client_spec import BASE_ENV, ClientSpecError, from_command, from_file
 from sessions.spec.scenario import GRADE_DIR, load_dir
 from sessions.stream.events import (
@@ -38,7 +38,6 @@ from sessions.stream.events import (
     ScenarioStarted,
 )
 from sessions.stream.evidence import EvidenceBook, ScenarioEvidence
-from sessions.stream.stream import EventStream
 from tests.support import grade, runs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,7 +196,7 @@ def test_temporary_names_any_component(path, temp):
 def test_seeded_builds_graded_as_unknown_clients_match_the_builtin_scenarios(tmp_path,
                                                                               built_clients):
     book = EvidenceBook()
-    run_session(EventStream([VerdictEngine(), book]), load_dir(), tmp_path / "builtin",
+    run_session(JudgedStream(book=book), load_dir(), tmp_path / "builtin",
                 Options())
     builtin = {s["id"]: {c["id"]: c["status"] for c in s["clauses"]}
                for s in document.build(book)["scenarios"]}

@@ -11,13 +11,12 @@ import pytest
 
 from sessions.judging.clauses import CLAUSES as JUDGED_CLAUSES
 from sessions.judging.gates import GATES as JUDGED_GATES
-from sessions.judging.judge import VerdictEngine
 from sessions.output.archive import load_archive
+from sessions.output.judged import JudgedStream
 from sessions.spec.contract import load_contract
 from sessions.stream import events as E
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.replay import DERIVED, replay
-from sessions.stream.stream import EventStream
 
 DATA = Path(__file__).parent / "data"
 SRC = "1a6e6a175daad4e3850d050d3535248db87114598835db0c5911ed7dc7ffe514"   # the source's sha256
@@ -36,7 +35,7 @@ DROP = {"after_bytes": 65_536, "id": "f1", "invocation": 1, "kind": "drop", "upl
 def test_a_replayed_archive_is_judged_as_the_live_run_was(archive, derived):
     loaded = load_archive(DATA / archive)
     book = EvidenceBook()   # as sessions/cli/commands.py: cmd_replay wires it
-    replay(loaded.events, EventStream([book, VerdictEngine(book)]), speed=None)
+    replay(loaded.events, JudgedStream(book=book), speed=None)
 
     # verdicts, gates, findings, outcomes; not the judging clock. An archive judged under an
     # earlier contract keeps every status, class and piece of evidence, not its reasons'
@@ -191,7 +190,7 @@ def wire(events, sent: int, error: str = ""):
 def judged(events):
     """Publish the stream (t_ns in stream order) through a fresh book and verdict engine."""
     book = EvidenceBook()
-    stream = EventStream([book, VerdictEngine(book)])
+    stream = JudgedStream(book=book)
     for i, e in enumerate(events):
         stream.publish(replace(e, t_ns=T0 + 1_000 * i))
     (ev,) = book.scenarios.values()

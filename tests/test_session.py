@@ -13,16 +13,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sessions.judging.judge import VerdictEngine
 from sessions.lab.schedule import run_session
 from sessions.lab.session import Options
 from sessions.output import report
 from sessions.output.archive import ArchiveWriter, load_archive
+from sessions.output.judged import JudgedStream
 from sessions.spec.scenario import load_dir
 from sessions.stream.events import ScenarioJudged, Verdict
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.replay import replay
-from sessions.stream.stream import EventStream
 from tests.leftovers import (
     cgroups_of,
     listening_ports,
@@ -128,7 +127,7 @@ def test_reports_from_the_archive(full_run):
 @root_only
 def test_archive_round_trip_and_replay_rejudges_identically(tmp_path, built_clients):
     book = EvidenceBook()
-    stream = EventStream([book, VerdictEngine(book)])
+    stream = JudgedStream(book=book)
     writer = ArchiveWriter(tmp_path / "staging", book, stream)
     scenarios = [s for s in load_dir() if s.id in ("baseline", "retry")]
     run_session(stream, scenarios, tmp_path / "staging", Options())
@@ -137,7 +136,7 @@ def test_archive_round_trip_and_replay_rejudges_identically(tmp_path, built_clie
     assert loaded.events == written  # exactly the events that were written
 
     rederived = []
-    replay(loaded.events, EventStream([VerdictEngine(), rederived.append]))
+    replay(loaded.events, JudgedStream(rederived.append))
 
     def judgements(events):
         return [(e.scenario, e.clause, e.status, e.reason, e.evidence) for e in events

@@ -18,7 +18,6 @@ from sessions.output.archive import load_archive
 from sessions.spec.client_spec import from_command
 from sessions.spec.scenario import GRADE_DIR, load_dir
 from sessions.stream.events import ClientLaunched, ProcessMetrics, ScenarioStarted
-from sessions.stream.stream import EventStream
 from tui.app import EvlabApp
 from tui.grade import GradeScreen
 from tui.messages import EvidenceRequested, RunRequested, ScenarioSelected
@@ -254,7 +253,7 @@ async def test_the_counters_show_the_clients_process_metrics():
 
 def test_client_cpu_percent_is_over_the_last_sampling_interval():
     model = DashboardModel(["s"])
-    stream = EventStream([model])
+    stream = model.stream
     stream.publish(ScenarioStarted(0, "s", "/c", "0" * 64, (), (), (), 1, 2, 1, ""))
     stream.publish(ClientLaunched(1_000_000_000, "s", 1, 42, ("/c",), "/", "/src"))
     for t_s, cpu_s in ((1.5, 0.25), (2.0, 0.5)):

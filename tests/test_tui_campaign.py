@@ -13,10 +13,10 @@ from textual.widgets import DataTable
 
 from fixture.harness import client_path
 from sessions.campaign.journal import Journal
-from sessions.judging.judge import VerdictEngine
 from sessions.lab.attempts import AttemptPiece
 from sessions.lab.session import Cancelled
 from sessions.output.archive import load_archive
+from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import campaign_section
 from sessions.spec.campaign import load_campaign
 from sessions.spec.contract import load_contract
@@ -25,7 +25,6 @@ from sessions.stream.codec import to_json
 from sessions.stream.events import SessionEnded, SessionStarted
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.replay import observations, replay
-from sessions.stream.stream import EventStream
 from tui.app import EvlabApp
 from tui.grade import GradeScreen, grade_text, section_summary
 from tui.leaderboard import ClientGradeScreen, LeaderboardScreen, leaderboard_row
@@ -55,7 +54,7 @@ def screen_text(app, selector: str) -> str:
 
 def recorded_board() -> dict:
     book = EvidenceBook()
-    replay(load_archive(DATA).events, EventStream([book, VerdictEngine(book)]))
+    replay(load_archive(DATA).events, JudgedStream(book=book))
     return campaign_section(book)
 
 

@@ -19,7 +19,7 @@ def compiles(argv: list[str]) -> bool:
     if _value(argv, "--collector") in ("none", "strace"):
         return False
     if "--headless" in argv and _jobs(argv) > 1:
-        return False   # each lab is a process of its own (sessions/lab/pool.py)
+        return False   # each lab is a process of its own (sessions/lab/schedule.py)
     return True
 
 

@@ -4,19 +4,20 @@ capabilities, the grade), plus the view's own state: the panes' lines, the trans
 client's latest process metrics, and the order of the scenarios (queued ones too).
 
 The stream delivers on the lab's worker thread; the dashboard reads on its own timer. The model
-feeds the book under its lock, so a read under the same lock sees one consistent book. Every
+follows a JudgedStream, whose book is fed first, and reads under the stream's lock
+(`hold()`), so a read sees the book and the view state between two events. Every
 change bumps `version`, so the UI redraws at its own pace (coalescing any burst) and only when
 something changed. No Textual here: the model is tested (and replayed) on its own.
 """
 
 import itertools
-import threading
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sessions.judging.gates import GATES
 from sessions.judging.metrics import overall_metrics, scenario_metrics
+from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import campaign_section
 from sessions.spec.contract import CLAUSE_IDS
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
@@ -143,20 +144,21 @@ def verdict_rows(ev: ScenarioEvidence | None) -> list[tuple[str, Verdict | GateR
 
 
 class DashboardModel:
-    def __init__(self, scenario_ids: Iterable[str] = (), book: EvidenceBook | None = None):
-        self.book = book if book is not None else EvidenceBook()
+    def __init__(self, scenario_ids: Iterable[str] = (), stream: JudgedStream | None = None):
+        """Follows `stream` (a fresh one if none is given): subscribes to it."""
+        self.stream = stream if stream is not None else JudgedStream()
+        self.book: EvidenceBook = self.stream.book
         self.generation = next(_generations)
         self.version = 0
         self.campaign_version = 0     # bumped by what changes the leaderboard (_CAMPAIGN_EVENTS)
         self._board: tuple[int, dict | None] = (-1, None)
-        self._lock = threading.Lock()
+        self._lock = self.stream.hold()
         self._panes: dict[str, _ScenarioPanes] = {s: _ScenarioPanes() for s in scenario_ids}
+        self.stream.subscribe(self)
 
     # --- consuming (the stream's thread) -------------------------------------------------
     def __call__(self, event: Event) -> None:
         with self._lock:
-            if not self.book.events or self.book.events[-1] is not event:
-                self.book.consume(event)  # unless a consumer before this one fed it already
             self._note(event)
             self.version += 1
             if isinstance(event, _CAMPAIGN_EVENTS):

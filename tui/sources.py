@@ -15,16 +15,14 @@ from probes.owned_tmp import make_owned_dir
 from sessions.campaign.driver import run_campaign
 from sessions.campaign.jobs import plan
 from sessions.campaign.journal import Journal
-from sessions.judging.judge import VerdictEngine
 from sessions.lab.live import Lab
 from sessions.lab.session import Options
 from sessions.output.archive import ArchiveWriter, LoadedArchive
+from sessions.output.judged import JudgedStream
 from sessions.spec.campaign import Campaign
 from sessions.spec.scenario import Scenario
 from sessions.stream.events import Event, GradeStarted, ScenarioStarted
-from sessions.stream.evidence import EvidenceBook
 from sessions.stream.replay import ReplayDriver
-from sessions.stream.stream import EventStream
 from tui.model import DashboardModel
 from tui.source import STOP_TIMEOUT_S, Source
 
@@ -36,12 +34,10 @@ class LiveSource(Source):
                  grade: GradeStarted | None = None):
         self.scenarios = {s.id: s for s in scenarios}
         self.autorun = autorun
-        book = EvidenceBook()
-        self._model = DashboardModel(list(self.scenarios), book)
+        self.stream = JudgedStream()
+        self._model = DashboardModel(list(self.scenarios), self.stream)
         self.staging = make_owned_dir("evlab-archive-")
-        # The model first: it feeds the book under its own lock, so the UI reads it whole.
-        self.stream = EventStream([self._model, VerdictEngine(book)])
-        self.writer = ArchiveWriter(self.staging, book, self.stream)
+        self.writer = ArchiveWriter(self.staging, self.stream.book, self.stream)
         self.lab = Lab(self.stream, self.staging, options, scenarios, grade)
         self._finished = threading.Event()
         self._started = False
@@ -109,10 +105,10 @@ class ReplaySource(Source):
         self.total_ns = (loaded.events[-1].t_ns - loaded.events[0].t_ns) if loaded.events else 0
         self.t0 = loaded.events[0].t_ns if loaded.events else 0
 
-    def _fresh_stream(self) -> EventStream:
-        book = EvidenceBook()
-        self._model = DashboardModel(self._ids, book)
-        return EventStream([self._model, VerdictEngine(book)])
+    def _fresh_stream(self) -> JudgedStream:
+        stream = JudgedStream()
+        self._model = DashboardModel(self._ids, stream)
+        return stream
 
     @property
     def scenario_ids(self) -> tuple[str, ...]:
@@ -166,10 +162,9 @@ class CampaignSource(Source):
         self.campaign, self.engine, self.journal = campaign, engine, journal
         self.resumed = list(resumed)
         self._ids = tuple(job.id for job in plan(campaign))
-        book = EvidenceBook()
-        self._model = DashboardModel(self._ids, book)
-        self.stream = EventStream([self._model, VerdictEngine(book), journal])
-        self.writer = ArchiveWriter(journal.evidence, book, self.stream)
+        self.stream = JudgedStream(journal)
+        self._model = DashboardModel(self._ids, self.stream)
+        self.writer = ArchiveWriter(journal.evidence, self.stream.book, self.stream)
         self.error: BaseException | None = None
         self._finished = threading.Event()
         self._started = False

@@ -7,17 +7,16 @@ from sessions.cli.campaign import CampaignProgress, campaign_exit, summary_line
 from sessions.cli.headless import Progress, record_session
 from sessions.cli.outputs import check_outputs, deliver, write_atomic
 from sessions.cli.parser import UsageError
-from sessions.judging.judge import VerdictEngine
 from sessions.output import document, report
 from sessions.output.archive import ArchiveError, load_archive
 from sessions.output.document import grade_status
+from sessions.output.judged import JudgedStream
 from sessions.output.vocabulary import figure, score_text
 from sessions.spec.client_spec import ClientSpec, from_command, from_file, parse_env
 from sessions.spec.scenario import GRADE_DIR, SUITES, load_all, load_dir, select
 from sessions.stream.events import GradeStarted
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.replay import replay
-from sessions.stream.stream import EventStream
 
 
 def cmd_list() -> int:
@@ -131,7 +130,7 @@ def cmd_replay(args) -> int:
         clients = loaded.manifest.get("clients")
         progress = (CampaignProgress(book) if loaded.manifest.get("campaign") else
                     Progress(len(clients) if isinstance(clients, dict) else 0))
-        stream = EventStream([book, VerdictEngine(book), progress])
+        stream = JudgedStream(progress, book=book)
         replay(loaded.events, stream, speed=args.speed)
         return document.build(book)
 

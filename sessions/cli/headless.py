@@ -1,23 +1,18 @@
 """A headless session: the scenarios run with progress lines on stderr, and the JSON document,
 the report and the archive written whatever happens (an interrupt leaves partial results)."""
 
-import json
-import shutil
 import signal
 import sys
 from pathlib import Path
 
 from probes.interrupts import SIGNALS, interrupt_once
-from probes.owned_tmp import make_owned_dir
 from probes.sandbox import SandboxLimits
-from sessions.cli.outputs import check_outputs, deliver, write_atomic
+from sessions.cli.outputs import Outputs
 from sessions.cli.parser import LIMIT_FLAGS, TOML_KEYS, UsageError
-from sessions.judging.judge import VerdictEngine
 from sessions.lab.cpus import default_jobs
 from sessions.lab.schedule import run_session
 from sessions.lab.session import Options
-from sessions.output import document, report
-from sessions.output.archive import ArchiveWriter
+from sessions.output.judged import JudgedStream
 from sessions.spec.client_spec import ClientSpec
 from sessions.spec.scenario import NOISE_KINDS
 from sessions.stream.events import (
@@ -28,8 +23,6 @@ from sessions.stream.events import (
     ScenarioStarted,
     StaleCleaned,
 )
-from sessions.stream.evidence import EvidenceBook
-from sessions.stream.stream import EventStream
 
 
 class Progress:
@@ -95,41 +88,15 @@ def record_session(scenarios, args, grade: GradeStarted | None = None,
 def record(args, progress_of, work, staging: Path | None = None,
            consumers=()) -> dict | None:
     """Run work(stream, book, staging) headless with the outputs written whatever happens,
-    progress_of(book) printing its lines.
-    The staging directory (pcaps and records for the archive) is a temporary one unless given
-    (a campaign's directory keeps its own)."""
-    check_outputs(("--json", args.json), ("--report", getattr(args, "report", None)),
-                  ("--archive", args.archive))
-    temporary = staging is None
-    staging = staging or make_owned_dir("evlab-archive-")
-    book = EvidenceBook()
-    stream = EventStream([book, VerdictEngine(book), progress_of(book), *consumers])
-    writer = ArchiveWriter(staging, book, stream)
-    # deferred inside BCC's callbacks, where an exception would be lost (probes/interrupts.py)
-    previous = {sig: signal.signal(sig, interrupt_once) for sig in SIGNALS}
-    interrupted = False
-    try:
-        work(stream, book, staging)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    progress_of(book) printing its lines; the JSON document, or None when interrupted."""
+    stream = JudgedStream(*consumers)
+    stream.subscribe(progress_of(stream.book))
+    with Outputs(args, stream, staging) as outputs:
+        # deferred inside BCC's callbacks, where an exception would be lost (probes/interrupts.py)
+        previous = {sig: signal.signal(sig, interrupt_once) for sig in SIGNALS}
         try:
-            doc = document.build(book)
-            if args.json:
-                deliver("--json", args.json,
-                         lambda p: write_atomic(p, json.dumps(doc, indent=2) + "\n"))
-            if getattr(args, "report", None):
-                deliver("--report", args.report,
-                         lambda p: write_atomic(p, report.markdown(book)))
-            if args.archive:
-                path = deliver("--archive", args.archive, writer.finish)
-                print(f"evlab: archive written to {path}", file=sys.stderr)
+            work(stream, stream.book, outputs.staging)
         finally:
-            if temporary:
-                shutil.rmtree(staging, ignore_errors=True)
-    if interrupted:
-        print("evlab: interrupted; partial results written", file=sys.stderr)
-        return None
-    return doc
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    return outputs.document

@@ -1,11 +1,17 @@
 """Where the results go: checked before a run, written whole or not at all, never lost."""
 
+import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
+from probes.owned_tmp import make_owned_dir
 from sessions.cli.parser import UsageError
+from sessions.output import document, report
+from sessions.output.archive import ArchiveWriter
+from sessions.output.judged import JudgedStream
 
 
 def check_outputs(*outputs: tuple[str, Path | None]) -> None:
@@ -49,3 +55,65 @@ def write_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+class Outputs:
+    """What a headless command was asked to write (--json, --report, --archive): checked before
+    anything runs, written whatever happens once it has run, each on its own (one that cannot
+    be made is one line naming it, and the others are still written).
+
+        with Outputs(args, stream) as outputs:
+            work(stream, outputs.staging)
+        outputs.document          # the JSON document; None when the run was interrupted
+
+    The staging directory (pcaps and records for the archive) is a temporary one unless given
+    (a campaign's directory keeps its own)."""
+
+    def __init__(self, args, stream: JudgedStream, staging: Path | None = None):
+        self.json, self.report, self.archive = (args.json, getattr(args, "report", None),
+                                                args.archive)
+        check_outputs(("--json", self.json), ("--report", self.report),
+                      ("--archive", self.archive))
+        self.book = stream.book
+        self._temporary = staging is None
+        self.staging = staging or make_owned_dir("evlab-archive-")
+        self._writer = ArchiveWriter(self.staging, self.book, stream)
+        self.document: dict | None = None
+
+    def __enter__(self) -> "Outputs":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        """Writes every output; an interrupt (Ctrl-C, SIGTERM) ends here, said once."""
+        try:
+            self._write_all()
+        finally:
+            if self._temporary:
+                shutil.rmtree(self.staging, ignore_errors=True)
+        if isinstance(error, KeyboardInterrupt):
+            print("evlab: interrupted; partial results written", file=sys.stderr)
+            self.document = None
+            return True
+        return False
+
+    def _write_all(self) -> None:
+        doc = self.document = document.build(self.book)
+        if self.json:
+            _each("--json", self.json,
+                  lambda p: write_atomic(p, json.dumps(doc, indent=2) + "\n"))
+        if self.report:
+            _each("--report", self.report, lambda p: write_atomic(p, report.markdown(self.book)))
+        if self.archive:
+            path = _each("--archive", self.archive, self._writer.finish)
+            if path is not None:
+                print(f"evlab: archive written to {path}", file=sys.stderr)
+
+
+def _each(flag: str, path: Path, write) -> Path | None:
+    """One output, delivered; a failure to make it is one line, and the others go on."""
+    try:
+        return deliver(flag, path, write)
+    except Exception as e:   # noqa: BLE001 - said in one line; the other outputs still written
+        print(f"evlab: could not write {flag} {path}: {type(e).__name__}: {e}"[:300],
+              file=sys.stderr)
+        return None

@@ -91,20 +91,17 @@ def judge_grading(ev: ScenarioEvidence, contract: Contract, verdicts: list[Verdi
 
 
 class VerdictEngine:
-    """Stream consumer: when a scenario reaches its judging phase, publish its verdicts.
+    """Stream consumer: when a scenario reaches its judging phase, publish its verdicts, read
+    from the session's book (which the stream fed before it: JudgedStream)."""
 
-    It reads the session's one EvidenceBook; an event the book has not seen yet (the engine
-    subscribed before the book, or given no book) is put in it first."""
-
-    def __init__(self, book: EvidenceBook | None = None, contract: Contract | None = None):
+    def __init__(self, book: EvidenceBook, contract: Contract | None = None):
         self.contract = contract or load_contract()
-        self.book = book if book is not None else EvidenceBook()
+        self.book = book
 
     def __call__(self, event: Event) -> list[Event]:
-        if not self.book.events or self.book.events[-1] is not event:
-            self.book.consume(event)
         if isinstance(event, PhaseChanged) and event.phase == "judging":
             scenario = self.book.scenarios.get(event.scenario)
             if scenario is not None:
                 return judge(scenario, self.contract, time.monotonic_ns())
         return []
+
