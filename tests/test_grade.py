@@ -19,7 +19,7 @@ import pytest
 
 from fixture.harness import ServerStartError, client_path
 from sessions.judging.judgement import is_temp
-from sessions.judging.metrics import overall_metrics, scenario_metrics
+from sessions.judging.metrics import OverallMetrics, overall_metrics, scenario_metrics
 from sessions.judging.risks import findings as risk_findings
 from sessions.lab import scenario_run
 from sessions.lab.schedule import run_session
@@ -27,6 +27,7 @@ from sessions.lab.session import Options
 from sessions.output import document
 from sessions.output.document import grade_status
 from sessions.output.grade_report import grade_markdown
+from sessions.output.grades import grade_of
 from sessions.output.judged import JudgedStream
 from sessions.spec.client_spec import BASE_ENV, ClientSpecError, from_command, from_file
 from sessions.spec.scenario import GRADE_DIR, load_dir
@@ -65,23 +66,23 @@ def test_metrics_against_hand_computed_values_with_invalid_attempts_excluded():
     c = [_attempt("c", 1, valid=False), _attempt("c", 2, valid=False)]
     m = scenario_metrics(a)
     # n = 3 valid, c = 2 successes
-    assert (m["attempts"], m["valid"], m["invalid"], m["successes"]) == (4, 3, 1, 2)
-    assert m["pass_at_1"] == pytest.approx(2 / 3)
-    assert m["pass_hat_k"] == 0 and m["k"] == 3          # not all 3 succeeded
-    assert m["best_of_n"] == 1                           # at least one did
-    assert m["mean_score"] == pytest.approx(2.5 / 3)     # (1 + 0.5 + 1) / 3
+    assert (m.attempts, m.valid, m.invalid, m.successes) == (4, 3, 1, 2)
+    assert m.pass_at_1 == pytest.approx(2 / 3)
+    assert m.pass_hat_k == 0 and m.k == 3          # not all 3 succeeded
+    assert m.best_of_n == 1                           # at least one did
+    assert m.mean_score == pytest.approx(2.5 / 3)     # (1 + 0.5 + 1) / 3
     # sample sd of (1, .5, 1) = sqrt(((1/6)^2*2 + (1/3)^2) / 2) = 0.288675; / sqrt(3)
-    assert m["sem"] == pytest.approx(0.288675 / 3 ** 0.5, rel=1e-5)
+    assert m.sem == pytest.approx(0.288675 / 3 ** 0.5, rel=1e-5)
     mb = scenario_metrics(b)
-    assert (mb["pass_at_1"], mb["pass_hat_k"], mb["best_of_n"], mb["sem"]) == (1, 1, 1, 0)
+    assert (mb.pass_at_1, mb.pass_hat_k, mb.best_of_n, mb.sem) == (1, 1, 1, 0)
     mc = scenario_metrics(c)
-    assert mc["valid"] == 0 and mc["pass_at_1"] is None and mc["mean_score"] is None
+    assert mc.valid == 0 and mc.pass_at_1 is None and mc.mean_score is None
     overall = overall_metrics({"a": a, "b": b, "c": c})
-    assert overall["scenarios_with_valid_attempts"] == 2 and overall["invalid"] == 3
-    assert overall["pass_at_1"] == pytest.approx((2 / 3 + 1) / 2)
-    assert overall["pass_hat_k"] == pytest.approx(0.5)
-    assert overall["best_of_n"] == 1
-    assert overall["mean_score"] == pytest.approx(4.5 / 5)   # pooled valid scores
+    assert overall.scenarios_with_valid_attempts == 2 and overall.invalid == 3
+    assert overall.pass_at_1 == pytest.approx((2 / 3 + 1) / 2)
+    assert overall.pass_hat_k == pytest.approx(0.5)
+    assert overall.best_of_n == 1
+    assert overall.mean_score == pytest.approx(4.5 / 5)   # pooled valid scores
     assert grade_status(overall) == 1
     assert grade_status(overall_metrics({"b": b})) == 0
     assert grade_status(overall_metrics({"b": b, "c": c})) == 3
@@ -386,7 +387,7 @@ def test_a_client_that_never_uploads_fails_the_fault_scenarios_it_is_not_invalid
         assert run["valid"] and not run["success"], run["reason"]
         assert run["clauses"]["bounded-recovery"] == "not-applicable"
         assert run["clauses"]["integrity"] == "fail"
-    assert grade_status(doc["grade"]["overall"]) == 1
+    assert grade_status(OverallMetrics(**doc["grade"]["overall"])) == 1
 
 
 # --- invalid attempts ----------------------------------------------------------------------------
@@ -417,8 +418,9 @@ def test_a_harness_failure_makes_the_attempt_invalid_not_failed(tmp_path, monkey
 def test_without_a_kernel_view_attempts_are_invalid_and_the_risk_scan_says_so(tmp_path,
                                                                               built_clients):
     # --collector none: runs as any user; nothing kernel-based can pass, nothing is "no risk"
+    book = EvidenceBook()
     doc = grade(py_client("write-source"), tmp_path, collector="none", attempts=2,
-                scenarios=("normal",))
+                scenarios=("normal",), book=book)
     m = doc["grade"]["scenarios"]["normal"]
     assert (m["valid"], m["invalid"], m["pass_at_1"]) == (0, 2, None)
     for run in m["runs"]:
@@ -427,8 +429,8 @@ def test_without_a_kernel_view_attempts_are_invalid_and_the_risk_scan_says_so(tm
         assert run["risk_findings"] == []          # the source write is invisible here...
         assert not run["risk_scan"]["complete"]    # ...and the grade says it did not look
         assert "no kernel file/connect events (collector none)" in run["risk_scan"]["detail"]
-    assert grade_status(doc["grade"]["overall"]) == 3
-    text = "\n".join(grade_markdown(doc["grade"]))
+    assert grade_status(OverallMetrics(**doc["grade"]["overall"])) == 3
+    text = "\n".join(grade_markdown(grade_of(book)))
     assert "scan incomplete" in text and "No risk findings" not in text
 
 

@@ -16,8 +16,9 @@ from sessions.campaign.journal import Journal
 from sessions.lab.attempts import AttemptPiece
 from sessions.lab.session import Cancelled
 from sessions.output.archive import load_archive
+from sessions.output.grades import given_up
 from sessions.output.judged import JudgedStream
-from sessions.output.leaderboard import campaign_section
+from sessions.output.leaderboard import Board, board_of
 from sessions.spec.campaign import load_campaign
 from sessions.spec.contract import load_contract
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
@@ -26,7 +27,7 @@ from sessions.stream.events import SessionEnded, SessionStarted
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.replay import observations, replay
 from tui.app import EvlabApp
-from tui.grade import GradeScreen, grade_text, section_summary
+from tui.grade import GradeScreen, grade_text
 from tui.leaderboard import ClientGradeScreen, LeaderboardScreen, leaderboard_row
 from tui.main import main
 from tui.sources import CampaignSource, ReplaySource
@@ -52,10 +53,12 @@ def screen_text(app, selector: str) -> str:
     return str(app.screen.query_one(selector).render())
 
 
-def recorded_board() -> dict:
+def recorded_board() -> Board:
     book = EvidenceBook()
     replay(load_archive(DATA).events, JudgedStream(book=book))
-    return campaign_section(book)
+    board = board_of(book)
+    assert board is not None
+    return board
 
 
 # --- a recorded campaign, replayed ---------------------------------------------------------
@@ -97,7 +100,7 @@ async def test_the_leaderboard_rows_are_the_outputs_leaderboard():
                        and "ended" in screen_text(app, "#campaign-progress"))
         table = app.screen.query_one("#leaderboard", DataTable)
         shown = [[str(c) for c in table.get_row(r.key)] for r in table.ordered_rows]
-        assert shown == [[str(c) for c in leaderboard_row(row)] for row in board["leaderboard"]]
+        assert shown == [[str(c) for c in leaderboard_row(row)] for row in board.leaderboard]
         assert shown[1][2:6] == ["0.00", "0.00", "0.00", "0.83"]
         assert shown[1][8] == "gate re-run ×1"
 
@@ -112,20 +115,18 @@ async def test_a_session_that_is_not_a_campaign_has_no_leaderboard():
         assert not isinstance(app.screen, LeaderboardScreen)
 
 
-def test_a_clients_grade_section_reads_as_the_grade_view():
-    board = recorded_board()
-    section = board["clients"]["c-redundant"]
-    summary = section_summary(section)
-    assert summary["attempts"] == {"normal": [("c-redundant:normal@1", "failed")]}
-    assert summary["grade"].executable.endswith("/fixture/build/client-redundant-upload")
+def test_a_clients_grade_reads_as_the_grade_view():
+    grade = recorded_board().clients["c-redundant"].grade
+    assert grade.statuses() == {"normal": [("c-redundant:normal@1", "failed")]}
+    assert grade.identity["executable"].endswith("/fixture/build/client-redundant-upload")
     # an attempt the engine lost for good is shown invalid, as the metrics count it
-    lost = {**section, "lost": [{"id": "c-redundant:normal@2", "run": 3, "node": "n",
-                                 "reason": "node lost", "retried": False}]}
-    assert section_summary(lost)["attempts"]["normal"][-1] == ("c-redundant:normal@2",
-                                                                "invalid")
-    text = grade_text(summary).plain
+    lost = AttemptLost(0, "c-redundant", "c-redundant:normal@2", "normal", 2, 3, "n",
+                       "node lost", False)
+    gone = dataclasses.replace(grade, given_up=tuple(given_up([lost], set())))
+    assert gone.statuses()["normal"][-1] == ("c-redundant:normal@2", "invalid")
+    text = grade_text(grade).plain
     assert "client-redundant-upload" in text and "✗" in text
-    assert section_summary(None) is None
+    assert "not a grade" in grade_text(None).plain
     assert issubclass(ClientGradeScreen, GradeScreen)
 
 
@@ -208,7 +209,7 @@ async def test_the_campaign_source_shows_progress_exports_and_stops_its_engine(
     assert source.model.book.ended.reason == "interrupted" and source.problem is None
     exported = load_archive(next(tmp_path.glob("evlab-session-*.tar.gz")))
     assert exported.manifest is not None
-    assert sorted(campaign_section(EvidenceBook.of(exported.events))["clients"]) == sorted(
+    assert sorted(board_of(EvidenceBook.of(exported.events)).clients) == sorted(
         CLIENTS)
     assert "CampaignStarted" in (tmp_path / "dir" / "journal.jsonl").read_text()
 

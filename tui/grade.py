@@ -1,7 +1,6 @@
 """The grade view (`evlab grade`, and each client of a campaign): who is graded, each
-scenario's attempts as symbols, the metrics, and the risk findings."""
-
-from types import SimpleNamespace
+scenario's attempts as symbols, the metrics, and the risk findings — the typed grade
+(sessions/output/grades.py) the reports render too."""
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -10,6 +9,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from sessions.judging.metrics import Metrics, OverallMetrics
+from sessions.output.grades import ClientGrade
 from sessions.output.vocabulary import figure, score_text, status_symbol, status_text
 from tui.model import DashboardModel
 from tui.styles import STYLE
@@ -26,96 +27,63 @@ class GradeScreen(ModalScreen):
         super().__init__()
         self.model = model
 
-    def summary(self) -> dict | None:
-        """What grade_text shows (DashboardModel.grade_summary's shape)."""
-        return self.model.grade_summary()
+    def grade(self) -> ClientGrade | None:
+        """The grade shown (`evlab grade`'s; a campaign client's in ClientGradeScreen)."""
+        return self.model.client_grade()
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="grade-box"):
-            yield Static(grade_text(self.summary()), id="grade")
+            yield Static(grade_text(self.grade()), id="grade")
 
     def on_mount(self) -> None:
         self.query_one("#grade-box").border_title = self.border_text
         self.set_interval(0.5, self._refresh)
 
     def _refresh(self) -> None:
-        self.query_one("#grade", Static).update(grade_text(self.summary()))
+        self.query_one("#grade", Static).update(grade_text(self.grade()))
 
 
-def section_summary(section: dict | None) -> dict | None:
-    """A grade section of the outputs (sessions.output.grades.client_grade: `evlab grade`'s, or
-    one client's of a campaign) in the shape grade_text reads."""
-    if section is None:
-        return None
-    client, scenarios = section["client"], section["scenarios"]
-    runs = [(base, run) for base, s in scenarios.items() for run in s["runs"]]
-    attempts: dict[str, list] = {base: [] for base in scenarios}
-    for base, run in runs:
-        attempts[base].append((run["id"], _run_status(run)))
-    shown = {run["id"] for _, run in runs}
-    for lost in section.get("lost", ()):   # a campaign's attempts the engine gave up on
-        if not lost["retried"] and lost["id"] not in shown:
-            base = lost["id"].partition(":")[2].rpartition("@")[0]   # CLIENT:BASE@N
-            attempts.setdefault(base, []).append((lost["id"], "invalid"))
-    return {
-        "grade": SimpleNamespace(command=tuple(client["command"]),
-                                 executable=client["executable"], sha256=client["sha256"],
-                                 attempts=section["attempts_per_scenario"]),
-        "attempts": attempts,
-        "metrics": scenarios,
-        "overall": section["overall"],
-        "risks": [(run["id"], SimpleNamespace(**r)) for _, run in runs
-                  for r in run["risk_findings"]],
-        "blind": [(run["id"], run["risk_scan"]["detail"]) for _, run in runs
-                  if run["valid"] is not None and not run["risk_scan"]["complete"]],
-    }
-
-
-def _run_status(run: dict) -> str:
-    if run["valid"] is None:
-        return "running"
-    return "invalid" if not run["valid"] else "success" if run["success"] else "failed"
-
-
-def grade_text(summary: dict | None) -> Text:
-    if summary is None:
+def grade_text(grade: ClientGrade | None) -> Text:
+    if grade is None:
         return Text("This session is not a grade: run `evlab grade --client ...`.")
-    g = summary["grade"]
+    k, c = grade.attempts_per_scenario, grade.identity
+    statuses = grade.statuses()
     out = Text()
-    out.append("client  ", "bold").append(" ".join(g.command) + "\n")
-    out.append(f"        {g.executable}  sha256 {g.sha256[:16]}…\n", "dim")
-    out.append(f"        {g.attempts} attempt(s) per scenario, each from fresh state\n\n")
-    for base, attempts in summary["attempts"].items():
+    out.append("client  ", "bold").append(" ".join(grade.command) + "\n")
+    out.append(f"        {c['executable']}  sha256 {c['sha256'][:16]}…\n", "dim")
+    out.append(f"        {k} attempt(s) per scenario, each from fresh state\n\n")
+    for base, attempts in statuses.items():
         out.append(f"{base:<13}")
         for _, status in attempts:  # never colour alone: each outcome has its own symbol
             out.append(status_symbol(status) + " ", STYLE.get(status, ""))
-        out.append(" " * max(1, 2 * (g.attempts - len(attempts)) + 2))
-        out.append(_metrics_text(summary["metrics"][base]) + "\n")
-    out.append(f"\n{'overall':<13}" + " " * (2 * g.attempts + 2)
-               + _metrics_text(summary["overall"]) + "\n\n", "bold")
+        out.append(" " * max(1, 2 * (k - len(attempts)) + 2))
+        out.append(_metrics_text(grade.scenarios[base].metrics) + "\n")
+    out.append(f"\n{'overall':<13}" + " " * (2 * k + 2)
+               + _metrics_text(grade.overall) + "\n\n", "bold")
     out.append(f"{status_text('success')}  {status_text('failed')}  {status_text('invalid')} "
                f"(left out of the metrics)  {status_text('running')}  {status_text('queued')}"
                "\n\n", "dim")
-    _risks(out, summary)
+    _risks(out, grade, statuses)
     return out
 
 
-def _risks(out: Text, summary: dict) -> None:
-    risks = summary["risks"]
+def _risks(out: Text, grade: ClientGrade, statuses: dict[str, list[tuple[str, str]]]) -> None:
+    risks = [(run.id, r) for run in grade.runs for r in run.risks]
+    blind = grade.blind_scans()
     out.append(f"risk findings ({len(risks)}, reported, not judged)\n", "bold")
     for sid, r in risks[:30]:
         out.append(f"  {r.severity:<6} ", RISK_STYLE.get(r.severity, ""))
         out.append(f"{sid} inv {r.invocation} {r.kind}: {r.detail}\n")
-    for sid, detail in summary["blind"][:10]:
+    for sid, detail in blind[:10]:
         out.append("  scan   ", "yellow").append(f"{sid} {detail}\n")
-    if not risks and not summary["blind"]:
+    if not risks and not blind:
         done = all(status in FINISHED
-                   for attempts in summary["attempts"].values() for _, status in attempts)
+                   for attempts in statuses.values() for _, status in attempts)
         out.append("  none: every attempt's scan saw all its file, exec and connect events\n"
                    if done else "  none so far\n", "dim")
 
 
-def _metrics_text(m: dict) -> str:
-    return (f"Pass@1 {figure(m['pass_at_1'])}  pass^k {figure(m['pass_hat_k'])}  "
-            f"Best-of-N {figure(m['best_of_n'])}  score {score_text(m, 2, '±')}  "
-            f"invalid {m['invalid']}")
+def _metrics_text(m: Metrics | OverallMetrics) -> str:
+    return (f"Pass@1 {figure(m.pass_at_1)}  pass^k {figure(m.pass_hat_k)}  "
+            f"Best-of-N {figure(m.best_of_n)}  score {score_text(m, 2, '±')}  "
+            f"invalid {m.invalid}")

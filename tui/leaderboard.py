@@ -13,8 +13,10 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from sessions.output.grades import ClientGrade
+from sessions.output.leaderboard import Board, Ranked
 from sessions.output.vocabulary import figure, score_text
-from tui.grade import GradeScreen, section_summary
+from tui.grade import GradeScreen
 from tui.model import DashboardModel
 from tui.source import Source
 
@@ -63,8 +65,8 @@ class LeaderboardScreen(Screen):
         table = self.query_one("#leaderboard", DataTable)
         current = self.highlighted
         table.clear()
-        for row in board["leaderboard"] if board else ():
-            table.add_row(*leaderboard_row(row), key=row["name"])
+        for row in board.leaderboard if board else ():
+            table.add_row(*leaderboard_row(row), key=row.name)
         if current in table.rows:
             table.move_cursor(row=table.get_row_index(current))
         self._drawn = key
@@ -110,44 +112,44 @@ class ClientGradeScreen(GradeScreen):
         self.source, self.client = source, client
         self.border_text = f"{client}: grade in the campaign (esc: leaderboard)"
 
-    def summary(self) -> dict | None:
+    def grade(self) -> ClientGrade | None:
         board = self.source.model.campaign_board()   # a replay stepped back: a new model
-        section = board["clients"].get(self.client) if board else None
-        return section_summary(section)
+        entry = board.clients.get(self.client) if board else None
+        return entry.grade if entry else None
 
     def compose(self) -> ComposeResult:
         yield from super().compose()
         yield Footer()
 
 
-def leaderboard_row(row: dict) -> tuple:
+def leaderboard_row(row: Ranked) -> tuple:
     """One ranked row of sessions.output.leaderboard as the table shows it."""
-    f, risks, most = row["figures"], row["risks"], row["fails_most"]
+    f, risks, most = row.figures, row.risks, row.fails_most
     risk_text = Text(f"{risks['high']}/{risks['medium']}/{risks['low']}",
                      "bold red" if risks["high"] else "yellow" if risks["medium"] else "")
-    return (str(row["rank"]), row["name"], figure(f["pass_at_1"]), figure(f["pass_hat_k"]),
-            figure(f["best_of_n"]), score_text(f, 2), str(row["invalid"]), risk_text,
-            f"{most['name']} ×{most['count']}" if most else "–")
+    return (str(row.rank), row.name, figure(f.pass_at_1), figure(f.pass_hat_k),
+            figure(f.best_of_n), score_text(f, 2), str(row.invalid), risk_text,
+            f"{most.name} ×{most.count}" if most else "–")
 
 
-def progress_text(board: dict | None, model: DashboardModel) -> Text:
+def progress_text(board: Board | None, model: DashboardModel) -> Text:
     """The campaign's progress on one line: attempts done, running, queued and lost, per node,
     the time left; and how it ended."""
     if board is None:
         return Text("not a campaign: `evlab campaign FILE.toml` runs one", "dim")
-    p = board["progress"]
+    p = board.progress
     out = Text()
-    out.append(f"{board['name']}", "bold").append(f" on {board['engine']} · ")
-    out.append(f"{p['done']}/{p['total']} attempts done", "bold")
-    out.append(f" · {p['running']} running · {p['queued']} queued · {p['lost']} lost")
-    if p["given_up"]:
-        out.append(f" ({p['given_up']} given up)", "bold red")
-    for node, n in sorted(p["nodes"].items()):
-        out.append(f" · {node}: {n['done']} done, {n['running']} running"
-                   + (f", {n['lost']} lost" if n["lost"] else ""))
+    out.append(f"{board.name}", "bold").append(f" on {board.engine} · ")
+    out.append(f"{p.done}/{p.total} attempts done", "bold")
+    out.append(f" · {p.running} running · {p.queued} queued · {p.lost} lost")
+    if p.given_up:
+        out.append(f" ({p.given_up} given up)", "bold red")
+    for node, n in sorted(p.nodes.items()):
+        out.append(f" · {node}: {n.done} done, {n.running} running"
+                   + (f", {n.lost} lost" if n.lost else ""))
     ended = model.book.ended
     if ended is not None:
         out.append(" · ended: " + ended.reason, "bold" if ended.partial else "")
-    elif p["eta_s"] is not None and (p["queued"] or p["running"]):
-        out.append(f" · about {p['eta_s']:.0f} s left")
+    elif p.eta_s is not None and (p.queued or p.running):
+        out.append(f" · about {p.eta_s:.0f} s left")
     return out

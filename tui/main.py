@@ -60,8 +60,7 @@ def _campaign(args) -> int:
         _say(f"campaign {campaign.name} did not start; directory {journal.dir}")
         return code
     _say(summary_line(board, journal.dir).removeprefix("evlab: "))
-    p = board["progress"]
-    if p["done"] < p["total"]:
+    if board.progress.done < board.progress.total:
         _say(f"continue it with: evlab campaign {args.file} --dir {journal.dir} --resume")
     return code
 

@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sessions.judging.gates import GATES
-from sessions.judging.metrics import overall_metrics, scenario_metrics
+from sessions.output.grades import ClientGrade, grade_of, outcome_word
 from sessions.output.judged import JudgedStream
-from sessions.output.leaderboard import campaign_section
+from sessions.output.leaderboard import Board, board_of
 from sessions.spec.contract import CLAUSE_IDS
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
 from sessions.stream.events import (
@@ -126,8 +126,7 @@ def status_of(ev: ScenarioEvidence | None) -> str:
     if ev is None:
         return "queued"
     if ev.attempt is not None:
-        return ("invalid" if not ev.attempt.valid
-                else "success" if ev.attempt.success else "failed")
+        return outcome_word(ev.attempt)
     if ev.judged is not None and ev.judged.instrument_check != "graded":
         return ev.judged.instrument_check
     return "running"
@@ -151,7 +150,7 @@ class DashboardModel:
         self.generation = next(_generations)
         self.version = 0
         self.campaign_version = 0     # bumped by what changes the leaderboard (_CAMPAIGN_EVENTS)
-        self._board: tuple[int, dict | None] = (-1, None)
+        self._board: tuple[int, Board | None] = (-1, None)
         self._lock = self.stream.hold()
         self._panes: dict[str, _ScenarioPanes] = {s: _ScenarioPanes() for s in scenario_ids}
         self.stream.subscribe(self)
@@ -198,13 +197,13 @@ class DashboardModel:
     def campaign(self) -> CampaignStarted | None:
         return self.book.campaign
 
-    def campaign_board(self) -> dict | None:
-        """The campaign's section of the outputs (sessions.output.leaderboard: its ranked
-        leaderboard, clients' grades and progress); None when the session is not a campaign.
+    def campaign_board(self) -> Board | None:
+        """The campaign's board (sessions.output.leaderboard: its ranked leaderboard, clients'
+        grades and progress); None when the session is not a campaign.
         Made again only when an attempt was dispatched, started, judged or lost."""
         with self._lock:
             if self._board[0] != self.campaign_version:
-                self._board = (self.campaign_version, campaign_section(self.book))
+                self._board = (self.campaign_version, board_of(self.book))
             return self._board[1]
 
     @property
@@ -261,29 +260,10 @@ class DashboardModel:
         with self._lock:
             return verdict_rows(self.book.scenarios.get(sid))
 
-    def grade_summary(self) -> dict | None:
-        """What the grade view shows: identity, per scenario its attempts' statuses and
-        metrics, overall metrics, risk findings and the scans that could not see everything."""
+    def client_grade(self) -> ClientGrade | None:
+        """`evlab grade`'s grade so far (sessions.output.grades, as the reports have it)."""
         with self._lock:
-            grade = self.book.grade
-            if grade is None:
-                return None
-            by_base: dict[str, list[ScenarioEvidence]] = {b: [] for b in grade.scenarios}
-            for ev in self.book.scenarios.values():
-                if ev.started.base:
-                    by_base.setdefault(ev.started.base, []).append(ev)
-            judged = {b: [ev.attempt for ev in evs if ev.attempt] for b, evs in by_base.items()}
-            attempts = [ev for evs in by_base.values() for ev in evs]
-            return {
-                "grade": grade,
-                "attempts": {b: [(ev.id, status_of(ev)) for ev in evs]
-                             for b, evs in by_base.items()},
-                "metrics": {b: scenario_metrics(j) for b, j in judged.items()},
-                "overall": overall_metrics(judged),
-                "risks": [(ev.id, r) for ev in attempts for r in ev.risks],
-                "blind": [(ev.id, ev.risk_scan.detail) for ev in attempts
-                          if ev.risk_scan and not ev.risk_scan.complete],
-            }
+            return grade_of(self.book)
 
 
 def _figures(inv: InvocationEvidence, panes: _ScenarioPanes) -> InvocationFigures:

@@ -191,8 +191,7 @@ class CampaignSource(Source):
         board = self._model.campaign_board()
         if board is None:
             return ""
-        p = board["progress"]
-        return f"{p['done']}/{p['total']} attempts done"
+        return f"{board.progress.done}/{board.progress.total} attempts done"
 
     def start(self) -> None:
         self._started = True  # from now on, wait_stopped waits for serve() to finish

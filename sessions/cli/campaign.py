@@ -15,7 +15,7 @@ from sessions.campaign.local import LocalEngine
 from sessions.campaign.ray_engine import EngineError
 from sessions.cli.headless import options_of, record
 from sessions.cli.parser import UsageError
-from sessions.output.leaderboard import progress
+from sessions.output.leaderboard import Board, progress
 from sessions.output.vocabulary import figure
 from sessions.spec.campaign import Campaign, CampaignError, load_campaign
 from sessions.stream.campaign_events import AttemptLost, CampaignStarted
@@ -39,14 +39,13 @@ class CampaignProgress:
         what = (event.reason if isinstance(event, AttemptJudged)
                 else f"lost ({event.reason}); " + ("run again" if event.retried
                                                    else "not run again"))
-        eta = f", about {p['eta_s']:.0f} s left" if p["eta_s"] is not None and p["queued"] \
-            else ""
-        nodes = "; " + " · ".join(f"{name} {n['done']} done, {n['running']} running"
-                                  + (f", {n['lost']} lost" if n["lost"] else "")
-                                  for name, n in sorted(p["nodes"].items())) \
-            if len(p["nodes"]) > 1 else ""
-        print(f"[{p['done']}/{p['total']}] {event.scenario:<28} on {where}: {what[:90]} "
-              f"({p['running']} running, {p['queued']} queued{eta}{nodes})", file=sys.stderr,
+        eta = f", about {p.eta_s:.0f} s left" if p.eta_s is not None and p.queued else ""
+        nodes = "; " + " · ".join(f"{name} {n.done} done, {n.running} running"
+                                  + (f", {n.lost} lost" if n.lost else "")
+                                  for name, n in sorted(p.nodes.items())) \
+            if len(p.nodes) > 1 else ""
+        print(f"[{p.done}/{p.total}] {event.scenario:<28} on {where}: {what[:90]} "
+              f"({p.running} running, {p.queued} queued{eta}{nodes})", file=sys.stderr,
               flush=True)
 
 
@@ -83,15 +82,15 @@ def cmd_campaign(args) -> int:
                          "without it opens the dashboard)")
     campaign, _options, engine, journal, resumed = open_campaign(args)
     try:
-        doc = record(args, CampaignProgress, lambda stream, book, staging: run_campaign(
+        out = record(args, CampaignProgress, lambda stream, book, staging: run_campaign(
             stream, book, campaign, journal, engine, resumed), staging=journal.evidence,
             consumers=[journal])
     finally:
         engine.close()
-    if doc is None:
+    if out is None or out.board is None or out.document is None:
         return 130
-    print(summary_line(doc["campaign"], journal.dir), file=sys.stderr)
-    return campaign_exit(doc)
+    print(summary_line(out.board, journal.dir), file=sys.stderr)
+    return campaign_exit(out.board, out.document["partial"])
 
 
 def open_campaign(args):
@@ -114,9 +113,9 @@ def open_campaign(args):
     return campaign, options, engine, journal, resumed
 
 
-def campaign_exit(doc: dict) -> int:
-    p = doc["campaign"]["progress"]
-    return 0 if p["done"] == p["total"] and not p["given_up"] and not doc["partial"] else 3
+def campaign_exit(board: Board, partial: bool) -> int:
+    p = board.progress
+    return 0 if p.done == p.total and not p.given_up and not partial else 3
 
 
 def campaign_options(args, campaign: Campaign):
@@ -125,11 +124,11 @@ def campaign_options(args, campaign: Campaign):
     return options_of(args, True, campaign.sandbox)
 
 
-def summary_line(board: dict, directory: Path | None = None) -> str:
-    top = board["leaderboard"][0] if board["leaderboard"] else None
-    best = (f"; first: {top['name']} (pass^k {figure(top['figures']['pass_hat_k'])}, Pass@1 "
-            f"{figure(top['figures']['pass_at_1'])})" if top else "")
-    p = board["progress"]
-    return (f"evlab: campaign {board['name']}: {p['done']} of {p['total']} attempts done, "
-            f"{p['lost']} lost to the engine{best}"
+def summary_line(board: Board, directory: Path | None = None) -> str:
+    top = board.leaderboard[0] if board.leaderboard else None
+    best = (f"; first: {top.name} (pass^k {figure(top.figures.pass_hat_k)}, Pass@1 "
+            f"{figure(top.figures.pass_at_1)})" if top else "")
+    p = board.progress
+    return (f"evlab: campaign {board.name}: {p.done} of {p.total} attempts done, "
+            f"{p.lost} lost to the engine{best}"
             + (f"; directory {directory}" if directory else ""))

@@ -10,7 +10,9 @@ from sessions.cli.parser import UsageError
 from sessions.output import document, report
 from sessions.output.archive import ArchiveError, load_archive
 from sessions.output.document import grade_status
+from sessions.output.grades import ClientGrade, grade_of
 from sessions.output.judged import JudgedStream
+from sessions.output.leaderboard import Board, board_of
 from sessions.output.vocabulary import figure, score_text
 from sessions.spec.client_spec import ClientSpec, from_command, from_file, parse_env
 from sessions.spec.scenario import GRADE_DIR, SUITES, load_all, load_dir, select
@@ -43,9 +45,10 @@ def cmd_run(args) -> int:
     if not args.headless:
         raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
     scenarios = chosen_scenarios(args.scenarios, args.all, args.suite)
-    doc = record_session(scenarios, args)
-    if doc is None:
+    out = record_session(scenarios, args)
+    if out is None or out.document is None:
         return 130
+    doc = out.document
     s = doc["summary"]
     invalid = f", {s['invalid']} invalid" if s["invalid"] else ""
     print(f"evlab: {s['detected']} detected, {s['missed']} missed, {s['inconclusive']} "
@@ -76,24 +79,24 @@ def cmd_grade(args) -> int:
     spec = grade_spec(args)
     attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
     grade = grade_started(spec, attempts)
-    doc = record_session(attempts, args, grade, spec.sandbox, spec)
-    if doc is None:
+    out = record_session(attempts, args, grade, spec.sandbox, spec)
+    if out is None or out.document is None or out.grade is None:
         return 130
-    print(grade_summary_line(doc["grade"]), file=sys.stderr)
-    return grade_exit(doc)
+    print(grade_summary_line(out.grade), file=sys.stderr)
+    return grade_exit(out.grade, out.document["partial"])
 
 
 def grade_started(spec: ClientSpec, attempts) -> GradeStarted:
     return spec.started(tuple(dict.fromkeys(a.base for a in attempts)))
 
 
-def grade_summary_line(grade: dict) -> str:
-    o = grade["overall"]
-    risks = sum(len(r["risk_findings"]) for s in grade["scenarios"].values() for r in s["runs"])
-    return (f"evlab: grade of {grade['client']['executable']}: Pass@1 {figure(o['pass_at_1'])}, "
-            f"pass^k {figure(o['pass_hat_k'])}, Best-of-N {figure(o['best_of_n'])}, "
+def grade_summary_line(grade: ClientGrade) -> str:
+    o = grade.overall
+    risks = sum(len(run.risks) for run in grade.runs)
+    return (f"evlab: grade of {grade.identity['executable']}: Pass@1 {figure(o.pass_at_1)}, "
+            f"pass^k {figure(o.pass_hat_k)}, Best-of-N {figure(o.best_of_n)}, "
             f"score {score_text(o)} "
-            f"over {o['attempts'] - o['invalid']} valid attempts ({o['invalid']} invalid); "
+            f"over {o.attempts - o.invalid} valid attempts ({o.invalid} invalid); "
             f"{risks} risk finding(s)")
 
 
@@ -126,27 +129,28 @@ def cmd_replay(args) -> int:
     loaded = load_archive(args.archive)
     book = EvidenceBook()
 
-    def rejudge() -> dict:
+    def rejudge() -> tuple[dict, ClientGrade | None, Board | None]:
         clients = loaded.manifest.get("clients")
         progress = (CampaignProgress(book) if loaded.manifest.get("campaign") else
                     Progress(len(clients) if isinstance(clients, dict) else 0))
         stream = JudgedStream(progress, book=book)
         replay(loaded.events, stream, speed=args.speed)
-        return document.build(book)
+        grade, board = grade_of(book), board_of(book)
+        return document.build(book, grade, board), grade, board
 
-    doc = untrusted(args.archive, rejudge)
+    doc, grade, board = untrusted(args.archive, rejudge)
     if loaded.partial:
         print(f"evlab: this archive is partial: {doc['end_reason']}", file=sys.stderr)
-    if doc["campaign"] is not None:
-        print(summary_line(doc["campaign"]), file=sys.stderr)
-        return campaign_exit(doc)
-    if doc["grade"] is not None:
-        print(grade_summary_line(doc["grade"]), file=sys.stderr)
-        return grade_exit(doc)
+    if board is not None:
+        print(summary_line(board), file=sys.stderr)
+        return campaign_exit(board, doc["partial"])
+    if grade is not None:
+        print(grade_summary_line(grade), file=sys.stderr)
+        return grade_exit(grade, doc["partial"])
     return document.exit_status(doc)
 
 
-def grade_exit(doc: dict) -> int:
+def grade_exit(grade: ClientGrade, partial: bool) -> int:
     """grade_status, and 3 rather than 0 for a session cut short (attempts never judged)."""
-    status = grade_status(doc["grade"]["overall"])
-    return 3 if status == 0 and doc["partial"] else status
+    status = grade_status(grade.overall)
+    return 3 if status == 0 and partial else status

@@ -75,9 +75,9 @@ def options_of(args, grading: bool = False, from_file: dict | None = None) -> Op
 
 
 def record_session(scenarios, args, grade: GradeStarted | None = None,
-                   sandbox: dict | None = None, spec: ClientSpec | None = None) -> dict | None:
+                   sandbox: dict | None = None, spec: ClientSpec | None = None) -> Outputs | None:
     """Run scenarios headless, writing --json, --archive (and --report) whatever happens;
-    the JSON document, or None when interrupted."""
+    what was written, or None when interrupted."""
     options = options_of(args, grade is not None, sandbox)
     jobs = args.jobs if args.jobs is not None else default_jobs()
     return record(args, lambda book: Progress(len(scenarios)),
@@ -86,9 +86,10 @@ def record_session(scenarios, args, grade: GradeStarted | None = None,
 
 
 def record(args, progress_of, work, staging: Path | None = None,
-           consumers=()) -> dict | None:
+           consumers=()) -> Outputs | None:
     """Run work(stream, book, staging) headless with the outputs written whatever happens,
-    progress_of(book) printing its lines; the JSON document, or None when interrupted."""
+    progress_of(book) printing its lines; what was written (the document, the typed grade or
+    board), or None when interrupted."""
     stream = JudgedStream(*consumers)
     stream.subscribe(progress_of(stream.book))
     with Outputs(args, stream, staging) as outputs:
@@ -99,4 +100,4 @@ def record(args, progress_of, work, staging: Path | None = None,
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-    return outputs.document
+    return outputs if outputs.document is not None else None

@@ -11,7 +11,9 @@ from probes.owned_tmp import make_owned_dir
 from sessions.cli.parser import UsageError
 from sessions.output import document, report
 from sessions.output.archive import ArchiveWriter
+from sessions.output.grades import ClientGrade, grade_of
 from sessions.output.judged import JudgedStream
+from sessions.output.leaderboard import Board, board_of
 
 
 def check_outputs(*outputs: tuple[str, Path | None]) -> None:
@@ -65,6 +67,7 @@ class Outputs:
         with Outputs(args, stream) as outputs:
             work(stream, outputs.staging)
         outputs.document          # the JSON document; None when the run was interrupted
+        outputs.grade, outputs.board   # the typed grade and campaign board, when there is one
 
     The staging directory (pcaps and records for the archive) is a temporary one unless given
     (a campaign's directory keeps its own)."""
@@ -79,6 +82,8 @@ class Outputs:
         self.staging = staging or make_owned_dir("evlab-archive-")
         self._writer = ArchiveWriter(self.staging, self.book, stream)
         self.document: dict | None = None
+        self.grade: ClientGrade | None = None
+        self.board: Board | None = None
 
     def __enter__(self) -> "Outputs":
         return self
@@ -97,7 +102,8 @@ class Outputs:
         return False
 
     def _write_all(self) -> None:
-        doc = self.document = document.build(self.book)
+        self.grade, self.board = grade_of(self.book), board_of(self.book)
+        doc = self.document = document.build(self.book, self.grade, self.board)
         if self.json:
             _each("--json", self.json,
                   lambda p: write_atomic(p, json.dumps(doc, indent=2) + "\n"))

@@ -14,6 +14,7 @@ pool every valid attempt's score for the mean ± SEM.
 import math
 import statistics
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from sessions.stream.events import AttemptJudged
 
@@ -28,40 +29,66 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def scenario_metrics(attempts: Iterable[AttemptJudged]) -> dict:
+@dataclass(frozen=True)
+class Metrics:
+    """One grade scenario's figures over its attempts (None: no valid attempt behind it)."""
+
+    attempts: int
+    valid: int
+    invalid: int
+    successes: int
+    pass_at_1: float | None
+    pass_hat_k: float | None
+    k: int
+    best_of_n: float | None
+    best_score: float | None
+    mean_score: float | None
+    sem: float | None
+
+
+@dataclass(frozen=True)
+class OverallMetrics:
+    """A client's figures over every scenario: each scenario weighs the same."""
+
+    scenarios: int
+    scenarios_with_valid_attempts: int
+    attempts: int
+    invalid: int
+    pass_at_1: float | None
+    pass_hat_k: float | None
+    best_of_n: float | None
+    mean_score: float | None
+    sem: float | None
+
+
+def scenario_metrics(attempts: Iterable[AttemptJudged]) -> Metrics:
     attempts = list(attempts)
     valid = [a for a in attempts if a.valid]
     n, c = len(valid), sum(a.success for a in valid)
     scores = [a.score for a in valid if a.score is not None]
-    return {
-        "attempts": len(attempts), "valid": n, "invalid": len(attempts) - n, "successes": c,
-        "pass_at_1": c / n if n else None,
-        "pass_hat_k": pass_hat_k(n, c, n) if n else None, "k": n,
-        "best_of_n": pass_at_k(n, c, n) if n else None,
-        "best_score": max(scores) if scores else None,
-        **_mean_sem(scores),
-    }
+    mean, sem = _mean_sem(scores)
+    return Metrics(len(attempts), n, len(attempts) - n, c,
+                   c / n if n else None, pass_hat_k(n, c, n) if n else None, n,
+                   pass_at_k(n, c, n) if n else None, max(scores) if scores else None, mean, sem)
 
 
-def _mean_sem(scores: list[float]) -> dict:
-    return {"mean_score": statistics.fmean(scores) if scores else None,
-            "sem": statistics.stdev(scores) / math.sqrt(len(scores)) if len(scores) > 1
-            else None}
+def _mean_sem(scores: list[float]) -> tuple[float | None, float | None]:
+    return (statistics.fmean(scores) if scores else None,
+            statistics.stdev(scores) / math.sqrt(len(scores)) if len(scores) > 1 else None)
 
 
-def overall_metrics(by_scenario: dict[str, list[AttemptJudged]]) -> dict:
+def overall_metrics(by_scenario: dict[str, list[AttemptJudged]]) -> OverallMetrics:
     per = {name: scenario_metrics(a) for name, a in by_scenario.items()}
-    judged = [m for m in per.values() if m["valid"]]
+    judged = [m for m in per.values() if m.valid]
 
-    def average(key):
-        return statistics.fmean(m[key] for m in judged) if judged else None
+    def average(values) -> float | None:
+        values = [v for v in values if v is not None]
+        return statistics.fmean(values) if judged else None
 
     scores = [a.score for attempts in by_scenario.values() for a in attempts
               if a.valid and a.score is not None]
-    return {
-        "scenarios": len(per), "scenarios_with_valid_attempts": len(judged),
-        "attempts": sum(m["attempts"] for m in per.values()),
-        "invalid": sum(m["invalid"] for m in per.values()),
-        "pass_at_1": average("pass_at_1"), "pass_hat_k": average("pass_hat_k"),
-        "best_of_n": average("best_of_n"), **_mean_sem(scores),
-    }
+    return OverallMetrics(
+        len(per), len(judged), sum(m.attempts for m in per.values()),
+        sum(m.invalid for m in per.values()), average(m.pass_at_1 for m in judged),
+        average(m.pass_hat_k for m in judged), average(m.best_of_n for m in judged),
+        *_mean_sem(scores))

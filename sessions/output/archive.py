@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from sessions.output import document, report
-from sessions.output.grades import grade_section
-from sessions.output.leaderboard import campaign_section
+from sessions.output.grades import grade_of
+from sessions.output.leaderboard import board_of
 from sessions.stream.codec import EventFormatError, from_json, to_dict, to_json
 from sessions.stream.events import Event, SessionEnded, Verdict, VerifierResult
 from sessions.stream.evidence import EvidenceBook
@@ -80,11 +80,11 @@ class ArchiveWriter:
                                       if isinstance(e, VerifierResult)).encode(),
             "report.md": report.markdown(book).encode(),
         }
-        grade, campaign = grade_section(book), campaign_section(book)
+        grade, board = grade_of(book), board_of(book)
         if grade is not None:
-            generated["grade.json"] = _json_bytes(grade)
-        if campaign is not None:
-            generated["campaign.json"] = _json_bytes(campaign)
+            generated["grade.json"] = _json_bytes(grade.to_json())
+        if board is not None:
+            generated["campaign.json"] = _json_bytes(board.to_json())
         archive_path = Path(archive_path)
         archive_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = archive_path.with_name(archive_path.name + ".partial-write")

@@ -3,8 +3,9 @@
 A figure that was not observed is null, never 0. Schema: docs/json-schema.md.
 """
 
-from sessions.output.grades import grade_section
-from sessions.output.leaderboard import campaign_section
+from sessions.judging.metrics import OverallMetrics
+from sessions.output.grades import ClientGrade, grade_of
+from sessions.output.leaderboard import Board, board_of
 from sessions.stream.evidence import (
     EvidenceBook,
     InvocationEvidence,
@@ -144,7 +145,11 @@ def _still_open(book: EvidenceBook) -> str:
             + (f"complete through scenario {done} ({last})" if done else "no scenario complete"))
 
 
-def build(book: EvidenceBook) -> dict:
+def build(book: EvidenceBook, grade: ClientGrade | None = None,
+          board: Board | None = None) -> dict:
+    """The document; `grade` and `board` when the caller has them already (else made here)."""
+    grade = grade if grade is not None else grade_of(book)
+    board = board if board is not None else board_of(book)
     scenarios = [_scenario(ev) for ev in book.scenarios.values()]
     checks = [s["instrument_check"] for s in scenarios]
     return {
@@ -162,8 +167,8 @@ def build(book: EvidenceBook) -> dict:
                     "(all detected), not that every backup was correct",
         },
         "scenarios": scenarios,
-        "grade": grade_section(book),
-        "campaign": campaign_section(book),
+        "grade": grade.to_json() if grade is not None else None,
+        "campaign": board.to_json() if board is not None else None,
     }
 
 
@@ -179,11 +184,11 @@ def exit_status(document: dict) -> int:
     return 0
 
 
-def grade_status(overall: dict) -> int:
+def grade_status(overall: OverallMetrics) -> int:
     """Exit status of `evlab grade`: 0 every valid attempt of every scenario succeeded; 1 an
     attempt failed; 3 nothing failed but some scenario had no valid attempt."""
-    if overall["pass_hat_k"] is not None and overall["pass_hat_k"] < 1:
+    if overall.pass_hat_k is not None and overall.pass_hat_k < 1:
         return 1
-    if overall["scenarios_with_valid_attempts"] < overall["scenarios"]:
+    if overall.scenarios_with_valid_attempts < overall.scenarios:
         return 3
     return 0

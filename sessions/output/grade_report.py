@@ -1,7 +1,9 @@
 """The Markdown of a grade: who was graded, the metrics, clauses and gates x attempts, and the
-risk findings. Built from the JSON document's `grade` section (sessions/document.py)."""
+risk findings. Rendered from the typed grade (sessions/output/grades.py)."""
 
 from sessions.judging.gates import GATES
+from sessions.judging.metrics import Metrics, OverallMetrics
+from sessions.output.grades import METRIC_DEFINITIONS, AttemptRow, ClientGrade
 from sessions.output.vocabulary import figure, score_text, status_symbol, status_text
 from sessions.spec.contract import CLAUSE_IDS
 
@@ -10,16 +12,12 @@ def _cell(status: str | None) -> str:
     return status_symbol(status) if status else "…"
 
 
-def _outcome(run: dict) -> str:
-    if run["valid"] is None:
-        return status_text("not-judged")
-    if not run["valid"]:
-        return status_text("invalid")
-    return status_text("success" if run["success"] else "failed")
+def _outcome(run: AttemptRow) -> str:
+    return status_text("not-judged" if run.status == "running" else run.status)
 
 
-def _identity(grade: dict) -> list[str]:
-    c = grade["client"]
+def _identity(grade: ClientGrade) -> list[str]:
+    c = grade.identity
     out = [f"- command: `{' '.join(c['command'])}`",
            f"- executable: `{c['executable']}` sha256 `{c['sha256']}`"]
     out += [f"- file `{path}` sha256 `{digest}`" for path, digest in c["files"].items()]
@@ -31,47 +29,47 @@ def _identity(grade: dict) -> list[str]:
     return out
 
 
-def _metrics_table(grade: dict) -> list[str]:
-    names = list(grade["scenarios"])
-    columns = [grade["scenarios"][n] for n in names] + [grade["overall"]]
-    rows = [("Pass@1", lambda m: figure(m["pass_at_1"])),
-            ("pass^k (k = valid attempts)", lambda m: figure(m["pass_hat_k"])),
-            ("Best-of-N", lambda m: figure(m["best_of_n"])),
+def _metrics_table(grade: ClientGrade) -> list[str]:
+    names = list(grade.scenarios)
+    columns: list[Metrics | OverallMetrics] = [grade.scenarios[n].metrics for n in names]
+    columns.append(grade.overall)
+    rows = [("Pass@1", lambda m: figure(m.pass_at_1)),
+            ("pass^k (k = valid attempts)", lambda m: figure(m.pass_hat_k)),
+            ("Best-of-N", lambda m: figure(m.best_of_n)),
             ("mean score ± SEM", score_text),
-            ("valid / invalid attempts",
-             lambda m: f"{m['attempts'] - m['invalid']} / {m['invalid']}")]
+            ("valid / invalid attempts", lambda m: f"{m.attempts - m.invalid} / {m.invalid}")]
     out = ["| metric | " + " | ".join(names) + " | overall |",
            "|---|" + "---|" * (len(names) + 1)]
     out += [f"| {label} | " + " | ".join(fn(m) for m in columns) + " |" for label, fn in rows]
     return out
 
 
-def _attempts_table(name: str, runs: list[dict]) -> list[str]:
+def _attempts_table(name: str, runs: tuple[AttemptRow, ...]) -> list[str]:
     out = [f"### {name}: clauses and gates × attempts", "",
-           "| | " + " | ".join(f"@{r['attempt']}" for r in runs) + " |",
+           "| | " + " | ".join(f"@{r.attempt}" for r in runs) + " |",
            "|---|" + "---|" * len(runs)]
     for clause in CLAUSE_IDS:
         out.append(f"| `{clause}` | " + " | ".join(
-            _cell(r["clauses"].get(clause)) for r in runs) + " |")
+            _cell(r.clauses.get(clause)) for r in runs) + " |")
     for gate in GATES:
         out.append(f"| gate `{gate}` | " + " | ".join(
-            _cell(r["gates"].get(gate, {}).get("status")) for r in runs) + " |")
+            _cell(next((g.status for g in r.gates if g.gate == gate), None))
+            for r in runs) + " |")
     out.append("| **attempt** | " + " | ".join(_outcome(r) for r in runs) + " |")
     out.append("")
-    out += [f"- @{r['attempt']}: {r['reason']}" for r in runs]
-    failing = [(r, g, v) for r in runs for g, v in r["gates"].items() if v["status"] != "pass"]
-    out += [f"- @{r['attempt']} gate `{g}` {v['status']}: {v['reason']}" for r, g, v in failing]
+    out += [f"- @{r.attempt}: {r.judged.reason if r.judged else 'not judged'}" for r in runs]
+    out += [f"- @{r.attempt} gate `{g.gate}` {g.status}: {g.reason}"
+            for r in runs for g in r.gates if g.status != "pass"]
     return out + [""]
 
 
-def _risks(grade: dict) -> list[str]:
-    runs = [r for s in grade["scenarios"].values() for r in s["runs"]]
-    found = [(r["id"], f) for r in runs for f in r["risk_findings"]]
-    blind = [(r["id"], r["risk_scan"]["detail"]) for r in runs if not r["risk_scan"]["complete"]]
-    out = [f"- **{f['severity']}** {f['kind']} — {rid} invocation {f['invocation']}: "
-           f"{f['detail']} (events {', '.join(map(str, f['evidence'][:5]))})"
-           for rid, f in found]
-    out += [f"- **scan {detail}** — {rid}: findings there may be missing" for rid, detail in blind]
+def _risks(grade: ClientGrade) -> list[str]:
+    runs = grade.runs
+    out = [f"- **{f.severity}** {f.kind} — {r.id} invocation {f.invocation}: "
+           f"{f.detail} (events {', '.join(map(str, f.evidence[:5]))})"
+           for r in runs for f in r.risks]
+    out += [f"- **scan {r.scan_detail}** — {r.id}: findings there may be missing"
+            for r in runs if not r.scan_complete]
     if not out:
         out = ["No risk findings, and the kernel delivered every file, exec and connect event: "
                "no exec of another program, no write outside the working directory, no write "
@@ -80,10 +78,10 @@ def _risks(grade: dict) -> list[str]:
     return out
 
 
-def grade_markdown(grade: dict) -> list[str]:
+def grade_markdown(grade: ClientGrade) -> list[str]:
     out = ["## Grade", "", *_identity(grade),
-           f"- attempts per scenario: {grade['attempts_per_scenario']} (each from fresh state)",
-           "", *_metrics_table(grade), "", f"_{grade['metric_definitions']}._", ""]
-    for name, metrics in grade["scenarios"].items():
-        out += _attempts_table(name, metrics["runs"])
+           f"- attempts per scenario: {grade.attempts_per_scenario} (each from fresh state)",
+           "", *_metrics_table(grade), "", f"_{METRIC_DEFINITIONS}._", ""]
+    for name, s in grade.scenarios.items():
+        out += _attempts_table(name, s.runs)
     return out + ["### Risk findings (reported, not judged)", "", *_risks(grade), ""]

@@ -1,31 +1,130 @@
-"""A grade's section of the outputs: the client's identity, per scenario its attempts and
-metrics, overall (`evlab grade`, and each client of a campaign)."""
+"""A grade, computed once from the evidence book as typed values: the client's identity, per
+scenario its attempts and metrics, overall (`evlab grade`, and each client of a campaign).
+The JSON document, the Markdown and JUnit reports and the dashboard all render these."""
 
-from sessions.judging.metrics import overall_metrics, scenario_metrics
-from sessions.stream.events import AttemptJudged
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sessions.judging.metrics import Metrics, OverallMetrics, overall_metrics, scenario_metrics
+from sessions.stream.campaign_events import AttemptLost
+from sessions.stream.events import AttemptJudged, GateResult, RiskFinding, RiskScan
 from sessions.stream.evidence import EvidenceBook, ScenarioEvidence
 
-
-def _attempt_run(ev: ScenarioEvidence) -> dict:
-    a = ev.attempt
-    return {
-        "id": ev.id, "attempt": ev.started.attempt,
-        "collector": ev.collector, "packets": ev.packets_mode,   # where it ran, as it ran
-        "valid": a.valid if a else None, "success": a.success if a else None,
-        "score": a.score if a else None, "reason": a.reason if a else "not judged",
-        "clauses": {v.clause: v.status for v in ev.verdicts},
-        "gates": {g.gate: {"status": g.status, "reason": g.reason,
-                           "failure_class": g.failure_class, "evidence": list(g.evidence)}
-                  for g in ev.gates},
-        "risk_scan": ({"complete": ev.risk_scan.complete, "detail": ev.risk_scan.detail}
-                      if ev.risk_scan else {"complete": False, "detail": "not judged"}),
-        "risk_findings": [{"invocation": r.invocation, "severity": r.severity, "kind": r.kind,
-                           "detail": r.detail, "evidence": list(r.evidence)} for r in ev.risks],
-    }
+METRIC_DEFINITIONS = ("pass_at_1 = c/n; pass_hat_k = C(c,k)/C(n,k) with k = n; best_of_n = 1 - "
+                      "C(n-c,k)/C(n,k) with k = n; n = valid attempts (invalid ones excluded), "
+                      "c = successes; score = passed / (passed + failed) over clauses and "
+                      "gates, mean ± SEM")
 
 
-def grade_section(book: EvidenceBook) -> dict | None:
-    """`evlab grade`: the client's identity, per scenario its attempts and metrics, overall."""
+def outcome_word(a: AttemptJudged) -> str:
+    """The one word for a judged attempt's outcome: invalid, success or failed."""
+    return "invalid" if not a.valid else "success" if a.success else "failed"
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    """One attempt as judged (or not yet): its clauses, gates, risk findings and outcome."""
+
+    id: str
+    base: str
+    attempt: int
+    collector: str | None          # where it ran, as it ran
+    packets: str | None
+    judged: AttemptJudged | None
+    clauses: dict[str, str]
+    gates: tuple[GateResult, ...]
+    risk_scan: RiskScan | None
+    risks: tuple[RiskFinding, ...]
+    node: str | None = None        # a campaign's: the node it ran on
+
+    @property
+    def status(self) -> str:
+        """running, or the attempt's outcome: invalid, success or failed."""
+        return "running" if self.judged is None else outcome_word(self.judged)
+
+    @property
+    def scan_complete(self) -> bool:
+        return self.risk_scan is not None and self.risk_scan.complete
+
+    @property
+    def scan_detail(self) -> str:
+        return self.risk_scan.detail if self.risk_scan is not None else "not judged"
+
+    def to_json(self, campaign: bool = False) -> dict:
+        a = self.judged
+        out = {
+            "id": self.id, "attempt": self.attempt,
+            "collector": self.collector, "packets": self.packets,
+            "valid": a.valid if a else None, "success": a.success if a else None,
+            "score": a.score if a else None, "reason": a.reason if a else "not judged",
+            "clauses": dict(self.clauses),
+            "gates": {g.gate: {"status": g.status, "reason": g.reason,
+                               "failure_class": g.failure_class, "evidence": list(g.evidence)}
+                      for g in self.gates},
+            "risk_scan": {"complete": self.scan_complete, "detail": self.scan_detail},
+            "risk_findings": [{"invocation": r.invocation, "severity": r.severity,
+                               "kind": r.kind, "detail": r.detail,
+                               "evidence": list(r.evidence)} for r in self.risks],
+        }
+        return {**out, "node": self.node} if campaign else out
+
+
+@dataclass(frozen=True)
+class ScenarioGrade:
+    metrics: Metrics
+    runs: tuple[AttemptRow, ...]
+
+
+@dataclass(frozen=True)
+class ClientGrade:
+    identity: dict                  # command, executable, sha256, files, (shipped), env
+    attempts_per_scenario: int
+    scenarios: dict[str, ScenarioGrade]
+    overall: OverallMetrics
+    given_up: tuple[AttemptJudged, ...] = ()   # a campaign's attempts the engine lost for good
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        return tuple(self.identity["command"])
+
+    @property
+    def runs(self) -> list[AttemptRow]:
+        return [run for s in self.scenarios.values() for run in s.runs]
+
+    def statuses(self) -> dict[str, list[tuple[str, str]]]:
+        """Per scenario, each attempt's id and status; those the engine gave up on, invalid."""
+        out = {base: [(run.id, run.status) for run in s.runs]
+               for base, s in self.scenarios.items()}
+        for a in self.given_up:
+            out.setdefault(a.base, []).append((a.scenario, "invalid"))
+        return out
+
+    def blind_scans(self) -> list[tuple[str, str]]:
+        """Judged attempts whose risk scan could not see everything: (id, why)."""
+        return [(run.id, run.scan_detail) for run in self.runs
+                if run.judged is not None and not run.scan_complete]
+
+    def to_json(self, campaign: bool = False) -> dict:
+        return {
+            "client": dict(self.identity),
+            "attempts_per_scenario": self.attempts_per_scenario,
+            "scenarios": {base: {**dataclasses.asdict(s.metrics),
+                                 "runs": [run.to_json(campaign) for run in s.runs]}
+                          for base, s in self.scenarios.items()},
+            "overall": dataclasses.asdict(self.overall),
+            "metric_definitions": METRIC_DEFINITIONS,
+        }
+
+
+def _row(ev: ScenarioEvidence, node: str | None) -> AttemptRow:
+    return AttemptRow(ev.id, ev.started.base, ev.started.attempt, ev.collector,
+                      ev.packets_mode, ev.attempt, {v.clause: v.status for v in ev.verdicts},
+                      tuple(ev.gates), ev.risk_scan, tuple(ev.risks), node)
+
+
+def grade_of(book: EvidenceBook) -> ClientGrade | None:
+    """`evlab grade`'s: None when the session is not a grade (or is a campaign)."""
     g = book.grade
     if g is None or book.campaign is not None:
         return None
@@ -36,26 +135,30 @@ def grade_section(book: EvidenceBook) -> dict | None:
 
 
 def client_grade(identity: dict, attempts: int, bases, evs: list[ScenarioEvidence],
-                 given_up: list[AttemptJudged] = ()) -> dict:
+                 given_up: Sequence[AttemptJudged] = (),
+                 nodes: dict[str, str] | None = None) -> ClientGrade:
     """One client's grade from its attempts' evidence (and, in a campaign, the attempts the
-    engine lost for good, counted as invalid)."""
+    engine lost for good, counted as invalid, and the node each attempt ran on)."""
     runs: dict[str, list[ScenarioEvidence]] = {base: [] for base in bases}
     for ev in evs:
         runs.setdefault(ev.started.base, []).append(ev)
     judged = {base: [ev.attempt for ev in evs if ev.attempt] for base, evs in runs.items()}
     for a in given_up:
         judged.setdefault(a.base, []).append(a)
-    return {
-        "client": identity,
-        "attempts_per_scenario": attempts,
-        "scenarios": {base: {**scenario_metrics(judged[base]),
-                             "runs": [_attempt_run(ev) for ev in evs]}
-                      for base, evs in runs.items()},
-        "overall": overall_metrics(judged),
-        "metric_definitions": "pass_at_1 = c/n; pass_hat_k = C(c,k)/C(n,k) with k = n; "
-                              "best_of_n = 1 - C(n-c,k)/C(n,k) with k = n; n = valid attempts "
-                              "(invalid ones excluded), c = successes; score = passed / "
-                              "(passed + failed) over clauses and gates, mean ± SEM",
-    }
+    nodes = nodes or {}
+    return ClientGrade(
+        identity, attempts,
+        {base: ScenarioGrade(scenario_metrics(judged[base]),
+                             tuple(_row(ev, nodes.get(ev.id)) for ev in evs))
+         for base, evs in runs.items()},
+        overall_metrics(judged), tuple(given_up))
 
 
+def given_up(lost: list[AttemptLost], judged: set[str]) -> list[AttemptJudged]:
+    """Attempts the engine lost and did not run again (and no later run judged): invalid."""
+    final = {}
+    for e in lost:
+        final[e.scenario] = e
+    return [AttemptJudged(e.t_ns, e.scenario, e.base, e.attempt, False, False, None,
+                          f"invalid: {e.reason} (run {e.run}, not retried)")
+            for e in final.values() if not e.retried and e.scenario not in judged]

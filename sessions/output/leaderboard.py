@@ -7,27 +7,116 @@ findings, then the name. A figure with no valid attempt behind it ranks last.
 """
 
 import collections
+import dataclasses
+from dataclasses import dataclass
 
-from sessions.output.grades import client_grade
+from sessions.judging.metrics import Metrics, OverallMetrics
+from sessions.output.grades import ClientGrade, client_grade, given_up
 from sessions.stream.campaign_events import AttemptLost
-from sessions.stream.events import AttemptJudged
 from sessions.stream.evidence import EvidenceBook, ScenarioEvidence
 
 SEVERITIES = ("high", "medium", "low")
 
 
-def _given_up(lost: list[AttemptLost], judged: set[str]) -> list[AttemptJudged]:
-    """Attempts the engine lost and did not run again (and no later run judged): invalid."""
-    final = {}
-    for e in lost:
-        final[e.scenario] = e
-    return [AttemptJudged(e.t_ns, e.scenario, e.base, e.attempt, False, False, None,
-                          f"invalid: {e.reason} (run {e.run}, not retried)")
-            for e in final.values() if not e.retried and e.scenario not in judged]
+@dataclass(frozen=True)
+class FailsMost:
+    name: str       # a clause, or "gate NAME"
+    count: int
 
 
-def _fails_most(evs: list[ScenarioEvidence]) -> dict | None:
-    counts = collections.Counter()
+@dataclass(frozen=True)
+class ClientEntry:
+    """One client of a campaign: its grade and what the leaderboard says of it."""
+
+    name: str
+    grade: ClientGrade
+    engine_losses: int
+    risks: dict[str, int]           # findings by severity
+    fails_most: FailsMost | None
+    lost: tuple[AttemptLost, ...]
+
+    @property
+    def invalid(self) -> int:
+        return self.grade.overall.invalid
+
+    def to_json(self) -> dict:
+        return {"name": self.name, **self.grade.to_json(campaign=True),
+                "invalid": self.invalid, "engine_losses": self.engine_losses,
+                "risks": dict(self.risks),
+                "fails_most": dataclasses.asdict(self.fails_most) if self.fails_most else None,
+                "lost": [{"id": e.scenario, "run": e.run, "node": e.node, "reason": e.reason,
+                          "retried": e.retried} for e in self.lost]}
+
+
+@dataclass(frozen=True)
+class Ranked:
+    rank: int
+    name: str
+    figures: Metrics | OverallMetrics
+    risks: dict[str, int]
+    invalid: int
+    fails_most: FailsMost | None
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "name": self.name, "figures": _figures(self.figures),
+                "risks": dict(self.risks), "invalid": self.invalid,
+                "fails_most": dataclasses.asdict(self.fails_most) if self.fails_most else None}
+
+
+@dataclass(frozen=True)
+class NodeProgress:
+    done: int = 0
+    running: int = 0
+    lost: int = 0
+
+
+@dataclass(frozen=True)
+class Progress:
+    total: int
+    done: int
+    running: int
+    queued: int
+    lost: int
+    given_up: int
+    nodes: dict[str, NodeProgress]
+    eta_s: float | None
+
+    def to_json(self) -> dict:
+        return {**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)},
+                "nodes": {n: dataclasses.asdict(p) for n, p in self.nodes.items()}}
+
+
+@dataclass(frozen=True)
+class Board:
+    """A campaign's section of the outputs: its ranking overall and per scenario, each client's
+    grade, and how far it is."""
+
+    name: str
+    engine: str
+    scenarios: tuple[str, ...]
+    attempts_per_scenario: int
+    retries: int
+    progress: Progress
+    leaderboard: tuple[Ranked, ...]
+    per_scenario: dict[str, tuple[Ranked, ...]]
+    clients: dict[str, ClientEntry]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "engine": self.engine, "scenarios": list(self.scenarios),
+                "attempts_per_scenario": self.attempts_per_scenario, "retries": self.retries,
+                "progress": self.progress.to_json(),
+                "leaderboard": [r.to_json() for r in self.leaderboard],
+                "per_scenario": {base: [r.to_json() for r in rows]
+                                 for base, rows in self.per_scenario.items()},
+                "clients": {name: e.to_json() for name, e in self.clients.items()}}
+
+
+def _figures(m: Metrics | OverallMetrics) -> dict:
+    return dataclasses.asdict(m)
+
+
+def _fails_most(evs: list[ScenarioEvidence]) -> FailsMost | None:
+    counts: collections.Counter[str] = collections.Counter()
     for ev in evs:
         if ev.attempt is None or not ev.attempt.valid:
             continue
@@ -36,67 +125,52 @@ def _fails_most(evs: list[ScenarioEvidence]) -> dict | None:
     if not counts:
         return None
     name, count = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
-    return {"name": name, "count": count}
+    return FailsMost(name, count)
 
 
-def _entry(book: EvidenceBook, name: str, identity: dict) -> dict:
+def _entry(book: EvidenceBook, name: str, identity: dict) -> ClientEntry:
     c = book.campaign
+    assert c is not None
     evs = [ev for ev in book.scenarios.values() if ev.started.client == name]
     lost = [e for e in book.lost if e.client == name]
     judged = {ev.id for ev in evs if ev.attempt is not None}
     env = next((ev.grade.env for ev in evs if ev.grade is not None), None)
-    grade = client_grade({**identity, "env": env}, c.attempts, c.scenarios, evs,
-                         _given_up(lost, judged))
     node = {d.scenario: d.node for d in book.dispatched if d.client == name}
-    for metrics in grade["scenarios"].values():
-        for run in metrics["runs"]:
-            run["node"] = node.get(run["id"])
+    grade = client_grade({**identity, "env": env}, c.attempts, c.scenarios, evs,
+                         given_up(lost, judged), node)
     risks = collections.Counter(r.severity for ev in evs for r in ev.risks)
-    return {
-        "name": name,
-        **grade,
-        "invalid": grade["overall"]["invalid"],
-        "engine_losses": len(lost),
-        "risks": {s: risks.get(s, 0) for s in SEVERITIES},
-        "fails_most": _fails_most(evs),
-        "lost": [{"id": e.scenario, "run": e.run, "node": e.node, "reason": e.reason,
-                  "retried": e.retried} for e in lost],
-    }
+    return ClientEntry(name, grade, len(lost), {s: risks.get(s, 0) for s in SEVERITIES},
+                       _fails_most(evs), tuple(lost))
 
 
-def _key(figures: dict, risks: dict, name: str) -> tuple:
-    def high_first(key):
-        value = figures.get(key)
+def _key(row: Ranked) -> tuple:
+    def high_first(value):
         return -value if value is not None else 1.0
-    return (high_first("pass_hat_k"), high_first("pass_at_1"), high_first("mean_score"),
-            risks["high"], risks["medium"], name)
+    f = row.figures
+    return (high_first(f.pass_hat_k), high_first(f.pass_at_1), high_first(f.mean_score),
+            row.risks["high"], row.risks["medium"], row.name)
 
 
-def _ranked(rows: list[dict]) -> list[dict]:
-    rows = sorted(rows, key=lambda r: _key(r["figures"], r["risks"], r["name"]))
-    return [{"rank": i, **r} for i, r in enumerate(rows, 1)]
+def _ranked(rows: list[Ranked]) -> tuple[Ranked, ...]:
+    return tuple(dataclasses.replace(r, rank=i)
+                 for i, r in enumerate(sorted(rows, key=_key), 1))
 
 
-def campaign_section(book: EvidenceBook) -> dict | None:
+def board_of(book: EvidenceBook) -> Board | None:
+    """A campaign's board; None when the session is not a campaign."""
     c = book.campaign
     if c is None:
         return None
     # by name: a JSON round trip (the archive) sorts the keys, and a replay must read the same
     clients = {name: _entry(book, name, c.clients[name]) for name in sorted(c.clients)}
-    overall = _ranked([{"name": n, "figures": e["overall"], "risks": e["risks"],
-                        "invalid": e["invalid"], "fails_most": e["fails_most"]}
+    overall = _ranked([Ranked(0, n, e.grade.overall, e.risks, e.invalid, e.fails_most)
                        for n, e in clients.items()])
-    per_scenario = {base: _ranked([{"name": n, "figures": {k: v for k, v in
-                                                           e["scenarios"][base].items()
-                                                           if k != "runs"},
-                                    "risks": e["risks"], "invalid":
-                                    e["scenarios"][base]["invalid"], "fails_most": None}
+    per_scenario = {base: _ranked([Ranked(0, n, e.grade.scenarios[base].metrics, e.risks,
+                                          e.grade.scenarios[base].metrics.invalid, None)
                                    for n, e in clients.items()])
                     for base in c.scenarios}
-    return {"name": c.name, "engine": c.engine, "scenarios": list(c.scenarios),
-            "attempts_per_scenario": c.attempts, "retries": c.retries,
-            "progress": progress(book), "leaderboard": overall,
-            "per_scenario": per_scenario, "clients": clients}
+    return Board(c.name, c.engine, tuple(c.scenarios), c.attempts, c.retries, progress(book),
+                 overall, per_scenario, clients)
 
 
 def _took_s(ev: ScenarioEvidence) -> float | None:
@@ -105,32 +179,32 @@ def _took_s(ev: ScenarioEvidence) -> float | None:
     return (ev.done_ns - start) / 1e9 if ev.done_ns is not None else None
 
 
-def progress(book: EvidenceBook) -> dict:
+def progress(book: EvidenceBook) -> Progress:
     """Done, running and queued attempts (per node too) and an estimate of the time left:
     the attempts' mean time where they ran x what is left / the nodes at work."""
     c = book.campaign
     total = len(c.clients) * len(c.scenarios) * c.attempts if c else 0
     judged = {ev.id: ev for ev in book.scenarios.values() if ev.attempt is not None}
-    given_up = {e.scenario for e in book.lost if not e.retried} - set(judged)
+    gave_up = {e.scenario for e in book.lost if not e.retried} - set(judged)
     latest = {}
     for d in book.dispatched:
         latest[d.scenario] = d
     lost_runs = {(e.scenario, e.run) for e in book.lost}
     running = [d for d in latest.values() if d.scenario not in judged
                and (d.scenario, d.run) not in lost_runs]
-    nodes: dict[str, dict] = {}
+    nodes: dict[str, collections.Counter[str]] = {}
     for d in latest.values():
-        n = nodes.setdefault(d.node, {"done": 0, "running": 0, "lost": 0})
-        n["done"] += d.scenario in judged
+        nodes.setdefault(d.node, collections.Counter())["done"] += d.scenario in judged
     for d in running:
         nodes[d.node]["running"] += 1
     for e in book.lost:
-        nodes.setdefault(e.node, {"done": 0, "running": 0, "lost": 0})["lost"] += 1
-    done = len(judged) + len(given_up)
+        nodes.setdefault(e.node, collections.Counter())["lost"] += 1
+    done = len(judged) + len(gave_up)
     queued = max(0, total - done - len(running))
     took = [t for t in map(_took_s, judged.values()) if t is not None]
     working = max(1, len([n for n in nodes.values()   # a node that lost one is gone
                           if (n["done"] or n["running"]) and not n["lost"]]))
     eta = (sum(took) / len(took) * (queued + len(running)) / working) if took else None
-    return {"total": total, "done": done, "running": len(running), "queued": queued,
-            "lost": len(book.lost), "given_up": len(given_up), "nodes": nodes, "eta_s": eta}
+    return Progress(total, done, len(running), queued, len(book.lost), len(gave_up),
+                    {name: NodeProgress(n["done"], n["running"], n["lost"])
+                     for name, n in nodes.items()}, eta)

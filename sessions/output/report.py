@@ -7,6 +7,8 @@ import xml.etree.ElementTree as ET
 from sessions.output import document
 from sessions.output.campaign_report import campaign_junit, campaign_markdown
 from sessions.output.grade_report import grade_markdown
+from sessions.output.grades import grade_of
+from sessions.output.leaderboard import board_of
 from sessions.output.vocabulary import event_line, status_text
 from sessions.spec.contract import CLAUSE_IDS
 from sessions.stream.events import (
@@ -17,9 +19,10 @@ from sessions.stream.evidence import EvidenceBook
 
 
 def markdown(book: EvidenceBook) -> str:
-    doc = document.build(book)
-    if doc["campaign"] is not None:
-        return "\n".join(campaign_markdown(doc)) + "\n"
+    grade, board = grade_of(book), board_of(book)
+    doc = document.build(book, grade, board)
+    if board is not None:
+        return "\n".join(campaign_markdown(board, doc["partial"], doc["end_reason"])) + "\n"
     out = ["# evlab session report", ""]
     out += [f"- collector: **{doc['collector']}**, packets: **{doc['packets']}**, "
             f"kernel {doc['kernel']}, evlab {doc['evlab_version']}, "
@@ -31,7 +34,7 @@ def markdown(book: EvidenceBook) -> str:
         out.append(f"- client confinement: {confined}; cgroups {box['cgroups']}"
                    + ("; egress **denied** beyond the receiver" if box["deny_egress"] else ""))
     summary = doc["summary"]
-    if doc["grade"] is None:
+    if grade is None:
         out.append(f"- instrument check: {summary['detected']} detected, {summary['missed']} "
                    f"missed, {summary['inconclusive']} inconclusive of {summary['scenarios']} "
                    f"scenarios ({summary['note']})")
@@ -39,8 +42,8 @@ def markdown(book: EvidenceBook) -> str:
         out += ["", "## Missing capabilities", ""]
         out += [f"- **{m['name']}**: {m['detail']} — fix: `{m['fix']}`"
                 for m in doc["capabilities"]["missing"]]
-    if doc["grade"] is not None:
-        out += ["", *grade_markdown(doc["grade"])]
+    if grade is not None:
+        out += ["", *grade_markdown(grade)]
     out += ["", "## Verdicts", "", _table(doc), ""]
     for s in doc["scenarios"]:
         out += _scenario_section(s, book)
@@ -145,9 +148,10 @@ def _timeline(book: EvidenceBook, scenario: str) -> list[str]:
 
 
 def junit(book: EvidenceBook) -> str:
-    doc = document.build(book)
-    if doc["campaign"] is not None:
-        return campaign_junit(doc)
+    board = board_of(book)
+    if board is not None:
+        return campaign_junit(board)
+    doc = document.build(book, board=board)
     suites = ET.Element("testsuites", name="evlab")
     for s, ev in zip(doc["scenarios"], book.scenarios.values(), strict=True):
         suite = ET.SubElement(suites, "testsuite", name=s["id"])

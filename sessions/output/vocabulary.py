@@ -4,6 +4,7 @@ status has a symbol and a word."""
 
 import json
 
+from sessions.judging.metrics import Metrics, OverallMetrics
 from sessions.stream.events import (
     CleanupObserved,
     ClientClaim,
@@ -104,9 +105,9 @@ def figure(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
-def score_text(metrics: dict, digits: int = 3, sep: str = " ± ") -> str:
+def score_text(metrics: Metrics | OverallMetrics, digits: int = 3, sep: str = " ± ") -> str:
     """mean score ± SEM (the SEM only when there were two valid attempts or more)."""
-    if metrics["mean_score"] is None:
+    if metrics.mean_score is None:
         return "n/a"
-    return figure(metrics["mean_score"], digits) + (
-        f"{sep}{metrics['sem']:.{digits}f}" if metrics["sem"] is not None else "")
+    return figure(metrics.mean_score, digits) + (
+        f"{sep}{metrics.sem:.{digits}f}" if metrics.sem is not None else "")
