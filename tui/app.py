@@ -121,8 +121,7 @@ class EvlabApp(App):
         os._exit(129)
 
     def on_resize(self, event) -> None:
-        if self.is_mounted:
-            self.compact = _small(event.size.width, event.size.height)
+        self.compact = _small(event.size.width, event.size.height)
 
     def watch_compact(self, compact: bool) -> None:
         self.set_class(compact, "compact")

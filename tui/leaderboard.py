@@ -67,7 +67,7 @@ class LeaderboardScreen(Screen):
         table.clear()
         for row in board.leaderboard if board else ():
             table.add_row(*leaderboard_row(row), key=row.name)
-        if current in table.rows:
+        if current is not None and current in table.rows:
             table.move_cursor(row=table.get_row_index(current))
         self._drawn = key
 

@@ -135,7 +135,8 @@ def status_of(ev: ScenarioEvidence | None) -> str:
 def verdict_rows(ev: ScenarioEvidence | None) -> list[tuple[str, Verdict | GateResult | None]]:
     """The contract's clauses; for a grading attempt, its lifecycle gates too."""
     verdicts = {v.clause: v for v in ev.verdicts} if ev else {}
-    rows = [(c, verdicts.get(c)) for c in CLAUSE_IDS]
+    rows: list[tuple[str, Verdict | GateResult | None]] = [(c, verdicts.get(c))
+                                                           for c in CLAUSE_IDS]
     if ev is not None and ev.started.attempt:
         gates = {g.gate: g for g in ev.gates}
         rows += [(f"gate {g}", gates.get(g)) for g in GATES]
@@ -172,7 +173,7 @@ class DashboardModel:
             case ScenarioStarted():
                 self._panes[event.scenario] = _ScenarioPanes()
                 return
-        panes = self._panes.get(getattr(event, "scenario", None))
+        panes = self._panes.get(str(getattr(event, "scenario", "")))
         if panes is None:
             return
         match event:

@@ -40,6 +40,7 @@ class Source(Protocol):
 
     def start(self) -> None:
         """On the UI thread, once, before serve() runs: queue what runs at once."""
+        return None
 
     def serve(self) -> None:
         """The source's loop, on a thread of its own (a Textual thread worker); it returns

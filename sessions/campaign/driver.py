@@ -7,6 +7,7 @@ engine's dispatches and losses, and one SessionEnded.
 
 import dataclasses
 import time
+from collections.abc import Sequence
 
 from sessions.campaign.jobs import Job, plan
 from sessions.campaign.journal import Journal
@@ -116,7 +117,7 @@ def remaining(jobs: list[Job], book: EvidenceBook) -> list[Job]:
 
 
 def run_campaign(stream: EventStream, book: EvidenceBook, campaign: Campaign, journal: Journal,
-                 engine, resumed: list[Event] = ()) -> None:
+                 engine, resumed: Sequence[Event] = ()) -> None:
     """Publish the campaign (or replay what a stopped one had finished), run what remains on
     the engine; SessionEnded says how it ended."""
     reason = "complete"

@@ -13,6 +13,7 @@ import collections
 import socket
 import time
 from collections.abc import Callable
+from typing import Any
 
 from sessions.campaign.jobs import Job
 from sessions.campaign.node import Node
@@ -68,7 +69,7 @@ class RayEngine:
                               f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
         self._actor_class = ray.remote(num_cpus=0, resources={RESOURCE: 1},
                                        max_restarts=0)(NodeLab)
-        self.actors: dict[str, object] = {}       # node id -> actor handle
+        self.actors: dict[str, Any] = {}          # node id -> actor handle (Ray's, untyped)
         self.names: dict[str, str] = {}
         self.unready: dict[str, str] = {}         # node name -> why its lab did not open
         self._starting: dict[object, str] = {}    # a new actor's name() call -> node id

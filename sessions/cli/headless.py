@@ -30,7 +30,9 @@ class Progress:
     judging, on the clock of the lab that ran it)."""
 
     def __init__(self, total: int):
-        self.total, self.done, self.started, self.judging = total, 0, {}, {}
+        self.total, self.done = total, 0
+        self.started: dict[str, int] = {}
+        self.judging: dict[str, int] = {}
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, StaleCleaned):

@@ -59,7 +59,7 @@ class AttemptWorker:
         except BaseException:
             self.close()
             raise
-        self._opening = [e for e in self._events
+        self._opening: list[Event] = [e for e in self._events
                          if isinstance(e, (SessionStarted, CapabilityMissing, SandboxSet))]
         self._events.clear()
 
@@ -72,7 +72,9 @@ class AttemptWorker:
             except Exception as e:   # noqa: BLE001 - the client cannot run on this node
                 raise RunError(str(e)) from None
         shipped = {name: sha256_file(path) for name, path in order.shipped.items()}
-        opening = [dataclasses.replace(self._opening[0], scenarios=(s.id,)),
+        started = self._opening[0]
+        assert isinstance(started, SessionStarted)   # a session's first event
+        opening = [dataclasses.replace(started, scenarios=(s.id,)),
                    *self._opening[1:]]
         try:
             if order.spec is not None:

@@ -59,6 +59,7 @@ class Boundary:
                 "drop --no-sandbox"))
         box, gap = Sandbox.open(options.limits)
         if box is None and options.sandbox == "required":
+            assert gap is not None   # no sandbox comes with the reason why
             raise BoundaryError(f"the sandbox cannot be built here: {gap.detail} (fix: "
                                 f"{gap.fix}; or pass --no-sandbox to run the client unconfined)")
         return cls(options, layout, box, gap)
@@ -93,7 +94,10 @@ class Boundary:
         return self.sandbox.make_home(client_home / "home")
 
     def workdir(self, path: Path) -> Path:
-        return self.sandbox.workdir(path) if self.sandbox else path.mkdir() or path
+        if self.sandbox:
+            return self.sandbox.workdir(path)
+        path.mkdir()
+        return path
 
     # --- one invocation ------------------------------------------------------------------------
     def enter(self, collector: Collector, inv: int, s: Scenario, argv: list[str], cwd: Path,

@@ -88,7 +88,7 @@ def _listening(pids: set[int]) -> list[str]:
     return sorted(out)
 
 
-def _files(root: Path, skip: set[str] = frozenset()) -> tuple[str, ...]:
+def _files(root: Path, skip: frozenset[str] | set[str] = frozenset()) -> tuple[str, ...]:
     """Files (and empty directories, as `dir/`) under root; temporary-looking ones first, so
     the MAX_LISTED cut never hides one."""
     names = []

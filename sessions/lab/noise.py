@@ -135,9 +135,10 @@ class Noise:
         # (and can be checked against receiver_port) before the helper has even started.
         adjacent = self.receiver_port + 1
         first = _listen(adjacent) if adjacent <= 65535 else None
-        listeners = [(first, "receiver_port+1")] if first else []
+        listeners: list[tuple[socket.socket, str]] = [(first, "receiver_port+1")] if first else []
         while len(listeners) < 2:
             sock = _listen(0)
+            assert sock is not None   # port 0: a failure raises, it never returns None
             if sock.getsockname()[1] == self.receiver_port:  # free only if the receiver is not up
                 sock.close()
                 continue

@@ -43,7 +43,8 @@ class Stats:
     twin's record its parent keeps)."""
 
     def __init__(self, path: Path):
-        self.path, self.lock, self.data = path, threading.Lock(), {}
+        self.path, self.lock = path, threading.Lock()
+        self.data: dict = {}
 
     def add(self, key: str, n: int = 1, sub: int | None = None) -> None:
         with self.lock:

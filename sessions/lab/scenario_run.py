@@ -18,6 +18,7 @@ from fixture.harness import Server, ServerStartError, start_decoy
 from fixture.receiver import sha256_of
 from fixture.source import SIZE, write_source, write_stale_backup
 from fixture.verifier import verify
+from probes.interrupts import deferred
 from probes.owned_tmp import make_owned_dir
 from probes.packets import PacketCapture
 from probes.sandbox import unmount_under
@@ -92,9 +93,12 @@ class ScenarioRun:
                     raise
                 self._attempt_blocked(str(e))  # e.g. a port clash: not the client's doing
         finally:
-            self._phase("teardown")
-            run_every(self._teardown())
-            self._phase("done")
+            # An interrupt that lands here (the run's own, right as the scenario ends) is
+            # raised once everything is gone, never between the teardown's phase and its steps.
+            with deferred():
+                self._phase("teardown")
+                run_every(self._teardown())
+                self._phase("done")
 
     def _run(self) -> None:
         self._start_servers()

@@ -20,7 +20,9 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import cast
 
 from sessions.lab.attempts import AttemptOrder, AttemptPiece, AttemptWorker
 from sessions.lab.session import Options, RunError, Session, end_reason
@@ -105,7 +107,7 @@ def _serve(conn, options: Options, name: str) -> None:
 class Pool:
     def __init__(self, options: Options, jobs: int):
         context = multiprocessing.get_context("spawn")   # no copy of this process's threads
-        self._workers: list[tuple[multiprocessing.process.BaseProcess, object]] = []
+        self._workers: list[tuple[multiprocessing.process.BaseProcess, Connection]] = []
         try:
             for n in range(1, jobs + 1):
                 ours, theirs = context.Pipe()
@@ -127,7 +129,7 @@ class Pool:
         order (a finished piece waits for those before it)."""
         queue = collections.deque(enumerate(orders))
         idle = [conn for _, conn in self._workers]
-        busy: dict[object, int] = {}
+        busy: dict[Connection, int] = {}
         finished: dict[int, AttemptPiece] = {}
         following = 0
         while queue or busy:
@@ -136,10 +138,11 @@ class Pool:
                 index, order = queue.popleft()
                 conn.send(order)
                 busy[conn] = index
-            for conn in multiprocessing.connection.wait(list(busy)):
+            for ready in multiprocessing.connection.wait(list(busy)):
+                conn = cast(Connection, ready)   # wait() hands back what it was given
                 index = busy.pop(conn)
                 kind, what = _receive(conn)
-                if kind != "piece":
+                if kind != "piece" or not isinstance(what, AttemptPiece):
                     raise RunError(f"{orders[index].scenario.id}: {what}")
                 finished[index] = what
                 idle.append(conn)
@@ -150,7 +153,7 @@ class Pool:
     def cancel(self) -> None:
         """Stop the scenarios running now (each lab tears its scenario down)."""
         for process, _ in self._workers:
-            if process.is_alive():
+            if process.is_alive() and process.pid is not None:
                 os.kill(process.pid, signal.SIGTERM)
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ from probes.capability import Capability
 from probes.cgroup import find_layout
 from probes.cgroup import sweep_stale as sweep_stale_cgroups
 from probes.collectors import Collector, open_collector
+from probes.interrupts import deferred
 from probes.owned_tmp import make_owned_dir, sweep_stale
 from probes.packets import CaptureUnavailable, PacketCapture
 from probes.sandbox import SandboxLimits
@@ -100,7 +101,8 @@ class Session:
             error = e
             raise
         finally:
-            self.close(end_reason(error))
+            with deferred():   # an interrupt landing here is raised once the lab is closed
+                self.close(end_reason(error))
 
     def run_scenario(self, scenario: Scenario) -> None:
         if self.parts is None or self._invocations is None:

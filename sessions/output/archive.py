@@ -212,6 +212,8 @@ def load_archive(path: Path) -> LoadedArchive:
                                        "bytes")
                 name = str(PurePosixPath(member.name))
                 data = tar.extractfile(member)
+                if data is None:   # not a regular file (_check_member refused links)
+                    raise ArchiveError(f"{path}: {name} is not a regular file")
                 if name in KEPT:   # read what is judged; only check the rest (pcaps, records)
                     members[name] = data.read()
                 else:

@@ -149,14 +149,14 @@ def build(tokens: list[str], base: Path, env: dict[str, str] | None = None,
         candidate = Path(token) if Path(token).is_absolute() else base / token
         if "{" not in token and candidate.is_file():
             token = os.path.abspath(candidate)
-            files[token] = sha256_of(Path(token))
+            files[token] = _digest(Path(token))
         args.append(token)
     full_env = dict(BASE_ENV)
     for name, value in (env or {}).items():
         if not _ENV_NAME.match(name) or not isinstance(value, str):
             raise ClientSpecError(f"environment: {name!r}={value!r} is not NAME=text")
         full_env[name] = value
-    return ClientSpec(tuple(tokens), executable, sha256_of(executable.resolve()), tuple(args),
+    return ClientSpec(tuple(tokens), executable, _digest(executable.resolve()), tuple(args),
                       files, full_env, timeout_s, attempts, tuple(scenarios))
 
 
@@ -210,6 +210,14 @@ def client_table(table: dict, where: str) -> tuple[list[str], dict, float | None
     return command, env, float(timeout) if timeout is not None else None
 
 
+def _digest(path: Path) -> str:
+    """The sha256 of a file of the client's (it exists: checked when it was named)."""
+    digest = sha256_of(path)
+    if digest is None:
+        raise ClientSpecError(f"{path}: cannot be read")
+    return digest
+
+
 def check_sandbox(path: Path, sandbox: dict) -> None:
     """A file's [sandbox] table: known keys, each of its type and in range."""
     for key, value in sandbox.items():
@@ -217,7 +225,8 @@ def check_sandbox(path: Path, sandbox: dict) -> None:
         if kind is None:
             raise ClientSpecError(f"{path}: sandbox.{key}: unknown key (one of "
                                   f"{', '.join(SANDBOX_KEYS)})")
-        if type(value) is not kind or (kind is int and not 0 < value <= 1 << 40):
+        if type(value) is not kind or (isinstance(value, int) and kind is int
+                                       and not 0 < value <= 1 << 40):
             raise ClientSpecError(f"{path}: sandbox.{key}: expected "
                                   + ("true or false" if kind is bool else "a positive number"))
 

@@ -222,10 +222,11 @@ def load(path: Path) -> Scenario:
 
 def load_dir(directory: Path = BUILTIN_DIR) -> list[Scenario]:
     scenarios = [load(p) for p in sorted(Path(directory).glob("*.toml"))]
-    seen: dict[str, Path] = {}
+    seen: dict[str, Path | None] = {}
     for s in scenarios:
         if s.id in seen:
-            raise ScenarioError(s.file, "id", f"a unique id ({s.id!r} is also in {seen[s.id]})")
+            raise ScenarioError(s.file or Path(directory), "id",
+                                f"a unique id ({s.id!r} is also in {seen[s.id]})")
         seen[s.id] = s.file
     return sorted(scenarios, key=lambda s: (s.order, s.id))
 
@@ -250,7 +251,7 @@ def select(names: list[str], available: list[Scenario]) -> list[Scenario]:
         other = chosen.get(scenario.id)
         if other is not None and other.file != scenario.file:
             # one id, two files: the second would silently replace the first's evidence
-            raise ScenarioError(scenario.file, "id", f"an id not already used by {other.file} "
-                                f"({scenario.id!r})")
+            raise ScenarioError(scenario.file or name, "id",
+                                f"an id not already used by {other.file} ({scenario.id!r})")
         chosen[scenario.id] = scenario
     return list(chosen.values())

@@ -73,9 +73,9 @@ class ScenarioList(DataTable):
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
-        self.post_message(ScenarioSelected(event.row_key.value))
+        self.post_message(ScenarioSelected(str(event.row_key.value)))
 
     @on(DataTable.RowSelected)
     def _selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        self.post_message(RunRequested((event.row_key.value,)))
+        self.post_message(RunRequested((str(event.row_key.value),)))
