@@ -1,7 +1,8 @@
 """The cost of evlab's cgroup socket hooks, per connect, per datagram and per packet.
 
-evlab attaches five programs to each client's own cgroup (probes/collector.bpf.c, end): connect4/6
-and UDP sendmsg4/6 socket-address hooks, and a cgroup_skb egress hook that sees every packet.
+evlab attaches five programs to each client's own cgroup (probes/bcc/collector.bpf.c, end):
+connect4/6 and UDP sendmsg4/6 socket-address hooks, and a cgroup_skb egress hook that sees every
+packet.
 bench/sockloop.c drives them on loopback, one workload per hook path:
 
   udp            N sendto() of 16 bytes on one unconnected socket: per datagram, the sendmsg4
@@ -135,7 +136,7 @@ def observed(collector, inv: int, port: int, counters: dict) -> dict:
 def one_run(collector, layout, binary: Path, workload: str, n: int, port: int,
             condition: str, inv: int) -> dict:
     """One timed client in a fresh cgroup, hooked or not; the cgroup is always removed."""
-    from probes.cgroup import ClientCgroup
+    from probes.boundary.cgroup import ClientCgroup
     argv = [str(binary), "connect" if workload == "connect" else
             "send" if workload == "udp-connected" else "udp", str(n), str(port)]
     cg = ClientCgroup.create(layout, f"bench-hooks-{inv}")
@@ -174,8 +175,8 @@ def one_run(collector, layout, binary: Path, workload: str, n: int, port: int,
 def measure(rounds: int) -> dict:
     """`rounds` runs of every workload under every condition; in each round a workload's
     conditions run back to back, in an order rotated from round to round."""
-    from probes.bcc_collector import BccCollector
-    from probes.cgroup import find_layout
+    from probes.bcc.collector import BccCollector
+    from probes.boundary.cgroup import find_layout
     layout = find_layout()
     if (missing := layout.capability()) is not None:
         raise RunFailed(f"{missing.detail} ({missing.fix})")

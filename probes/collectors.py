@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from probes.bcc_collector import BccCollector, CollectorUnavailable
+from probes.bcc.collector import BccCollector, CollectorUnavailable
 from probes.capability import Capability
 from probes.kernel import (
     COUNTERS,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from probes.sandbox import unmount_under
+from probes.boundary.sandbox import unmount_under
 
 PREFIXES = ("evlab-session-", "evlab-archive-", "evlab-strace-", "evlab-client-", "evlab-worker-",
             "evlab-ship-")

@@ -30,7 +30,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The unprivileged user graded clients run as, inside the sandbox (probes/sandbox.py).
+# The unprivileged user graded clients run as, inside the sandbox (probes/boundary/sandbox.py).
 if ! id evlab-client >/dev/null 2>&1; then
   useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin evlab-client
   say "created the sandbox user evlab-client"

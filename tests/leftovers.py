@@ -74,7 +74,7 @@ def wait_gone(dirs: set[Path], seconds: float = 5.0) -> list[psutil.Process]:
 
 def cgroups_of(pid: int) -> set[Path]:
     """evlab client cgroups (every hierarchy) whose name says pid made them."""
-    from probes.cgroup import PARENT, find_layout
+    from probes.boundary.cgroup import PARENT, find_layout
     layout = find_layout()
     roots = ([layout.v2] if layout.v2 else []) + list(layout.v1.values())
     return {d for root in roots if (root / PARENT).is_dir()

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from probes.packets import PacketSummary
+from probes.packets.capture import PacketSummary
 
 
 class FlowKey(NamedTuple):

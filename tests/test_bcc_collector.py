@@ -19,7 +19,7 @@ _ids = itertools.count(1)
 
 @pytest.fixture(scope="module")
 def collector():
-    from probes.bcc_collector import BccCollector
+    from probes.bcc.collector import BccCollector
     c = BccCollector(functions=("hash_file", "send_payload", "busy_wait", "counted_fn"))
     yield c
     c.close()
@@ -366,8 +366,9 @@ def test_every_number_the_bpf_program_shares_with_python_is_defined_once():
     """collector_abi.py passes each as a -D flag; the .bpf.c defines none of them itself."""
     import re
 
-    from probes.collector_abi import cflags
-    source = (Path(__file__).resolve().parent.parent / "probes" / "collector.bpf.c").read_text()
+    from probes.bcc.abi import cflags
+    source = (Path(__file__).resolve().parent.parent / "probes" / "bcc"
+              / "collector.bpf.c").read_text()
     defined = {flag[2:].split("=")[0] for flag in cflags()}
     used = set(re.findall(r"\b(?:CTR|EV|FOP|EG)_[A-Z0-9_]+\b", source))
     assert used and used <= defined

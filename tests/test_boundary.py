@@ -17,9 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from probes.boundary.cgroup import PARENT, find_layout
+from probes.boundary.sandbox import Sandbox
 from probes.capability import Capability
-from probes.cgroup import PARENT, find_layout
-from probes.sandbox import Sandbox
 from sessions.lab.session import Options, RunError, Session
 from sessions.spec.scenario import load_dir
 from sessions.stream.stream import EventStream

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fixture.harness import client_path
-from probes.cgroup import sweep_stale as sweep_stale_cgroups
+from probes.boundary.cgroup import sweep_stale as sweep_stale_cgroups
 from probes.owned_tmp import sweep_stale
 from sessions import cli
 from sessions.campaign import driver

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from probes import doctor, doctor_kernel, doctor_userspace
 from probes.capability import Capability
+from probes.doctor import kernel as doctor_kernel
+from probes.doctor import preflight as doctor
+from probes.doctor import userspace as doctor_userspace
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["root", "bpf-syscall", "tracefs", "kernel-headers", "bcc-import", "btf",
@@ -180,14 +182,14 @@ def _assert_nonroot_report(proc: subprocess.CompletedProcess) -> None:
 
 @as_root
 def test_cli_json_as_root():
-    proc = _run([sys.executable, "-m", "probes.doctor", "--json"], cwd=ROOT)
+    proc = _run([sys.executable, "-m", "probes.doctor.preflight", "--json"], cwd=ROOT)
     assert proc.returncode == 0 and proc.stderr == ""
     assert [c["name"] for c in json.loads(proc.stdout)["capabilities"]] == NAMES
 
 
 @as_root
 def test_cli_text_as_root():
-    proc = _run([sys.executable, "-m", "probes.doctor"], cwd=ROOT)
+    proc = _run([sys.executable, "-m", "probes.doctor.preflight"], cwd=ROOT)
     assert proc.returncode == 0 and proc.stderr == ""
     assert "bcc-collector: ready" in proc.stdout
 
@@ -202,14 +204,14 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 @pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK), reason="no Debian python3")
 def test_cli_json_as_nobody_with_system_python():
     # group and extra_groups too: user= alone keeps gid 0, and tracefs files are root-group.
-    proc = _run([SYSTEM_PYTHON, "-m", "probes.doctor", "--json"], cwd="/",
+    proc = _run([SYSTEM_PYTHON, "-m", "probes.doctor.preflight", "--json"], cwd="/",
                 user=NOBODY, group=NOBODY, extra_groups=[])
     _assert_nonroot_report(proc)
 
 
 DROP_THEN_RUN = """
 import contextlib, io, os, sys
-from probes import doctor
+from probes.doctor import preflight as doctor
 n = int(sys.argv[1])
 # A first run as root pulls in every lazily imported module while /root/.pyenv is readable.
 with contextlib.redirect_stdout(io.StringIO()):

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from fixture.harness import client_path
-from probes.packets import CaptureUnavailable, PacketCapture
+from probes.packets.capture import CaptureUnavailable, PacketCapture
 from sessions.lab.noise import CPU_SPINNERS, HELPER, Noise
 from tests.packet_totals import port_totals
 

@@ -1,4 +1,4 @@
-"""probes.packets against loopback traffic the test makes itself, with exact expectations.
+"""probes.packets.capture against loopback traffic the test makes itself, with exact expectations.
 
 One client sends exactly N_SENT bytes to a one-shot server, which replies exactly N_REPLY bytes and
 closes; an unrelated TCP exchange on another port and a burst of UDP run at the same time. The
@@ -23,14 +23,14 @@ from pathlib import Path
 import dpkt
 import pytest
 
-from probes.packet_summary import flag_names, summarize
-from probes.packets import (
+from probes.packets.capture import (
     ROOT_FIX,
     SNAPLEN,
     CaptureUnavailable,
     PacketCapture,
     PacketSummary,
 )
+from probes.packets.summary import flag_names, summarize
 from tests.packet_totals import FlowKey, FlowTotals, PortTotals, flows, port_totals
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -394,7 +394,7 @@ def test_stop_without_start_is_harmless() -> None:
 
 NOT_ROOT_CHILD = """
 import json, os
-from probes.packets import CaptureUnavailable, PacketCapture
+from probes.packets.capture import CaptureUnavailable, PacketCapture
 os.setgroups([])
 os.setgid(65534)
 os.setuid(65534)  # nobody: every capability is gone

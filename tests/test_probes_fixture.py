@@ -8,7 +8,7 @@ import pytest
 
 from fixture.harness import client_path, start_decoy, start_receiver
 from probes.collectors import open_collector
-from probes.packets import PacketCapture
+from probes.packets.capture import PacketCapture
 from tests.packet_totals import port_totals
 
 pytestmark = [pytest.mark.root(reason="BPF and AF_PACKET need root"), pytest.mark.slow,

@@ -205,7 +205,8 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path, built_clients, sig):
 
 def test_import_rule_no_textual_outside_tui():
     code = ("import sys, sessions.cli, sessions.lab.session, sessions.output.report, "
-            "sessions.output.archive, probes.collectors, probes.packets, probes.doctor, "
+            "sessions.output.archive, probes.collectors, probes.packets.capture, "
+            "probes.doctor.preflight, "
             "fixture.harness, tui.main\n"
             "print('textual' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.bcc_load import private_cwd
+from probes.bcc.load import private_cwd
 
 ROOT = Path(__file__).resolve().parent.parent
 EVLAB = ROOT / ".venv" / "bin" / "evlab"

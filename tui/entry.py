@@ -49,7 +49,7 @@ def main() -> int:
             signal.signal(sig, interrupt_once)
         ahead = compiles(argv)
         if ahead:
-            from probes.bcc_load import compile_ahead
+            from probes.bcc.load import compile_ahead
             compile_ahead()
         from tui.main import main as evlab
         code = evlab(argv)
@@ -61,7 +61,7 @@ def main() -> int:
         print("evlab: interrupted", file=sys.stderr)
         code = 130
     if ahead:
-        from probes.bcc_load import compiling_unused
+        from probes.bcc.load import compiling_unused
         if compiling_unused():
             # No lab took it (a usage error, an interrupt): exit now rather than wait out a
             # compile nobody will load; nothing else is pending, the kernel frees its maps.

@@ -10,8 +10,8 @@ Exit status of `run`: 0 the instrument judged every scenario as declared (all de
 import sys
 
 from fixture.harness import ServerStartError
-from probes import doctor
 from probes.collectors import CollectorUnavailable
+from probes.doctor import preflight as doctor
 from sessions.cli.campaign import cmd_campaign
 from sessions.cli.commands import (
     chosen_scenarios,

@@ -5,8 +5,8 @@ import signal
 import sys
 from pathlib import Path
 
+from probes.boundary.sandbox import SandboxLimits
 from probes.interrupts import SIGNALS, interrupt_once
-from probes.sandbox import SandboxLimits
 from sessions.cli.outputs import Outputs
 from sessions.cli.parser import LIMIT_FLAGS, TOML_KEYS, UsageError
 from sessions.lab.cpus import default_jobs

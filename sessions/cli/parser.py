@@ -3,8 +3,8 @@
 import argparse
 from pathlib import Path
 
+from probes.boundary.sandbox import SandboxLimits
 from probes.collectors import KINDS
-from probes.sandbox import SandboxLimits
 from sessions.spec.scenario import NOISE_KINDS, SUITES
 
 EPILOG = """examples:

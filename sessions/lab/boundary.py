@@ -8,8 +8,9 @@
     boundary.tasks(collector, inv)               # its tree, and whatever is in its cgroup
     events = boundary.leave(collector, scenario_id, n, inv, home)   # then the cgroup is gone
 
-The pieces are probes/cgroup.py (attribution, accounting, limits, kill) and probes/sandbox.py
-(bubblewrap as the unprivileged user); the collector's cgroup hooks watch what leaves.
+The pieces are probes/boundary/cgroup.py (attribution, accounting, limits, kill) and
+probes/boundary/sandbox.py (bubblewrap as the unprivileged user); the collector's cgroup hooks
+watch what leaves.
 """
 
 import dataclasses
@@ -18,10 +19,10 @@ import os
 import time
 from pathlib import Path
 
+from probes.boundary.cgroup import ClientCgroup, Layout, Limits, find_layout, remove_parents
+from probes.boundary.sandbox import Sandbox, SandboxSettings
 from probes.capability import Capability
-from probes.cgroup import ClientCgroup, Layout, Limits, find_layout, remove_parents
 from probes.collectors import Collector
-from probes.sandbox import Sandbox, SandboxSettings
 from sessions.spec.scenario import Scenario
 from sessions.stream.events import BoundaryObserved, EgressSummary, Event, SandboxSet
 

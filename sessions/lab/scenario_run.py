@@ -18,10 +18,10 @@ from fixture.harness import Server, ServerStartError, start_decoy
 from fixture.receiver import sha256_of
 from fixture.source import SIZE, write_source, write_stale_backup
 from fixture.verifier import verify
+from probes.boundary.sandbox import unmount_under
 from probes.interrupts import deferred
 from probes.owned_tmp import make_owned_dir
-from probes.packets import PacketCapture
-from probes.sandbox import unmount_under
+from probes.packets.capture import PacketCapture
 from sessions.lab.injector import Injector
 from sessions.lab.invocation import Invocation, Invocations
 from sessions.lab.lifecycle import (

@@ -20,14 +20,14 @@ from pathlib import Path
 
 from fixture.source import write_source
 from fixture.spawner import Spawner, SpawnError
+from probes.boundary.cgroup import find_layout
+from probes.boundary.cgroup import sweep_stale as sweep_stale_cgroups
+from probes.boundary.sandbox import SandboxLimits
 from probes.capability import Capability
-from probes.cgroup import find_layout
-from probes.cgroup import sweep_stale as sweep_stale_cgroups
 from probes.collectors import Collector, open_collector
 from probes.interrupts import deferred
 from probes.owned_tmp import make_owned_dir, sweep_stale
-from probes.packets import CaptureUnavailable, PacketCapture
-from probes.sandbox import SandboxLimits
+from probes.packets.capture import CaptureUnavailable, PacketCapture
 from sessions.lab.boundary import Boundary, BoundaryError
 from sessions.lab.invocation import Invocations
 from sessions.lab.parts import HOST, Cancelled, LabParts

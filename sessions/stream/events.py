@@ -43,7 +43,7 @@ class StaleCleaned(Event):
 
 @dataclass(frozen=True)
 class SandboxSet(Event):
-    """How every client of the session is confined (probes/sandbox.py), exactly."""
+    """How every client of the session is confined (probes/boundary/sandbox.py), exactly."""
 
     enabled: bool
     summary: str                    # one line: user, namespaces, limits; or why there is none

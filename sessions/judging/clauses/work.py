@@ -57,7 +57,7 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
             return unknown(why, evidence)
         seen = {n: v for n, v in values.items() if v is not None}   # every one, as checked above
         # each stretch's upper bound: the lesser of the clock (which counts time the host took
-        # the vCPU) and the scheduler's runtime plus a tick (probes/collector.bpf.c)
+        # the vCPU) and the scheduler's runtime plus a tick (probes/bcc/collector.bpf.c)
         stretch, start = seen["busy_max_ns"], seen["busy_start_max_ns"]
         cgroup = inv.boundary.cpu_ns if inv.boundary else None
         if stretch > stretch_allowed:

@@ -4,7 +4,7 @@
     home = box.make_home(path)                  # a size-limited tmpfs for its files
     argv, fds = box.wrap(client_argv, cwd=..., source_dir=..., program_paths=[...])
 
-The launched chain is `sh` (joins the client's cgroup, see probes/cgroup.py) -> `prlimit`
+The launched chain is `sh` (joins the client's cgroup, see probes/boundary/cgroup.py) -> `prlimit`
 (open files, CPU seconds, no core dumps) -> `setpriv` (the unprivileged user made by
 `make setup`, no groups, no_new_privs) -> `bwrap` (Debian's bubblewrap, run unprivileged: a
 user namespace with further user namespaces disabled, its own PID, IPC, UTS and cgroup
@@ -17,7 +17,8 @@ the program's files are first bind-mounted by root into the client's own (search
 at its own path. Only the files themselves must be readable by others (`unreadable`).
 
 The network namespace is the host's: the receiver listens on its loopback. What the client may
-contact is watched and (with --deny-egress) enforced by the cgroup hooks (probes/collector.bpf.c).
+contact is watched and (with --deny-egress) enforced by the cgroup hooks
+(probes/bcc/collector.bpf.c).
 The client is its PID namespace's init: when it ends, the kernel kills whatever it left there;
 the kernel's view of the tree records what that was (leftover_tasks, exit events).
 """

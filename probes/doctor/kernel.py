@@ -12,14 +12,14 @@ import socket
 
 from probes import syscalls
 from probes.capability import Capability
-from probes.doctor_needs import missing, ok
+from probes.doctor.needs import missing, ok
 
 TRACEFS = "/sys/kernel/tracing"
 MOUNT_TRACEFS = f"mount -t tracefs nodev {TRACEFS}"
 RUN_AS_ROOT = "run evlab as root: sudo .venv/bin/evlab"
 # The tracepoints the BCC collector attaches to, read from its BPF source so the two cannot
 # drift apart; the fallback is that list as of writing.
-COLLECTOR_SOURCE = os.path.join(os.path.dirname(__file__), "collector.bpf.c")
+COLLECTOR_SOURCE = os.path.join(os.path.dirname(__file__), os.pardir, "bcc", "collector.bpf.c")
 _FALLBACK_TRACEPOINTS = (
     "raw_syscalls/sys_enter", "raw_syscalls/sys_exit", "sched/sched_process_fork",
     "sched/sched_process_exec", "sched/sched_process_exit", "sched/sched_switch",

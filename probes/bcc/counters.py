@@ -1,5 +1,5 @@
 """The collector's per-invocation counters: one slot of the per-CPU `counters` array each (ids:
-probes/collector_abi.py), owned through the `slots` array, which the BPF programs check before
+probes/bcc/abi.py), owned through the `slots` array, which the BPF programs check before
 they count (a task left over from a finished invocation counts nowhere).
 
     slots = CounterSlots(bpf)
@@ -15,7 +15,7 @@ slots run out; then the oldest one whose tasks have all exited is taken back.
 import ctypes
 import threading
 
-from probes.collector_abi import COUNTER_SPACE, INV_SLOTS
+from probes.bcc.abi import COUNTER_SPACE, INV_SLOTS
 from probes.kernel import COUNTERS, MAXIMA
 
 _MAXIMA = frozenset(COUNTERS.index(name) for name in MAXIMA)

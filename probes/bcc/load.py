@@ -17,10 +17,10 @@ import re
 import threading
 from pathlib import Path
 
-from probes import bcc_btf
-from probes.bcc_btf import member_offsets
+from probes.bcc import btf as bcc_btf
+from probes.bcc.abi import cflags
+from probes.bcc.btf import member_offsets
 from probes.capability import Capability
-from probes.collector_abi import cflags
 
 BPF_SOURCE = Path(__file__).with_name("collector.bpf.c")
 EXIT_FORMAT = Path("/sys/kernel/tracing/events/sched/sched_process_exit/format")
@@ -200,7 +200,7 @@ def tick_ns() -> int:
 
 
 def attach_btf(bpf) -> list[tuple[int, int]]:
-    """The collector's tp_btf programs (probes/bcc_btf.py) loaded and attached: [(program fd,
+    """The collector's tp_btf programs (probes/bcc/btf.py) loaded and attached: [(program fd,
     link fd)], or CollectorUnavailable."""
     try:
         return bcc_btf.attach(bpf)

@@ -4,7 +4,7 @@ observer, or JSON."""
 import json
 
 from probes.capability import Capability
-from probes.doctor_needs import OBSERVERS, missing_for, needed_for
+from probes.doctor.needs import OBSERVERS, missing_for, needed_for
 
 
 def _state(cap: Capability, unicode: bool) -> str:

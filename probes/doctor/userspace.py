@@ -5,7 +5,7 @@ import os
 import shutil
 
 from probes.capability import Capability
-from probes.doctor_needs import missing, ok, why
+from probes.doctor.needs import missing, ok, why
 
 # --- user space -------------------------------------------------------------------------
 
@@ -48,7 +48,7 @@ def check_tool(name: str) -> Capability:
 def check_cgroup() -> Capability:
     """The layout (v2-only or hybrid), where limits come from, and whether evlab may create
     client cgroups."""
-    from probes.cgroup import find_layout
+    from probes.boundary.cgroup import find_layout
     layout = find_layout()
     gap = layout.capability()
     if gap is not None:
@@ -61,8 +61,8 @@ _HOOK_PROBE = "int hook(struct bpf_sock_addr *ctx) { return 1; }"
 
 def check_cgroup_hooks() -> Capability:
     """Can a socket-address program attach to a client cgroup? (what egress is judged from)"""
-    from probes.bcc_load import compiled
-    from probes.cgroup import ClientCgroup, find_layout
+    from probes.bcc.load import compiled
+    from probes.boundary.cgroup import ClientCgroup, find_layout
     layout = find_layout()
     if layout.capability() is not None:
         return missing("cgroup-hooks", "no client cgroup can be made (see 'cgroup')",
@@ -93,7 +93,7 @@ def check_cgroup_hooks() -> Capability:
 
 
 def check_sandbox() -> Capability:
-    from probes.sandbox import Sandbox
+    from probes.boundary.sandbox import Sandbox
     box, gap = Sandbox.open()
     if box is None:
         assert gap is not None  # Sandbox.open() says why when it gives no sandbox

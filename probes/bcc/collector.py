@@ -31,12 +31,14 @@ import threading
 import time
 from pathlib import Path
 
-from probes import bcc_events, bcc_uprobes, syscalls
-from probes.bcc_btf import detach
-from probes.bcc_counters import CounterSlots
-from probes.bcc_egress import CgroupHooks
-from probes.bcc_load import CollectorUnavailable, attach_btf, load_bpf, run_stats
-from probes.collector_abi import FUNC_BASE, MAX_FUNCS, PATH_MAX_LEN, SYSCALL_BASE
+from probes import syscalls
+from probes.bcc import events as bcc_events
+from probes.bcc import uprobes as bcc_uprobes
+from probes.bcc.abi import FUNC_BASE, MAX_FUNCS, PATH_MAX_LEN, SYSCALL_BASE
+from probes.bcc.btf import detach
+from probes.bcc.counters import CounterSlots
+from probes.bcc.egress import CgroupHooks
+from probes.bcc.load import CollectorUnavailable, attach_btf, load_bpf, run_stats
 from probes.interrupts import deferred
 from probes.kernel import (
     COUNTERS,

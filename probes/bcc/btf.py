@@ -12,7 +12,7 @@ raw tracepoint program: no perf-style record of the arguments is built for it.
 import ctypes
 import os
 
-from probes.bcc_prog import PROG_TYPE_TRACING, RAW_TRACEPOINT_OPEN, TRACE_RAW_TP, call, load_as
+from probes.bcc.prog import PROG_TYPE_TRACING, RAW_TRACEPOINT_OPEN, TRACE_RAW_TP, call, load_as
 
 PROGRAMS = (("btf_sys_exit", "sys_exit"), ("btf_sched_switch", "sched_switch"))
 

@@ -1,6 +1,6 @@
-// evlab's kernel observer (BCC). Loaded once per session by probes/bcc_collector.py and
+// evlab's kernel observer (BCC). Loaded once per session by probes/bcc/collector.py and
 // retargeted per invocation by writing the config map — never by recompiling.
-// Every number Python reads back is defined in probes/collector_abi.py and passed as -D flags:
+// Every number Python reads back is defined in probes/bcc/abi.py and passed as -D flags:
 // counter ids (CTR_*), event kinds (EV_*), file operations (FOP_*), egress call kinds (EG_*),
 // MAX_FUNCS, SYSCALL_SLOTS, COUNTER_SPACE, INV_SLOTS, BUSY_MIN_NS and PATH_MAX_LEN; none is
 // defined here.
@@ -14,7 +14,7 @@
 //
 // What it costs (this kernel has no kprobes and no fentry; it has tp_btf): one program runs
 // on every syscall of the machine, on raw_syscalls' sys_exit (BTF-typed, loaded by
-// probes/bcc_btf.py; the functions named btf_*), and for a task that is not tracked it
+// probes/bcc/btf.py; the functions named btf_*), and for a task that is not tracked it
 // returns after one lookup in the tid-keyed `tasks` hash (lock-free for a lookup). The
 // syscall's arguments are read from its saved registers at exit, so nothing runs at sys_enter.
 // A tracked task's state lives in `tasks`; its invocation's counters are a per-CPU array slot
@@ -901,7 +901,7 @@ RAW_TRACEPOINT_PROBE(softirq_exit)
 }
 
 // Function-entry counters: slot i counts symbol i's entries. One uprobe_multi program for
-// every slot, which its link's cookie names (probes/bcc_uprobes.py); on a kernel without
+// every slot, which its link's cookie names (probes/bcc/uprobes.py); on a kernel without
 // uprobe_multi, one classic uprobe program per slot.
 static __always_inline int count_func(u32 slot)
 {
@@ -920,11 +920,11 @@ int on_func(struct pt_regs *ctx)
 FUNC_SLOT(0) FUNC_SLOT(1) FUNC_SLOT(2) FUNC_SLOT(3)
 FUNC_SLOT(4) FUNC_SLOT(5) FUNC_SLOT(6) FUNC_SLOT(7)
 #if MAX_FUNCS != 8
-#error "MAX_FUNCS (probes/collector_abi.py) must be the number of FUNC_SLOTs above (a power of two)"
+#error "MAX_FUNCS (probes/bcc/abi.py) must be the number of FUNC_SLOTs above (a power of two)"
 #endif
 
 // The tracepoints of the tp_btf and raw tracepoint programs above, one per line in the form
-// `evlab doctor` reads from this file (probes/doctor_kernel.py: it checks that each exists):
+// `evlab doctor` reads from this file (probes/doctor/kernel.py: it checks that each exists):
 /*
 TRACEPOINT_PROBE(raw_syscalls, sys_exit)
 TRACEPOINT_PROBE(sched, sched_switch)

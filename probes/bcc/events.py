@@ -1,11 +1,11 @@
 """The collector's ring-buffer records and egress maps, read into the kernel vocabulary's
 events (probes/kernel.py). Numbers (event kinds, file operations, egress call kinds) are
-probes/collector_abi.py's, the ones the .bpf.c was compiled with."""
+probes/bcc/abi.py's, the ones the .bpf.c was compiled with."""
 
 import os
 import socket
 
-from probes.collector_abi import EgressKind, EventKind, FileOp
+from probes.bcc.abi import EgressKind, EventKind, FileOp
 from probes.kernel import ConnectEvent, EgressEvent, EgressTotals, FileEvent, ProcessEvent
 
 _PROTOCOLS = {socket.IPPROTO_TCP: "tcp", socket.IPPROTO_UDP: "udp", socket.IPPROTO_ICMP: "icmp",

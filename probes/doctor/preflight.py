@@ -1,7 +1,7 @@
 """Preflight: which observers can work on this machine, and the exact fix for each gap.
 
 Usage:
-    python -m probes.doctor [--json]      # or `evlab doctor`
+    python -m probes.doctor.preflight [--json]      # or `evlab doctor`
     caps = check_all()                    # list[Capability], one per check; never raises
     print(format_text(caps)); to_json(caps); missing_for(caps, BCC)
 
@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable
 
 from probes.capability import Capability
-from probes.doctor_kernel import (
+from probes.doctor.kernel import (
     TRACEFS,
     check_af_packet,
     check_bpf_syscall,
@@ -38,7 +38,7 @@ from probes.doctor_kernel import (
     check_tracepoints,
     check_uprobes,
 )
-from probes.doctor_needs import (
+from probes.doctor.needs import (
     BCC,
     BOUNDARY,
     NEEDED_FOR,
@@ -50,8 +50,8 @@ from probes.doctor_needs import (
     needed_for,
     why,
 )
-from probes.doctor_report import format_text, to_json
-from probes.doctor_userspace import (
+from probes.doctor.report import format_text, to_json
+from probes.doctor.userspace import (
     TOOLS,
     check_bcc_import,
     check_cgroup,
@@ -92,16 +92,17 @@ def check_all() -> list[Capability]:
             cap = check()
         except Exception as e:
             cap = missing(name, f"the check itself failed: {why(e)}",
-                          "report this as an evlab bug (python -m probes.doctor --json)")
+                          "report this as an evlab bug (python -m probes.doctor.preflight --json)")
         caps.append(cap)
     return caps
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m probes.doctor",
+        prog="python -m probes.doctor.preflight",
         description="Check what evlab's observers need on this machine and print the fixes.",
-        epilog="examples:\n  python -m probes.doctor\n  python -m probes.doctor --json",
+        epilog="examples:\n  python -m probes.doctor.preflight\n"
+               "  python -m probes.doctor.preflight --json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)

@@ -47,7 +47,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from probes.packet_socket import (
+from probes.packets.pcap_file import SNAPLEN, PcapFile
+from probes.packets.raw_socket import (
     ROOT_FIX,
     SO_TIMESTAMPNS,
     CaptureUnavailable,
@@ -56,8 +57,7 @@ from probes.packet_socket import (
     kernel_stats,
     open_loopback_socket,
 )
-from probes.packet_summary import PacketSummary, summarize
-from probes.pcap_file import SNAPLEN, PcapFile
+from probes.packets.summary import PacketSummary, summarize
 
 # What callers import from here, wherever it lives.
 __all__ = ["ROOT_FIX", "SNAPLEN", "CaptureStats", "CaptureUnavailable", "PacketCapture",

@@ -4,7 +4,7 @@ whose program learns which function it is from the link's cookie (its counter sl
 Detaching is why: a classic uprobe (one perf event per function) waits for a grace period
 when it goes, one after another in the kernel, where a link waits once for all its functions
 (the fixture's 8 binaries x 3 functions: 2.0 s to detach as 24 uprobes, 0.08 s as 8 links,
-measured here). A kernel without uprobe_multi gets the classic ones (probes/bcc_collector.py).
+measured here). A kernel without uprobe_multi gets the classic ones (probes/bcc/collector.py).
 
     prog = load(bpf)                                  # OSError if the kernel has no uprobe_multi
     link = attach(prog, binary, [(offset, slot), ...])   # OSError; os.close(link) detaches
@@ -14,7 +14,7 @@ import ctypes
 import os
 from pathlib import Path
 
-from probes.bcc_prog import LINK_CREATE, PROG_TYPE_KPROBE, TRACE_UPROBE_MULTI, call, load_as
+from probes.bcc.prog import LINK_CREATE, PROG_TYPE_KPROBE, TRACE_UPROBE_MULTI, call, load_as
 
 FUNCTION = "on_func"   # collector.bpf.c: counts an entry into the slot its cookie names
 

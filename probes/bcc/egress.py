@@ -6,7 +6,7 @@ import ctypes
 import os
 from pathlib import Path
 
-from probes.bcc_events import packed
+from probes.bcc.events import packed
 
 # (program in the .bpf.c, BPF program type, attach type), named as BCC names uapi/linux/bpf.h's
 # numbers (bcc.BPF and bcc.BPFAttachType).

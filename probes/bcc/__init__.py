@@ -1,0 +1,1 @@
+"""BCC: the collector's BPF program (collector.bpf.c), its loader and its readers."""

@@ -1,0 +1,1 @@
+"""The client's boundary: its cgroup (attribution, accounting, limits) and its sandbox."""

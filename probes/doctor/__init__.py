@@ -1,0 +1,1 @@
+"""Preflight: which observers can work on this machine, and the fix for each gap."""

@@ -1,0 +1,1 @@
+"""The wire: AF_PACKET capture on loopback, its in-kernel filter, summaries, pcap files."""
