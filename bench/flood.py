@@ -1,6 +1,6 @@
 """Key-to-screen latency of the dashboard under a synthetic 50,000 events/s stream.
 
-FloodSource (also used by tests/test_tui.py's 200 ms responsiveness test): a worker thread
+FloodFeed (also used by tests/test_tui.py's 200 ms responsiveness test): a worker thread
 publishes PacketSeen events into the dashboard's model at RATE per second. The app runs
 headless (Textual's run_test) at 120x40; each key ("j"/"k", moving the scenario cursor) is
 sent as the terminal driver sends it. Two latencies per key: until the key was handled
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from bench.measure import median, say
 from sessions.stream.events import PacketSeen, ScenarioStarted, SessionStarted
+from tui.feed import Feed
 from tui.model import DashboardModel
-from tui.source import Source
 
 RATE = 50_000
 KEYS = 20
@@ -41,8 +41,8 @@ def scenario_key(app) -> str:
     return "j" if app.selected != "flood-c" else "k"
 
 
-class FloodSource(Source):
-    """A synthetic source: RATE events per second into the model, for as long as it runs."""
+class FloodFeed(Feed):
+    """A synthetic feed: RATE events per second into the model, for as long as it runs."""
 
     mode = "synthetic"
 
@@ -98,8 +98,8 @@ async def _measure(keys: int, rate: int) -> dict:
 
     from tui.app import EvlabApp
 
-    source = FloodSource(rate)
-    app = EvlabApp(source)
+    feed = FloodFeed(rate)
+    app = EvlabApp(feed)
     frames: list[tuple[float, str]] = []
     display = app._display  # Textual has no public hook for "a frame was composed"
 
@@ -121,7 +121,7 @@ async def _measure(keys: int, rate: int) -> dict:
     handled, screen = [], []
     async with app.run_test(size=(120, 40)):
         await asyncio.sleep(WARMUP_S)  # let the flood reach its rate
-        start_count, t0, cpu0 = source.published, time.monotonic(), _cpu()
+        start_count, t0, cpu0 = feed.published, time.monotonic(), _cpu()
         del redraws[:]
         for _ in range(keys):
             before, key = app.selected, scenario_key(app)
@@ -139,8 +139,8 @@ async def _measure(keys: int, rate: int) -> dict:
             screen.append(shown[0] - pressed if shown else None)
             await asyncio.sleep(GAP_S)
         elapsed = time.monotonic() - t0
-        rate, cpu = (source.published - start_count) / elapsed, (_cpu() - cpu0) / elapsed
-        source.stop()
+        rate, cpu = (feed.published - start_count) / elapsed, (_cpu() - cpu0) / elapsed
+        feed.stop()
     return {"keys": keys, "events_per_s": rate, "process_cpu_per_wall_s": cpu,
             "handled_s": handled, "screen_s": screen, "redraw_s": redraws,
             "median_redraw_s": median(redraws), "max_redraw_s": max(redraws, default=None),

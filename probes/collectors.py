@@ -20,6 +20,7 @@ from typing import Protocol
 
 from probes.bcc.collector import BccCollector, CollectorUnavailable
 from probes.capability import Capability
+from probes.collector_kinds import KINDS
 from probes.kernel import (
     COUNTERS,
     ConnectEvent,
@@ -31,8 +32,6 @@ from probes.kernel import (
     ProcessEvent,
 )
 from probes.strace_collector import StraceCollector
-
-KINDS = ("auto", "bcc", "strace", "none")
 
 
 class Collector(Protocol):

@@ -5,7 +5,7 @@ import socket
 import threading
 from pathlib import Path
 
-from sessions.cli import grade_started
+from sessions.cli.plan import grade_started
 from sessions.lab.schedule import run_session
 from sessions.lab.session import Options
 from sessions.output import document

@@ -31,10 +31,10 @@ def test_doctor_as_non_root_says_what_is_missing_and_how_to_fix_it():
     # The venv's interpreter lives under /root (mode 0700 here), so the child imports as root
     # and then becomes nobody before doing any checking.
     code = ("import os, sys\n"
-            "from sessions import cli\n"
+            "from sessions.cli.dispatch import main\n"
             "import bcc, argparse, locale\n"
             "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
-            "sys.exit(cli.main(['doctor']))\n")
+            "sys.exit(main(['doctor']))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, cwd=ROOT, env={**os.environ, "PYTHONIOENCODING": "utf-8"})
     assert out.returncode == 0
@@ -104,7 +104,7 @@ def test_an_output_that_fails_at_the_end_is_kept_and_its_place_named(tmp_path, m
     (["run", "--all", "--collector", "none"], False),
     (["run", "--all", "--collector=strace"], False),
     (["campaign", "c.toml", "--ray", "auto"], False),  # its labs are on the Ray nodes
-    (["run", "--help"], False),
+    (["run", "--help"], False),                      # the parser answers, then exits
     (["replay", "s.tar.gz"], False),
     (["doctor"], False),
     (["run", "--all", "--headless", "--jobs", "2"], False),   # labs in processes of their own
@@ -114,21 +114,30 @@ def test_an_output_that_fails_at_the_end_is_kept_and_its_place_named(tmp_path, m
 def test_the_collector_compiles_ahead_only_for_a_command_that_opens_a_lab(monkeypatch, argv,
                                                                            compiles):
     from sessions.lab import cpus
-    from tui import entry
     monkeypatch.setattr(cpus, "default_jobs", lambda: 1)
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    assert entry.compiles(argv) is compiles
+    assert _compiles(argv) is compiles
     monkeypatch.setattr(os, "geteuid", lambda: 1000)   # it could not load: not started
-    assert entry.compiles(argv) is False
+    assert _compiles(argv) is False
+
+
+def _compiles(argv: list[str]) -> bool:
+    """As the console script decides, from the command line parsed once."""
+    from sessions.cli.entry import compiles
+    from sessions.cli.parser import build_parser
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit:   # --help, or a usage error: answered before anything compiles
+        return False
+    return compiles(args)
 
 
 def test_without_jobs_the_machines_default_decides_where_the_labs_run(monkeypatch):
     from sessions.lab import cpus
-    from tui import entry
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     monkeypatch.setattr(cpus, "default_jobs", lambda: 2)   # four CPUs or more
-    assert entry.compiles(["run", "--all", "--headless"]) is False
-    assert entry.compiles(["run", "--all"]) is True        # the dashboard: one lab, here
+    assert _compiles(["run", "--all", "--headless"]) is False
+    assert _compiles(["run", "--all"]) is True        # the dashboard: one lab, here
 
 
 @pytest.mark.root(reason="the collector compiles ahead as root only")

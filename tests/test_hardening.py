@@ -97,7 +97,7 @@ for package in ("fixture", "probes", "sessions"):
     for info in pkgutil.iter_modules(module.__path__):
         importlib.import_module(f"{package}.{info.name}")
 import bcc, argparse, locale, tarfile, gzip, zlib, xml.etree.ElementTree, encodings.idna
-from sessions import cli
+from sessions.cli import dispatch as cli
 os.setgroups([]); os.setgid(65534); os.setuid(65534)
 results = {}
 for name, argv in json.loads(sys.argv[1]).items():

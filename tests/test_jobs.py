@@ -63,7 +63,7 @@ def test_grade_attempts_at_once_are_judged_as_one_at_a_time(tmp_path):
 
 
 def test_jobs_default_from_the_cpus_and_refuse_the_dashboard(capsys):
-    from tui.main import main
+    from sessions.cli.dispatch import main
     assert default_jobs() == max(1, len(os.sched_getaffinity(0)) // 2)
     with pytest.raises(SystemExit):
         cli.main(["run", "--all", "--jobs", "0", "--headless"])

@@ -11,20 +11,20 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable
 
-from bench.flood import FloodSource, press_like_a_terminal, scenario_key
-from sessions.cli import grade_started
+from bench.flood import FloodFeed, press_like_a_terminal, scenario_key
+from sessions.cli.plan import grade_started
 from sessions.lab.session import Options
 from sessions.output.archive import load_archive
 from sessions.spec.client_spec import from_command
 from sessions.spec.scenario import GRADE_DIR, load_dir
 from sessions.stream.events import ClientLaunched, ProcessMetrics, ScenarioStarted
 from tui.app import EvlabApp
+from tui.feed import Feed
+from tui.feeds import LiveFeed, ReplayFeed
 from tui.grade import GradeScreen
 from tui.messages import EvidenceRequested, RunRequested, ScenarioSelected
 from tui.model import DashboardModel
 from tui.screens import EvidenceScreen, HelpScreen
-from tui.source import Source
-from tui.sources import LiveSource, ReplaySource
 
 DATA = Path(__file__).parent / "data" / "session.tar.gz"  # baseline, corrupt-upload, retry
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +45,7 @@ async def wait_for(pilot, condition, timeout=90.0):
 
 
 def replay_app(playing=False) -> EvlabApp:
-    return EvlabApp(ReplaySource(load_archive(DATA), DATA, playing=playing))
+    return EvlabApp(ReplayFeed(load_archive(DATA), DATA, playing=playing))
 
 
 # --- live, with the real lab -------------------------------------------------------------
@@ -57,13 +57,13 @@ async def test_live_dashboard_keys_and_verdicts_match_headless(tmp_path, built_c
                                                                monkeypatch):
     monkeypatch.chdir(tmp_path)
     chosen = [s for s in load_dir() if s.id in ("baseline", "hash-storm", "retry")]
-    source = LiveSource(chosen, Options(), autorun=False)
-    app = EvlabApp(source)
+    feed = LiveFeed(chosen, Options(), autorun=False)
+    app = EvlabApp(feed)
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("a")  # run all
             await wait_for(pilot, lambda: all(s != "queued" and s != "running"
-                                              for _, s in source.model.statuses()))
+                                              for _, s in feed.model.statuses()))
             await pilot.pause(0.5)
             for sid in ("baseline", "hash-storm", "retry"):
                 assert cell(app, "#scenarios", sid, 1) == "✓ detected"
@@ -74,7 +74,7 @@ async def test_live_dashboard_keys_and_verdicts_match_headless(tmp_path, built_c
             assert app.selected == "hash-storm" and not app.follow_running
             assert cell(app, "#verdicts", "hash-work", 1) == "✗ FAIL"
             assert "256 times" in cell(app, "#verdicts", "hash-work", 3)
-            ui_verdicts = {sid: {c: v.status for c, v in source.model.verdict_rows(sid)}
+            ui_verdicts = {sid: {c: v.status for c, v in feed.model.verdict_rows(sid)}
                            for sid in ("baseline", "hash-storm", "retry")}
             # evidence on demand: focus the verdict panel, Enter on a row, Esc back
             app.query_one("#verdicts", DataTable).focus()
@@ -110,8 +110,8 @@ async def test_live_dashboard_keys_and_verdicts_match_headless(tmp_path, built_c
             await pilot.press("escape")
             await pilot.press("q")
     finally:
-        source.stop()
-        assert source.wait_stopped()
+        feed.stop()
+        assert feed.wait_stopped()
 
     headless = subprocess.run([str(ROOT / ".venv/bin/evlab"), "run", "baseline", "hash-storm",
                                "retry", "--headless", "--json", str(tmp_path / "h.json")],
@@ -128,18 +128,18 @@ async def test_replay_steps_and_rejudges_like_the_recording():
     app = replay_app(playing=False)
     recorded = load_archive(DATA)
     async with app.run_test(size=(120, 40)) as pilot:
-        assert app.source.driver.position == 0
+        assert app.feed.driver.position == 0
         await pilot.press("right_square_bracket")
-        first = app.source.driver.position
+        first = app.feed.driver.position
         await pilot.press("right_square_bracket", "right_square_bracket")
-        assert app.source.driver.position > first
+        assert app.feed.driver.position > first
         await pilot.press("left_square_bracket")
-        assert 0 < app.source.driver.position
+        assert 0 < app.feed.driver.position
         await pilot.press("plus")
-        assert app.source.driver.speed == 2.0
-        app.source.driver.set_speed(64)
+        assert app.feed.driver.speed == 2.0
+        app.feed.driver.set_speed(64)
         await pilot.press("space")  # play to the end
-        await wait_for(pilot, lambda: app.source.driver.done, timeout=60)
+        await wait_for(pilot, lambda: app.feed.driver.done, timeout=60)
         await pilot.pause(0.5)
         assert "replay" in str(app.query_one("#status").render())
         for sid in ("baseline", "corrupt-upload", "retry"):
@@ -147,7 +147,7 @@ async def test_replay_steps_and_rejudges_like_the_recording():
         recorded_verdicts = {(e.scenario, e.clause): e.status for e in recorded.events
                              if type(e).__name__ == "Verdict"}
         shown = {(sid, clause): v.status for sid in ("baseline", "corrupt-upload", "retry")
-                 for clause, v in app.source.model.verdict_rows(sid)}
+                 for clause, v in app.feed.model.verdict_rows(sid)}
         assert shown == recorded_verdicts
 
 
@@ -175,9 +175,9 @@ def test_snapshot_mid_run(snap_compare):
 def test_snapshot_after_completion(snap_compare):
     async def to_end(pilot):
         app = pilot.app
-        app.source.driver.step(1)
-        while not app.source.driver.done:
-            app.source.driver.step(1)
+        app.feed.driver.step(1)
+        while not app.feed.driver.done:
+            app.feed.driver.step(1)
         await _settle(pilot)
     assert snap_compare(replay_app(), terminal_size=(120, 40), run_before=to_end)
 
@@ -215,7 +215,7 @@ async def test_enter_on_a_verdict_posts_its_evidence_and_the_screen_shows_those_
         await pilot.press("enter")  # the first clause: integrity
         await pilot.pause(0.3)
         [request] = posted(messages, EvidenceRequested)
-        verdict = dict(app.source.model.verdict_rows("retry"))["integrity"]
+        verdict = dict(app.feed.model.verdict_rows("retry"))["integrity"]
         assert (request.scenario, request.clause) == ("retry", "integrity")
         assert request.seqs == verdict.evidence and request.seqs
         assert isinstance(app.screen, EvidenceScreen)
@@ -240,7 +240,7 @@ async def test_the_scenario_list_posts_the_selection_and_runs():
         assert [m.scenarios for m in posted(messages, RunRequested)] == [("corrupt-upload",)]
         await pilot.press("a")
         await pilot.pause(0.2)
-        assert posted(messages, RunRequested)[-1].scenarios == app.source.scenario_ids
+        assert posted(messages, RunRequested)[-1].scenarios == app.feed.scenario_ids
 
 
 async def test_the_counters_show_the_clients_process_metrics():
@@ -266,11 +266,11 @@ def test_client_cpu_percent_is_over_the_last_sampling_interval():
 
 
 def test_every_source_implements_the_protocol_and_is_only_read():
-    for source in (FloodSource(), ReplaySource(load_archive(DATA), DATA, playing=False)):
-        assert isinstance(source, Source)
-        assert isinstance(source.scenario_ids, tuple)  # the UI cannot write into it
-        assert source.problem is None
-        assert isinstance(source.model, DashboardModel)
+    for feed in (FloodFeed(), ReplayFeed(load_archive(DATA), DATA, playing=False)):
+        assert isinstance(feed, Feed)
+        assert isinstance(feed.scenario_ids, tuple)  # the UI cannot write into it
+        assert feed.problem is None
+        assert isinstance(feed.model, DashboardModel)
 
 
 # --- responsiveness under a flood --------------------------------------------------------
@@ -280,11 +280,11 @@ async def test_keys_are_handled_under_an_event_flood():
     # Liveness, not speed: every key is handled while tens of thousands of events per second
     # arrive, and the panes stay bounded. The latency figure is `make bench`'s (a ratio-free
     # threshold on time would depend on this machine's speed).
-    source = FloodSource()
-    app = EvlabApp(source)
+    feed = FloodFeed()
+    app = EvlabApp(feed)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(1.0)  # let the flood reach its rate
-        start_count = source.published
+        start_count = feed.published
         for _ in range(10):
             before, key = app.selected, scenario_key(app)
             press_like_a_terminal(app, key)
@@ -293,21 +293,21 @@ async def test_keys_are_handled_under_an_event_flood():
                 await asyncio.sleep(0.002)
             assert app.selected != before, "a key was not handled during the flood"
             await asyncio.sleep(0.1)
-        flooded = source.published - start_count
-        source.stop()
+        flooded = feed.published - start_count
+        feed.stop()
     assert flooded > 10_000, f"the flood published only {flooded} events"
-    assert len(source.model.snapshot_scenario("flood-a").packets) <= 500  # panes stay bounded
+    assert len(feed.model.snapshot_scenario("flood-a").packets) <= 500  # panes stay bounded
 
 
 @pytest.mark.live
 async def test_degraded_mode_says_what_is_missing(tmp_path, built_clients, monkeypatch):
     monkeypatch.chdir(tmp_path)
     chosen = [s for s in load_dir() if s.id == "baseline"]
-    source = LiveSource(chosen, Options(collector="none", packets="off"))
-    app = EvlabApp(source)
+    feed = LiveFeed(chosen, Options(collector="none", packets="off"))
+    app = EvlabApp(feed)
     try:
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: source.model.statuses()[0][1] not in ("queued",
+            await wait_for(pilot, lambda: feed.model.statuses()[0][1] not in ("queued",
                                                                                  "running"))
             await pilot.pause(0.5)
             banner = str(app.query_one("#banner").render())
@@ -319,8 +319,8 @@ async def test_degraded_mode_says_what_is_missing(tmp_path, built_clients, monke
             assert "collector none" in str(app.query_one("#status").render())
             await pilot.press("q")
     finally:
-        source.stop()
-        assert source.wait_stopped()
+        feed.stop()
+        assert feed.wait_stopped()
 
 
 @pytest.mark.slow
@@ -354,15 +354,15 @@ async def test_grade_view_shows_attempts_metrics_and_risks(tmp_path):
     spec = from_command(f"/usr/bin/python3 {client} --variant chdir-write {{host}} {{port}} "
                         "{source}", attempts=2, scenarios=("normal",))
     attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
-    source = LiveSource(attempts, Options(), grade=grade_started(spec, attempts))
-    app = EvlabApp(source)
+    feed = LiveFeed(attempts, Options(), grade=grade_started(spec, attempts))
+    app = EvlabApp(feed)
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: all(s == "success"
-                                              for _, s in app.source.model.statuses()))
+                                              for _, s in app.feed.model.statuses()))
             await pilot.pause(0.5)
             assert cell(app, "#scenarios", "normal@2", 1) == "✓ success"
-            rows = [clause for clause, _ in app.source.model.verdict_rows("normal@1")]
+            rows = [clause for clause, _ in app.feed.model.verdict_rows("normal@1")]
             assert rows[-6:] == ["gate immediate", "gate re-run", "gate durability",
                                  "gate restore", "gate cleanup", "gate limits"]
             await pilot.press("g")
@@ -376,5 +376,5 @@ async def test_grade_view_shows_attempts_metrics_and_risks(tmp_path):
             await pilot.press("escape")
             assert not isinstance(app.screen, GradeScreen)
     finally:
-        source.stop()
-        assert source.wait_stopped()   # and its staging directory is gone
+        feed.stop()
+        assert feed.wait_stopped()   # and its staging directory is gone

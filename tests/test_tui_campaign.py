@@ -1,8 +1,8 @@
 """The dashboard on a campaign (`evlab campaign FILE.toml` without --headless): the leaderboard
 opens by itself, ranks the clients as the outputs do, and enter opens a client's grade view;
-the campaign's source stops its engine cleanly. No root: a recorded campaign is replayed
+the campaign's feed stops its engine cleanly. No root: a recorded campaign is replayed
 (tests/data/campaign.tar.gz: c-baseline and c-redundant, one attempt of `normal` each, packets
-off), and the live source runs on an engine that hands back the recorded attempts."""
+off), and the live feed runs on an engine that hands back the recorded attempts."""
 
 import dataclasses
 import threading
@@ -13,6 +13,7 @@ from textual.widgets import DataTable
 
 from fixture.harness import client_path
 from sessions.campaign.journal import Journal
+from sessions.cli.dispatch import main
 from sessions.lab.attempts import AttemptPiece
 from sessions.lab.session import Cancelled
 from sessions.output.archive import load_archive
@@ -27,10 +28,9 @@ from sessions.stream.events import SessionEnded, SessionStarted
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.replay import observations, replay
 from tui.app import EvlabApp
+from tui.feeds import CampaignFeed, ReplayFeed
 from tui.grade import GradeScreen, grade_text
 from tui.leaderboard import ClientGradeScreen, LeaderboardScreen, leaderboard_row
-from tui.main import main
-from tui.sources import CampaignSource, ReplaySource
 
 DATA = Path(__file__).parent / "data" / "campaign.tar.gz"
 CLIENTS = {"c-baseline": "baseline", "c-redundant": "redundant-upload"}
@@ -64,7 +64,7 @@ def recorded_board() -> Board:
 # --- a recorded campaign, replayed ---------------------------------------------------------
 
 async def test_a_replayed_campaign_opens_on_its_leaderboard_and_each_clients_grade():
-    app = EvlabApp(ReplaySource(load_archive(DATA), DATA, speed=1000))
+    app = EvlabApp(ReplayFeed(load_archive(DATA), DATA, speed=1000))
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, LeaderboardScreen)
                        and "2/2 attempts done" in screen_text(app, "#campaign-progress"))
@@ -94,7 +94,7 @@ async def test_a_replayed_campaign_opens_on_its_leaderboard_and_each_clients_gra
 
 async def test_the_leaderboard_rows_are_the_outputs_leaderboard():
     board = recorded_board()
-    app = EvlabApp(ReplaySource(load_archive(DATA), DATA, speed=1000))
+    app = EvlabApp(ReplayFeed(load_archive(DATA), DATA, speed=1000))
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, LeaderboardScreen)
                        and "ended" in screen_text(app, "#campaign-progress"))
@@ -107,7 +107,7 @@ async def test_the_leaderboard_rows_are_the_outputs_leaderboard():
 
 async def test_a_session_that_is_not_a_campaign_has_no_leaderboard():
     data = Path(__file__).parent / "data" / "session.tar.gz"
-    app = EvlabApp(ReplaySource(load_archive(data), data, speed=1000))
+    app = EvlabApp(ReplayFeed(load_archive(data), data, speed=1000))
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(0.5)
         await pilot.press("l")
@@ -130,7 +130,7 @@ def test_a_clients_grade_reads_as_the_grade_view():
     assert issubclass(ClientGradeScreen, GradeScreen)
 
 
-# --- the campaign's own source -------------------------------------------------------------
+# --- the campaign's own feed -------------------------------------------------------------
 
 def recorded_pieces() -> dict[str, AttemptPiece]:
     """Each recorded attempt as its node handed it back: its opening and observations, from a
@@ -189,8 +189,8 @@ async def test_the_campaign_source_shows_progress_exports_and_stops_its_engine(
     campaign = load_campaign(write_campaign(tmp_path))
     journal = Journal.create(tmp_path / "dir", campaign.text)
     engine = RecordedEngine()
-    source = CampaignSource(campaign, engine, journal)
-    app = EvlabApp(source)
+    feed = CampaignFeed(campaign, engine, journal)
+    app = EvlabApp(feed)
     try:
         async with app.run_test(size=(140, 40)) as pilot:
             await wait_for(pilot, lambda: isinstance(app.screen, LeaderboardScreen)
@@ -203,10 +203,10 @@ async def test_the_campaign_source_shows_progress_exports_and_stops_its_engine(
             await wait_for(pilot, lambda: list(tmp_path.glob("evlab-session-*.tar.gz")))
             await pilot.press("q")
     finally:
-        source.stop()
-        assert source.wait_stopped(10)
+        feed.stop()
+        assert feed.wait_stopped(10)
     assert engine.cancelled.is_set() and engine.closed == 1
-    assert source.model.book.ended.reason == "interrupted" and source.problem is None
+    assert feed.model.book.ended.reason == "interrupted" and feed.problem is None
     exported = load_archive(next(tmp_path.glob("evlab-session-*.tar.gz")))
     assert exported.manifest is not None
     assert sorted(board_of(EvidenceBook.of(exported.events)).clients) == sorted(

@@ -1,6 +1,6 @@
 """The evlab dashboard: scenarios, live counters, packets, receiver events, claims and verdicts.
 
-Data flows one way. A source (a live Lab or a ReplayDriver, on a Textual thread worker) feeds
+Data flows one way. A feed (a live Lab or a ReplayDriver, on a Textual thread worker) drives
 the event stream; the DashboardModel consumes it; a timer hands the panels a fresh view of the
 model at REFRESH_S when something changed (attributes down). A burst of events therefore costs
 the UI one redraw, and nothing on the UI thread ever waits for the lab. The panels post
@@ -21,6 +21,7 @@ from textual.reactive import reactive
 from textual.widgets import Footer, Header
 
 from sessions.output.vocabulary import fields_line, status_text
+from tui.feed import Feed
 from tui.follow_log import FollowLog
 from tui.grade import GradeScreen
 from tui.leaderboard import LeaderboardScreen
@@ -37,7 +38,6 @@ from tui.panels import (
     VerdictTable,
 )
 from tui.screens import EvidenceScreen, HelpScreen
-from tui.source import Source
 
 REFRESH_S = 0.2   # 5 redraws a second at most
 DASHBOARD_ONLY = ("move", "run_all", "filter", "follow")   # not on the leaderboard
@@ -68,11 +68,11 @@ class EvlabApp(App):
     compact = reactive(False)     # below COMPACT_BELOW: symbols for statuses, no panes
     filter_text = reactive("")    # what the panes show only lines containing
 
-    def __init__(self, source: Source):
+    def __init__(self, feed: Feed):
         super().__init__()
-        self.source = source
+        self.feed = feed
         self.paused = False
-        ids = source.scenario_ids
+        ids = feed.scenario_ids
         self.selected = ids[0] if ids else ""
         self.follow_running = True  # show the scenario that is running until the user moves
         self._drawn_key: tuple = ()
@@ -84,7 +84,7 @@ class EvlabApp(App):
         yield Header(show_clock=False)
         yield Banner("", id="banner")
         with Horizontal(id="top"):
-            yield ScenarioList(self.source.scenario_ids, id="scenarios").data_bind(
+            yield ScenarioList(self.feed.scenario_ids, id="scenarios").data_bind(
                 EvlabApp.compact)
             yield CountersPanel(id="counters-box").data_bind(EvlabApp.compact)
         yield VerdictTable(id="verdicts")
@@ -94,10 +94,10 @@ class EvlabApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = self.source.mode
+        self.sub_title = self.feed.mode
         self.compact = _small(self.size.width, self.size.height)
-        self.source.start()
-        self.run_worker(self.source.serve, thread=True, name=self.source.mode, group="source",
+        self.feed.start()
+        self.run_worker(self.feed.serve, thread=True, name=self.feed.mode, group="feed",
                         exit_on_error=False)
         self._redraw_timer = self.set_interval(REFRESH_S, self.refresh_view)
         self.query_one(ScenarioList).focus()
@@ -107,17 +107,17 @@ class EvlabApp(App):
 
     def on_unmount(self) -> None:
         self._redraw_timer.stop()  # no redraw into widgets that are being taken down
-        self.source.stop()  # however the app ends, its source's worker must end too
+        self.feed.stop()  # however the app ends, its feed's worker must end too
 
     def _quit_on_signal(self) -> None:
-        self.source.stop()
+        self.feed.stop()
         self.exit()
 
     def _terminal_closed(self) -> None:
         # The terminal is gone: Textual's orderly shutdown can block writing to it, so clean
         # up the lab here and leave at once (exit status 129 = SIGHUP).
-        self.source.stop()
-        self.source.wait_stopped()
+        self.feed.stop()
+        self.feed.wait_stopped()
         os._exit(129)
 
     def on_resize(self, event) -> None:
@@ -134,7 +134,7 @@ class EvlabApp(App):
             pass  # the app is shutting down and its widgets are already gone
 
     def _refresh_view(self) -> None:
-        model = self.source.model
+        model = self.feed.model
         if model.grade is not None and not self._grade_key_shown:
             self._grade_key_shown = True
             self.refresh_bindings()  # the session said it is a grade: show `g` in the footer
@@ -161,16 +161,16 @@ class EvlabApp(App):
             self.query_one(VerdictTable).view = view
             self.query_one(PanesPanel).view = view
         banner = self.query_one(Banner)
-        banner.problem = self.source.problem
+        banner.problem = self.feed.problem
         banner.missing = facts.missing
 
     def _draw_status(self, model: DashboardModel, facts: SessionFacts) -> None:
         conditions = self._scenario_conditions(model)
-        mode = self.source.mode
+        mode = self.feed.mode
         header = f"{mode} · {conditions}" if conditions else mode
         if self.sub_title != header:
             self.sub_title = header  # noise on/off and faults for the selected scenario
-        self.query_one(StatusLine).facts = StatusFacts(facts, self.source.position_text,
+        self.query_one(StatusLine).facts = StatusFacts(facts, self.feed.position_text,
                                                        self.paused, self.filter_text)
 
     def _scenario_conditions(self, model: DashboardModel) -> str:
@@ -193,7 +193,7 @@ class EvlabApp(App):
         self.refresh_view()
 
     def on_run_requested(self, message: RunRequested) -> None:
-        notice = self.source.run(message.scenarios)
+        notice = self.feed.run(message.scenarios)
         if notice:
             self.notify(notice)
 
@@ -202,7 +202,7 @@ class EvlabApp(App):
         if verdict is None:
             self.notify(f"{message.clause}: not judged yet", severity="warning")
             return
-        model = self.source.model
+        model = self.feed.model
         lines = [f"#{e.seq:<6} {fields_line(e, model.session_t0)}"
                  for e in model.evidence(message.seqs)]
         missing = len(message.seqs) - len(lines)
@@ -220,7 +220,7 @@ class EvlabApp(App):
 
     def open_evidence(self, clause: str) -> None:
         """Open a clause's evidence for the selected scenario, as enter on its row does."""
-        verdict = dict(self.source.model.verdict_rows(self.selected)).get(clause)
+        verdict = dict(self.feed.model.verdict_rows(self.selected)).get(clause)
         self.post_message(EvidenceRequested(self.selected, clause, verdict))
 
     # --- actions ------------------------------------------------------------------------
@@ -232,21 +232,21 @@ class EvlabApp(App):
             self.refresh_view()
 
     def action_run_all(self) -> None:
-        self.post_message(RunRequested(self.source.scenario_ids))
+        self.post_message(RunRequested(self.feed.scenario_ids))
 
     def action_pause(self) -> None:
-        if self.source.toggle_play():
+        if self.feed.toggle_play():
             return  # replay: space plays and pauses the recording
         self.paused = not self.paused
         self.notify("live updates paused" if self.paused else "live updates resumed")
         self.refresh_view()
 
     def action_step(self, direction: int) -> None:
-        if not self.source.step(direction):
+        if not self.feed.step(direction):
             self.notify("stepping is for replays (evlab replay ARCHIVE)")
 
     def action_speed(self, factor: float) -> None:
-        if not self.source.scale_speed(factor):
+        if not self.feed.scale_speed(factor):
             self.notify("speed is for replays (evlab replay ARCHIVE)")
 
     def action_filter(self) -> None:
@@ -267,7 +267,7 @@ class EvlabApp(App):
     def action_export(self) -> None:
         path = Path.cwd() / time.strftime("evlab-session-%Y%m%d-%H%M%S.tar.gz")
         try:
-            written = self.source.export(path)
+            written = self.feed.export(path)
         except Exception as e:  # shown, not raised: the dashboard keeps running
             self.notify(f"export failed: {e}", severity="error", timeout=10)
             return
@@ -276,7 +276,7 @@ class EvlabApp(App):
     def check_action(self, action: str, parameters) -> bool | None:
         # The grade view exists only in an `evlab grade` session, the leaderboard only in a
         # campaign (their keys hidden otherwise); the leaderboard has no scenario list or panes.
-        model = self.source.model
+        model = self.feed.model
         if action == "grade":
             return model.grade is not None and model.campaign is None
         if action == "leaderboard":
@@ -286,20 +286,20 @@ class EvlabApp(App):
         return not (action in DASHBOARD_ONLY and isinstance(self.screen, LeaderboardScreen))
 
     def action_grade(self) -> None:
-        self.push_screen(GradeScreen(self.source.model))
+        self.push_screen(GradeScreen(self.feed.model))
 
     def action_leaderboard(self) -> None:
-        if self.source.model.campaign is None:
+        if self.feed.model.campaign is None:
             self.notify("the leaderboard is for campaigns: evlab campaign FILE.toml")
         elif not isinstance(self.screen, LeaderboardScreen):
-            self.push_screen(LeaderboardScreen(self.source))
+            self.push_screen(LeaderboardScreen(self.feed))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
     async def action_quit(self) -> None:
         self.notify("stopping the client, receiver and probes…")
-        self.source.stop()
+        self.feed.stop()
         self.exit()
 
     def get_system_commands(self, screen):

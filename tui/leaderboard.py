@@ -16,9 +16,9 @@ from textual.widgets import DataTable, Footer, Header, Static
 from sessions.output.grades import ClientGrade
 from sessions.output.leaderboard import Board, Ranked
 from sessions.output.vocabulary import figure, score_text
+from tui.feed import Feed
 from tui.grade import GradeScreen
 from tui.model import DashboardModel
-from tui.source import Source
 
 COLUMNS = ("#", "client", "Pass@1", "pass^k", "Best-of-N", "score ± SEM", "invalid",
            "risks h/m/l", "fails most")
@@ -36,9 +36,9 @@ class LeaderboardScreen(Screen):
         Binding("k", "cursor(-1)", "Prev", show=False),
     ]
 
-    def __init__(self, source: Source):
+    def __init__(self, feed: Feed):
         super().__init__()
-        self.source = source
+        self.feed = feed
         self._drawn: tuple = ()
 
     def compose(self) -> ComposeResult:
@@ -53,7 +53,7 @@ class LeaderboardScreen(Screen):
         for column in COLUMNS:
             table.add_column(column, key=column)
         table.focus()
-        self.draw(self.source.model)
+        self.draw(self.feed.model)
 
     def draw(self, model: DashboardModel) -> None:
         """Show the model's campaign (nothing to do when no attempt changed since)."""
@@ -93,7 +93,7 @@ class LeaderboardScreen(Screen):
     def open_client(self, name: str | None) -> None:
         """Open a client's grade view, as enter on its row does."""
         if name is not None:
-            self.app.push_screen(ClientGradeScreen(self.source, name))
+            self.app.push_screen(ClientGradeScreen(self.feed, name))
 
 
 class ClientGradeScreen(GradeScreen):
@@ -107,13 +107,13 @@ class ClientGradeScreen(GradeScreen):
         Binding("q", "app.quit", "Quit"),
     ]
 
-    def __init__(self, source: Source, client: str):
-        super().__init__(source.model)
-        self.source, self.client = source, client
+    def __init__(self, feed: Feed, client: str):
+        super().__init__(feed.model)
+        self.feed, self.client = feed, client
         self.border_text = f"{client}: grade in the campaign (esc: leaderboard)"
 
     def grade(self) -> ClientGrade | None:
-        board = self.source.model.campaign_board()   # a replay stepped back: a new model
+        board = self.feed.model.campaign_board()   # a replay stepped back: a new model
         entry = board.clients.get(self.client) if board else None
         return entry.grade if entry else None
 

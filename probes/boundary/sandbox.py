@@ -32,24 +32,12 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from probes.boundary.limits import SandboxLimits
 from probes.capability import Capability
 
 USER = "evlab-client"
 SYSTEM_DIRS = ("/usr", "/etc", "/opt")
 MERGED = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")   # symlinks into /usr (or dirs)
-
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    memory_bytes: int = 512 << 20     # the cgroup's memory (tmpfs pages it writes included)
-    pids: int = 256                   # tasks alive at once in the cgroup
-    cpu_s: int = 60                   # RLIMIT_CPU per process (SIGKILL at the limit)
-    open_files: int = 1024            # RLIMIT_NOFILE
-    disk_bytes: int = 256 << 20       # the working directory's tmpfs
-
-    def describe(self) -> str:
-        return (f"memory {self.memory_bytes >> 20} MiB, {self.pids} tasks, {self.cpu_s} CPU-s "
-                f"per process, {self.open_files} open files, disk {self.disk_bytes >> 20} MiB")
 
 
 @dataclass(frozen=True)
@@ -88,7 +76,7 @@ class Sandbox:
         self.limits = limits
 
     @classmethod
-    def open(cls, limits: SandboxLimits = SandboxLimits()
+    def open(cls, limits: SandboxLimits = SandboxLimits()  # noqa: B008 - frozen
              ) -> tuple["Sandbox | None", Capability | None]:
         """The sandbox, or why it cannot be built here (and the fix)."""
         bwrap = shutil.which("bwrap")

@@ -7,6 +7,7 @@ from sessions.cli.campaign import CampaignProgress, campaign_exit, summary_line
 from sessions.cli.headless import Progress, record_session
 from sessions.cli.outputs import check_outputs, deliver, write_atomic
 from sessions.cli.parser import UsageError
+from sessions.cli.plan import plan_of
 from sessions.output import document, report
 from sessions.output.archive import ArchiveError, load_archive
 from sessions.output.document import grade_status
@@ -14,14 +15,12 @@ from sessions.output.grades import ClientGrade, grade_of
 from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import Board, board_of
 from sessions.output.vocabulary import figure, score_text
-from sessions.spec.client_spec import ClientSpec, from_command, from_file, parse_env
-from sessions.spec.scenario import GRADE_DIR, SUITES, load_all, load_dir, select
-from sessions.stream.events import GradeStarted
+from sessions.spec.scenario import SUITES, load_dir
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.replay import replay
 
 
-def cmd_list() -> int:
+def cmd_list(args=None) -> int:
     for suite, directory in SUITES.items():
         print(f"{suite} suite (evlab run --suite {suite}):")
         for s in load_dir(directory):
@@ -31,21 +30,11 @@ def cmd_list() -> int:
     return 0
 
 
-def chosen_scenarios(names: list[str], everything: bool, suite: str | None = None):
-    if sum(map(bool, (names, everything, suite))) > 1:
-        raise UsageError("give scenario names, --all or --suite, not several")
-    if suite:
-        return load_dir(SUITES[suite])
-    if everything or not names:
-        return load_dir()
-    return select(names, load_all())
-
-
 def cmd_run(args) -> int:
     if not args.headless:
         raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
-    scenarios = chosen_scenarios(args.scenarios, args.all, args.suite)
-    out = record_session(scenarios, args)
+    from sessions.cli.plan import plan_of  # plan.py builds on this module's helpers
+    out = record_session(plan_of(args), args)
     if out is None or out.document is None:
         return 130
     doc = out.document
@@ -57,37 +46,15 @@ def cmd_run(args) -> int:
     return document.exit_status(doc)
 
 
-def grade_spec(args) -> ClientSpec:
-    if (args.spec is None) == (args.client is None):
-        raise UsageError("grade: give --client 'COMMAND {host} {port} {source}' or a grade "
-                         ".toml file (exactly one)")
-    env = parse_env(args.env)
-    if args.spec is not None:
-        overrides = {"attempts": args.attempts, "timeout_s": args.timeout,
-                     "scenarios": tuple(args.scenario) if args.scenario else None}
-        return from_file(args.spec, extra_env=env,
-                         **{k: v for k, v in overrides.items() if v is not None})
-    return from_command(args.client, env=env, timeout_s=args.timeout,
-                        attempts=args.attempts if args.attempts is not None else 3,
-                        scenarios=tuple(args.scenario or ()))
-
-
 def cmd_grade(args) -> int:
     if not args.headless:
         raise UsageError("sessions.cli is headless only: add --headless (`evlab grade` without "
                          "it opens the dashboard)")
-    spec = grade_spec(args)
-    attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
-    grade = grade_started(spec, attempts)
-    out = record_session(attempts, args, grade, spec.sandbox, spec)
+    out = record_session(plan_of(args), args)
     if out is None or out.document is None or out.grade is None:
         return 130
     print(grade_summary_line(out.grade), file=sys.stderr)
     return grade_exit(out.grade, out.document["partial"])
-
-
-def grade_started(spec: ClientSpec, attempts) -> GradeStarted:
-    return spec.started(tuple(dict.fromkeys(a.base for a in attempts)))
 
 
 def grade_summary_line(grade: ClientGrade) -> str:

@@ -9,15 +9,12 @@ from probes.boundary.sandbox import SandboxLimits
 from probes.interrupts import SIGNALS, interrupt_once
 from sessions.cli.outputs import Outputs
 from sessions.cli.parser import LIMIT_FLAGS, TOML_KEYS, UsageError
-from sessions.lab.cpus import default_jobs
 from sessions.lab.schedule import run_session
 from sessions.lab.session import Options
 from sessions.output.judged import JudgedStream
-from sessions.spec.client_spec import ClientSpec
 from sessions.spec.scenario import NOISE_KINDS
 from sessions.stream.events import (
     Event,
-    GradeStarted,
     PhaseChanged,
     ScenarioJudged,
     ScenarioStarted,
@@ -76,15 +73,13 @@ def options_of(args, grading: bool = False, from_file: dict | None = None) -> Op
                        "deny_egress", False), limits=SandboxLimits(**limits))
 
 
-def record_session(scenarios, args, grade: GradeStarted | None = None,
-                   sandbox: dict | None = None, spec: ClientSpec | None = None) -> Outputs | None:
-    """Run scenarios headless, writing --json, --archive (and --report) whatever happens;
-    what was written, or None when interrupted."""
-    options = options_of(args, grade is not None, sandbox)
-    jobs = args.jobs if args.jobs is not None else default_jobs()
-    return record(args, lambda book: Progress(len(scenarios)),
-                  lambda stream, book, staging: run_session(stream, scenarios, staging, options,
-                                                            grade, jobs, spec))
+def record_session(plan, args) -> Outputs | None:
+    """Run a plan (sessions/cli/plan.py) headless, writing --json, --archive (and --report)
+    whatever happens; what was written, or None when interrupted."""
+    return record(args, lambda book: Progress(len(plan.scenarios)),
+                  lambda stream, book, staging: run_session(
+                      stream, plan.scenarios, staging, plan.options, plan.grade, plan.jobs,
+                      plan.spec))
 
 
 def record(args, progress_of, work, staging: Path | None = None,

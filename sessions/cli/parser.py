@@ -3,9 +3,9 @@
 import argparse
 from pathlib import Path
 
-from probes.boundary.sandbox import SandboxLimits
-from probes.collectors import KINDS
-from sessions.spec.scenario import NOISE_KINDS, SUITES
+from probes.boundary.limits import SandboxLimits
+from probes.collector_kinds import KINDS
+from sessions.spec.suites import NOISE_KINDS, SUITES
 
 EPILOG = """examples:
   evlab list                                    the scenarios and what each must fail

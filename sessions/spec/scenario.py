@@ -12,17 +12,18 @@ from pathlib import Path
 from fixture.harness import client_path
 from sessions.spec.contract import CLAUSE_IDS
 from sessions.spec.faults import FaultSpecError, parse_faults
+from sessions.spec.suites import (  # noqa: F401 - where the scenarios' users find them
+    BUILTIN_DIR,
+    FAULTS_DIR,
+    GRADE_DIR,
+    NOISE_KINDS,
+    SUITES,
+)
 
-# the eight seeded: the instrument's check
-BUILTIN_DIR = Path(__file__).resolve().parent.parent / "scenarios"
-FAULTS_DIR = BUILTIN_DIR / "faults"                    # the client under injected faults
-GRADE_DIR = BUILTIN_DIR / "grade"                      # what `evlab grade` runs any client through
-SUITES = {"seeded": BUILTIN_DIR, "faults": FAULTS_DIR, "grade": GRADE_DIR}
 DEFAULT_ARGS = ("{host}", "{port}", "{source}", "{decoy_port}")
 PLACEHOLDERS = {"host", "port", "source", "decoy_port"}
 _SHELL_SYNTAX = re.compile(r"[;&|`$<>(){}*?!\n\\\"']")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-NOISE_KINDS = ("traffic", "twin", "churn", "cpu")
 STORES = ("empty", "stale")   # stale: the store already holds an older, different backup
 
 

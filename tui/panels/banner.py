@@ -1,4 +1,4 @@
-"""The warning banner: the source's problem (the lab stopped) and missing capabilities, with
+"""The warning banner: the feed's problem (the lab stopped) and missing capabilities, with
 their fix. Hidden while there is nothing to say."""
 
 from textual.reactive import reactive

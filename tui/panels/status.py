@@ -1,5 +1,5 @@
 """The status line: collector, packet capture, sandbox, capabilities, lost events, the probes'
-cost, the source's position, and whether the view is paused or filtered."""
+cost, the feed's position, and whether the view is paused or filtered."""
 
 from dataclasses import dataclass
 

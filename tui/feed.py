@@ -1,5 +1,5 @@
-"""What the dashboard needs from where its events come from (tui.sources: a live lab or a
-replay; bench.flood: a synthetic flood). The dashboard reads a source and asks it to act; it
+"""What the dashboard needs from where its events come from (tui.feeds: a live lab or a
+replay; bench.flood: a synthetic flood). The dashboard reads a feed and asks it to act; it
 never writes into one."""
 
 from collections.abc import Sequence
@@ -12,8 +12,8 @@ STOP_TIMEOUT_S = 30.0
 
 
 @runtime_checkable
-class Source(Protocol):
-    """What the dashboard needs from a source of events. Implementations subclass it, and
+class Feed(Protocol):
+    """What the dashboard needs from a feed of events. Implementations subclass it, and
     inherit the defaults for what does not apply to them (no problem, no replay controls)."""
 
     mode: str   # "live", "replay", …: shown in the header and the status line
@@ -35,7 +35,7 @@ class Source(Protocol):
 
     @property
     def position_text(self) -> str:
-        """Where the source is (runs queued, a replay's clock); '' when there is nothing."""
+        """Where the feed is (runs queued, a replay's clock); '' when there is nothing."""
         return ""
 
     def start(self) -> None:
@@ -43,7 +43,7 @@ class Source(Protocol):
         return None
 
     def serve(self) -> None:
-        """The source's loop, on a thread of its own (a Textual thread worker); it returns
+        """The feed's loop, on a thread of its own (a Textual thread worker); it returns
         after stop()."""
         ...
 
@@ -72,5 +72,5 @@ class Source(Protocol):
         ...
 
     def wait_stopped(self, timeout: float = STOP_TIMEOUT_S) -> bool:
-        """Block until everything the source started is torn down; False on timeout."""
+        """Block until everything the feed started is torn down; False on timeout."""
         return True

@@ -1,9 +1,9 @@
 """Where the dashboard's events come from: a live lab, a campaign, or a recorded session being
 replayed.
 
-Each source feeds a DashboardModel through the same event stream and verdict engine as the
+Each feed drives a DashboardModel through the same event stream and verdict engine as the
 headless run, with one EvidenceBook per session that the model, the verdict engine and the
-archive all read. The dashboard reads a source and asks it to act; it never writes into one.
+archive all read. The dashboard reads a feed and asks it to act; it never writes into one.
 """
 
 import shutil
@@ -23,11 +23,11 @@ from sessions.spec.campaign import Campaign
 from sessions.spec.scenario import Scenario
 from sessions.stream.events import Event, GradeStarted, ScenarioStarted
 from sessions.stream.replay import ReplayDriver
+from tui.feed import STOP_TIMEOUT_S, Feed
 from tui.model import DashboardModel
-from tui.source import STOP_TIMEOUT_S, Source
 
 
-class LiveSource(Source):
+class LiveFeed(Feed):
     mode = "live"
 
     def __init__(self, scenarios: list[Scenario], options: Options, autorun: bool = True,
@@ -91,7 +91,7 @@ class LiveSource(Source):
         return done
 
 
-class ReplaySource(Source):
+class ReplayFeed(Feed):
     mode = "replay"
 
     def __init__(self, loaded: LoadedArchive, archive_path: Path, speed: float = 1.0,
@@ -149,7 +149,7 @@ class ReplaySource(Source):
         self.driver.stop()
 
 
-class CampaignSource(Source):
+class CampaignFeed(Feed):
     """`evlab campaign` in the dashboard: run_campaign on a worker thread, on the engine (this
     machine, one attempt at a time, or a Ray cluster), into the same stream as headless (the
     model feeding the book, the verdict engine, the journal that keeps the campaign directory

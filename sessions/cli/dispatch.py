@@ -1,0 +1,63 @@
+"""The command line read once and run: a headless command here, or the dashboard, a front end
+that registers itself under the entry-point group `evlab.front_ends` (tui/ does, as
+`dashboard`), so nothing on the headless path imports it."""
+
+import argparse
+import sys
+from collections.abc import Callable
+from importlib.metadata import entry_points
+
+from fixture.harness import ServerStartError
+from probes.collectors import CollectorUnavailable
+from probes.doctor import preflight
+from sessions.cli.campaign import cmd_campaign
+from sessions.cli.commands import cmd_grade, cmd_list, cmd_replay, cmd_report, cmd_run
+from sessions.cli.parser import UsageError, build_parser
+from sessions.lab.session import RunError
+from sessions.output.archive import ArchiveError
+from sessions.spec.campaign import CampaignError
+from sessions.spec.client_spec import ClientSpecError
+from sessions.spec.scenario import ScenarioError
+
+# a user's mistake, or what the machine cannot do: one line, exit status 2
+USER_ERRORS = (UsageError, ScenarioError, ArchiveError, RunError, CollectorUnavailable,
+               ServerStartError, ClientSpecError, CampaignError)
+HEADLESS = {"list": cmd_list, "run": cmd_run, "grade": cmd_grade, "report": cmd_report,
+            "replay": cmd_replay, "campaign": cmd_campaign}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(build_parser().parse_args(argv))
+
+
+def wants_dashboard(args: argparse.Namespace) -> bool:
+    return args.command is None or (args.command in ("run", "grade", "campaign", "replay")
+                                    and not args.headless)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run parsed arguments: the dashboard, or a headless command."""
+    try:
+        if args.command == "doctor":
+            return preflight.main(["--json"] if args.json else [])
+        if getattr(args, "jobs", None) and args.jobs > 1 and not args.headless:
+            raise UsageError("--jobs runs headless only (add --headless): the dashboard runs "
+                             "one scenario at a time")
+        if wants_dashboard(args):
+            return front_end("dashboard")(args)
+        return HEADLESS[args.command](args)
+    except USER_ERRORS as e:
+        print(f"evlab: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("evlab: interrupted", file=sys.stderr)
+        return 130
+
+
+def front_end(name: str) -> Callable[[argparse.Namespace], int]:
+    """A front end's `run(args) -> exit status`, as its package registered it."""
+    found = entry_points(group="evlab.front_ends", name=name)
+    if not found:
+        raise UsageError(f"the {name} is not installed here (make setup installs it); add "
+                         "--headless to run without it")
+    return next(iter(found)).load()

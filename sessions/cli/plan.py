@@ -1,0 +1,66 @@
+"""What `evlab run`, `evlab grade` or bare `evlab` will run, read from its arguments once: the
+headless session and the dashboard's lab are built from the same plan."""
+
+from dataclasses import dataclass
+
+from sessions.cli.headless import options_of
+from sessions.cli.parser import UsageError
+from sessions.lab.cpus import default_jobs
+from sessions.lab.session import Options
+from sessions.spec.client_spec import ClientSpec, from_command, from_file, parse_env
+from sessions.spec.scenario import GRADE_DIR, SUITES, Scenario, load_all, load_dir, select
+from sessions.stream.events import GradeStarted
+
+
+def chosen_scenarios(names: list[str], everything: bool, suite: str | None = None):
+    if sum(map(bool, (names, everything, suite))) > 1:
+        raise UsageError("give scenario names, --all or --suite, not several")
+    if suite:
+        return load_dir(SUITES[suite])
+    if everything or not names:
+        return load_dir()
+    return select(names, load_all())
+
+
+def grade_spec(args) -> ClientSpec:
+    if (args.spec is None) == (args.client is None):
+        raise UsageError("grade: give --client 'COMMAND {host} {port} {source}' or a grade "
+                         ".toml file (exactly one)")
+    env = parse_env(args.env)
+    if args.spec is not None:
+        overrides = {"attempts": args.attempts, "timeout_s": args.timeout,
+                     "scenarios": tuple(args.scenario) if args.scenario else None}
+        return from_file(args.spec, extra_env=env,
+                         **{k: v for k, v in overrides.items() if v is not None})
+    return from_command(args.client, env=env, timeout_s=args.timeout,
+                        attempts=args.attempts if args.attempts is not None else 3,
+                        scenarios=tuple(args.scenario or ()))
+
+
+def grade_started(spec: ClientSpec, attempts) -> GradeStarted:
+    return spec.started(tuple(dict.fromkeys(a.base for a in attempts)))
+
+
+@dataclass(frozen=True)
+class Plan:
+    scenarios: list[Scenario]
+    options: Options
+    grade: GradeStarted | None = None   # `evlab grade`: who is graded
+    spec: ClientSpec | None = None      # ...and the client, which each lab of --jobs resolves
+    jobs: int = 1
+
+
+def plan_of(args) -> Plan:
+    if args.command == "grade":
+        spec = grade_spec(args)
+        attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
+        return Plan(attempts, options_of(args, True, spec.sandbox),
+                    grade_started(spec, attempts), spec, _jobs(args))
+    if args.command == "run":
+        return Plan(chosen_scenarios(args.scenarios, args.all, args.suite), options_of(args),
+                    jobs=_jobs(args))
+    return Plan(chosen_scenarios([], True), Options())   # bare `evlab`: the dashboard's suite
+
+
+def _jobs(args) -> int:
+    return args.jobs if args.jobs is not None else default_jobs()
