@@ -9,7 +9,7 @@ from sessions.output.campaign_report import campaign_junit, campaign_markdown
 from sessions.output.grade_report import grade_markdown
 from sessions.output.grades import grade_of
 from sessions.output.leaderboard import board_of
-from sessions.output.vocabulary import event_line, status_text
+from sessions.output.vocabulary import event_line, in_timeline, status_text
 from sessions.spec.contract import CLAUSE_IDS
 from sessions.stream.events import (
     Event,
@@ -141,7 +141,7 @@ def _timeline(book: EvidenceBook, scenario: str) -> list[str]:
             continue
         if isinstance(e, ScenarioStarted):
             start = e.t_ns
-        text = event_line(e)
+        text = event_line(e) if in_timeline(e) else None
         if text and start is not None:
             lines.append(f"{(e.t_ns - start) / 1e6:9.1f}  #{e.seq:<6} {text}")
     return lines

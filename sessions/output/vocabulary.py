@@ -13,7 +13,9 @@ from sessions.stream.events import (
     EgressObserved,
     Event,
     LifecycleCheck,
+    PacketSeen,
     PhaseChanged,
+    ProcessObserved,
     RiskFinding,
     ServerRecord,
     VerifierResult,
@@ -52,25 +54,34 @@ TIMELINE_RECORDS = {"upload_started", "committed", "rejected", "fault_fired", "c
                     "receiver_restarted", "fault_armed"}
 FAULT_FIELDS = ("id", "fault", "kind", "direction", "payload_bytes", "at_byte", "phase", "ms",
                 "rate")
+# a server record's fields worth a place on its line
+RECORD_FIELDS = ("conn", "reason", "answer", "length", "payload_bytes", "peer_port", "port",
+                 "bytes")
 
 
 def event_line(e: Event) -> str | None:
-    """One line for an event worth reading in a timeline; None for the rest."""
+    """One line for an event worth reading, the same words wherever it is read: the report's
+    timeline and the dashboard's panes each choose which events they show (in_timeline,
+    tui/lines.py). None for an event that has no line."""
     match e:
         case PhaseChanged(phase=phase, invocation=n):
             return f"phase {phase}" + (f" {n}" if n else "")
+        case PacketSeen():   # only the packets pane shows these: no tag
+            return f"{_end(e.src, e.sport)}→{_end(e.dst, e.dport)} {e.flags} {e.payload_len}"
         case ConnectObserved():
-            return f"[kernel] connect {e.address}:{e.port} -> {e.result}"
+            return f"[kernel] connect {e.address}:{e.port} → {e.result}"
         case EgressObserved():
             return (f"[socket] {e.kind} {e.protocol} {e.address}:{e.port} pid {e.pid}"
                     + (" REFUSED" if e.refused else ""))
-        case ServerRecord(server=server, event=name) if server == "decoy" or name in \
-                TIMELINE_RECORDS:
+        case ProcessObserved():
+            return f"[kernel] {e.kind} pid {e.pid}"
+        case ServerRecord():
             return _record_line(e)
         case ClientClaim():
-            return f"[claim] {json.dumps(e.claim, sort_keys=True)}"
+            return f"[claim] inv {e.invocation} {json.dumps(e.claim, sort_keys=True)}"
         case ClientExited():
-            return f"[client] exited {e.exit_code}" + (" (timed out)" if e.timed_out else "")
+            return (f"[client] inv {e.invocation} exited {e.exit_code}"
+                    + (" (timed out, killed)" if e.timed_out else ""))
         case VerifierResult():
             return f"[verifier] saved={e.saved} match={e.match}"
         case CleanupObserved():
@@ -84,12 +95,29 @@ def event_line(e: Event) -> str | None:
     return None
 
 
+def in_timeline(e: Event) -> bool:
+    """Whether the report's timeline shows the event: what happened, not every packet."""
+    if isinstance(e, PacketSeen | ProcessObserved):
+        return False
+    if isinstance(e, ServerRecord):
+        return e.server == "decoy" or e.event in TIMELINE_RECORDS
+    return True
+
+
 def _record_line(e: ServerRecord) -> str:
     if e.event == "fault_fired":  # the fault band: what fired, where
-        detail = " ".join(f"{k}={v}" for k, v in e.fields.items() if k in FAULT_FIELDS)
-        return f"[{e.server}] ⚡ FAULT FIRED {detail}"
-    detail = e.fields.get("reason") or e.fields.get("answer") or ""
-    return f"[{e.server}] {e.event} {detail}".rstrip()
+        return f"[{e.server}] ⚡ FAULT FIRED {_named(e.fields, FAULT_FIELDS)}"
+    return f"[{e.server}] {e.event} {_named(e.fields, RECORD_FIELDS)}".rstrip()
+
+
+def _named(fields: dict, names: tuple[str, ...]) -> str:
+    """name=value for the names the record has, in the names' order (an archive's JSON round
+    trip sorts a record's keys: a replay must print the same line)."""
+    return " ".join(f"{k}={fields[k]}" for k in names if k in fields)
+
+
+def _end(address: str, port: int) -> str:
+    return f":{port}" if address in ("127.0.0.1", "::1") else f"{address}:{port}"
 
 
 def fields_line(event: Event, t0: int) -> str:
