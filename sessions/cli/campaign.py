@@ -13,8 +13,9 @@ from sessions.campaign.driver import campaign_started, run_campaign
 from sessions.campaign.journal import Journal, JournalError
 from sessions.campaign.local import LocalEngine
 from sessions.campaign.ray_engine import EngineError
-from sessions.cli.headless import options_of, record
+from sessions.cli.headless import record
 from sessions.cli.parser import UsageError
+from sessions.cli.plan import options_of
 from sessions.output.leaderboard import Board, progress
 from sessions.output.vocabulary import figure
 from sessions.spec.campaign import Campaign, CampaignError, load_campaign

@@ -34,7 +34,8 @@ def cmd_run(args) -> int:
     if not args.headless:
         raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
     from sessions.cli.plan import plan_of  # plan.py builds on this module's helpers
-    out = record_session(plan_of(args), args)
+    plan = plan_of(args)
+    out = record_session(plan, args)
     if out is None or out.document is None:
         return 130
     doc = out.document
@@ -50,7 +51,8 @@ def cmd_grade(args) -> int:
     if not args.headless:
         raise UsageError("sessions.cli is headless only: add --headless (`evlab grade` without "
                          "it opens the dashboard)")
-    out = record_session(plan_of(args), args)
+    plan = plan_of(args)
+    out = record_session(plan, args)
     if out is None or out.document is None or out.grade is None:
         return 130
     print(grade_summary_line(out.grade), file=sys.stderr)

@@ -5,14 +5,10 @@ import signal
 import sys
 from pathlib import Path
 
-from probes.boundary.sandbox import SandboxLimits
 from probes.interrupts import SIGNALS, interrupt_once
 from sessions.cli.outputs import Outputs
-from sessions.cli.parser import LIMIT_FLAGS, TOML_KEYS, UsageError
 from sessions.lab.schedule import run_session
-from sessions.lab.session import Options
 from sessions.output.judged import JudgedStream
-from sessions.spec.scenario import NOISE_KINDS
 from sessions.stream.events import (
     Event,
     PhaseChanged,
@@ -45,32 +41,6 @@ class Progress:
             took = (end - start) / 1e9 if start is not None and end is not None else 0.0
             print(f"[{self.done}/{self.total}] {event.scenario:<18} {event.instrument_check:<12} "
                   f"{took:4.1f} s  {event.detail}", file=sys.stderr, flush=True)
-
-
-def noise_kinds(text: str) -> tuple[str, ...]:
-    kinds = tuple(k for k in text.split(",") if k)
-    unknown = set(kinds) - set(NOISE_KINDS)
-    if unknown:
-        raise UsageError(f"--noise: unknown kind(s) {', '.join(sorted(unknown))}; "
-                         f"choose from {', '.join(NOISE_KINDS)}")
-    return kinds
-
-
-def options_of(args, grading: bool = False, from_file: dict | None = None) -> Options:
-    """The runner's options from run's or grade's flags (a grade file's [sandbox] table fills
-    what the flags leave out). A graded client is untrusted: grade refuses to run it
-    unconfined unless --no-sandbox says so."""
-    from_file, d = from_file or {}, SandboxLimits()
-    limits = {}
-    for _flag, field, _unit, scale in LIMIT_FLAGS:
-        given = getattr(args, f"limit_{field}")
-        if given is None:
-            given = from_file.get(TOML_KEYS[field])
-        limits[field] = given * scale if given is not None else getattr(d, field)
-    sandbox = "off" if args.no_sandbox else "required" if grading else "auto"
-    return Options(args.collector, args.packets, noise=noise_kinds(args.noise),
-                   sandbox=sandbox, deny_egress=args.deny_egress or from_file.get(
-                       "deny_egress", False), limits=SandboxLimits(**limits))
 
 
 def record_session(plan, args) -> Outputs | None:

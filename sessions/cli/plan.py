@@ -3,12 +3,13 @@ headless session and the dashboard's lab are built from the same plan."""
 
 from dataclasses import dataclass
 
-from sessions.cli.headless import options_of
-from sessions.cli.parser import UsageError
+from probes.boundary.limits import SandboxLimits
+from sessions.cli.parser import LIMIT_FLAGS, TOML_KEYS, UsageError
 from sessions.lab.cpus import default_jobs
 from sessions.lab.session import Options
 from sessions.spec.client_spec import ClientSpec, from_command, from_file, parse_env
 from sessions.spec.scenario import GRADE_DIR, SUITES, Scenario, load_all, load_dir, select
+from sessions.spec.suites import NOISE_KINDS
 from sessions.stream.events import GradeStarted
 
 
@@ -39,6 +40,32 @@ def grade_spec(args) -> ClientSpec:
 
 def grade_started(spec: ClientSpec, attempts) -> GradeStarted:
     return spec.started(tuple(dict.fromkeys(a.base for a in attempts)))
+
+
+def noise_kinds(text: str) -> tuple[str, ...]:
+    kinds = tuple(k for k in text.split(",") if k)
+    unknown = set(kinds) - set(NOISE_KINDS)
+    if unknown:
+        raise UsageError(f"--noise: unknown kind(s) {', '.join(sorted(unknown))}; "
+                         f"choose from {', '.join(NOISE_KINDS)}")
+    return kinds
+
+
+def options_of(args, grading: bool = False, from_file: dict | None = None) -> Options:
+    """The runner's options from run's or grade's flags (a grade file's [sandbox] table fills
+    what the flags leave out). A graded client is untrusted: grade refuses to run it
+    unconfined unless --no-sandbox says so."""
+    from_file, d = from_file or {}, SandboxLimits()
+    limits = {}
+    for _flag, field, _unit, scale in LIMIT_FLAGS:
+        given = getattr(args, f"limit_{field}")
+        if given is None:
+            given = from_file.get(TOML_KEYS[field])
+        limits[field] = given * scale if given is not None else getattr(d, field)
+    sandbox = "off" if args.no_sandbox else "required" if grading else "auto"
+    return Options(args.collector, args.packets, noise=noise_kinds(args.noise),
+                   sandbox=sandbox, deny_egress=args.deny_egress or from_file.get(
+                       "deny_egress", False), limits=SandboxLimits(**limits))
 
 
 @dataclass(frozen=True)
