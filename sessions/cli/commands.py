@@ -8,9 +8,9 @@ from sessions.cli.headless import Progress, record_session
 from sessions.cli.outputs import check_outputs, deliver, write_atomic
 from sessions.cli.parser import UsageError
 from sessions.cli.plan import plan_of
+from sessions.judging.metrics import OverallMetrics
 from sessions.output import document, report
 from sessions.output.archive import ArchiveError, load_archive
-from sessions.output.document import grade_status
 from sessions.output.grades import ClientGrade, grade_of
 from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import Board, board_of
@@ -44,7 +44,7 @@ def cmd_run(args) -> int:
     print(f"evlab: {s['detected']} detected, {s['missed']} missed, {s['inconclusive']} "
           f"inconclusive{invalid} of {s['scenarios']} (collector {doc['collector']}, packets "
           f"{doc['packets']})", file=sys.stderr)
-    return document.exit_status(doc)
+    return exit_status(doc)
 
 
 def cmd_grade(args) -> int:
@@ -116,10 +116,32 @@ def cmd_replay(args) -> int:
     if grade is not None:
         print(grade_summary_line(grade), file=sys.stderr)
         return grade_exit(grade, doc["partial"])
-    return document.exit_status(doc)
+    return exit_status(doc)
 
 
 def grade_exit(grade: ClientGrade, partial: bool) -> int:
     """grade_status, and 3 rather than 0 for a session cut short (attempts never judged)."""
     status = grade_status(grade.overall)
     return 3 if status == 0 and partial else status
+
+
+def exit_status(document: dict) -> int:
+    """0 all detected; 1 something missed; 3 nothing missed but evidence missing, an attempt
+    invalid (an armed fault never fired) or the session incomplete."""
+    summary = document["summary"]
+    if summary["missed"]:
+        return 1
+    if (summary["inconclusive"] or summary["invalid"] or summary["incomplete"]
+            or document["partial"]):
+        return 3
+    return 0
+
+
+def grade_status(overall: OverallMetrics) -> int:
+    """Exit status of `evlab grade`: 0 every valid attempt of every scenario succeeded; 1 an
+    attempt failed; 3 nothing failed but some scenario had no valid attempt."""
+    if overall.pass_hat_k is not None and overall.pass_hat_k < 1:
+        return 1
+    if overall.scenarios_with_valid_attempts < overall.scenarios:
+        return 3
+    return 0

@@ -3,7 +3,6 @@
 A figure that was not observed is null, never 0. Schema: docs/json-schema.md.
 """
 
-from sessions.judging.metrics import OverallMetrics
 from sessions.output.grades import ClientGrade, grade_of
 from sessions.output.leaderboard import Board, board_of
 from sessions.stream.evidence import (
@@ -170,25 +169,3 @@ def build(book: EvidenceBook, grade: ClientGrade | None = None,
         "grade": grade.to_json() if grade is not None else None,
         "campaign": board.to_json() if board is not None else None,
     }
-
-
-def exit_status(document: dict) -> int:
-    """0 all detected; 1 something missed; 3 nothing missed but evidence missing, an attempt
-    invalid (an armed fault never fired) or the session incomplete."""
-    summary = document["summary"]
-    if summary["missed"]:
-        return 1
-    if (summary["inconclusive"] or summary["invalid"] or summary["incomplete"]
-            or document["partial"]):
-        return 3
-    return 0
-
-
-def grade_status(overall: OverallMetrics) -> int:
-    """Exit status of `evlab grade`: 0 every valid attempt of every scenario succeeded; 1 an
-    attempt failed; 3 nothing failed but some scenario had no valid attempt."""
-    if overall.pass_hat_k is not None and overall.pass_hat_k < 1:
-        return 1
-    if overall.scenarios_with_valid_attempts < overall.scenarios:
-        return 3
-    return 0
