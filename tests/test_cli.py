@@ -166,3 +166,14 @@ def _catches(pid: int, signum: int) -> bool:
         return False
     caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
     return bool(int(caught.split()[1], 16) >> (signum - 1) & 1)
+
+
+def test_a_reader_that_goes_away_is_not_a_traceback():
+    # `evlab list | head -1`: the pipe closes under the writer
+    proc = subprocess.Popen([str(EVLAB), "list"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith("seeded suite")
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert proc.returncode in (0, 141)   # 141 = 128 + SIGPIPE, when the write came after close

@@ -45,6 +45,11 @@ def main() -> int:
     except KeyboardInterrupt:
         print("evlab: interrupted", file=sys.stderr)
         code = 130
+    except BrokenPipeError:
+        # the reader went away (`evlab list | head`): nothing more to say, and Python must
+        # not fail flushing stdout at exit either
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 128 + signal.SIGPIPE
     if ahead:
         from probes.bcc.load import compiling_unused
         if compiling_unused():
