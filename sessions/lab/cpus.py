@@ -1,5 +1,5 @@
 """How many labs run at once by default (`--jobs`); light to import, as the `evlab` command
-asks before it imports the rest (tui/entry.py)."""
+asks before it imports the rest (sessions/cli/entry.py)."""
 
 import os
 
