@@ -381,21 +381,14 @@ def test_a_seeded_scenario_is_detected_only_when_judged_as_it_declared(events, c
     assert (ev.judged.instrument_check, ev.judged.detail, ev.attempt) == (check, detail, None)
 
 
-RELATIVE_BUG = (
-    "judge bug (sessions/judging/risks.py): _Places seeds the launch directory under "
-    "ClientLaunched.pid, the sandbox's launcher; the client it execs (bwrap --chdir'd there) "
-    "is another pid, as in every recorded archive, so the client's relative opens inside its "
-    "own working directory become low 'unresolved-path' findings")
-
-
 @pytest.mark.parametrize(("event", "found"), [
     (E.ProcessObserved(0, "", 1, "exec", 2189, filename="/bin/sh"),
      [("high", "exec", "pid 2189 executed a shell, /bin/sh")]),
     (E.FileObserved(0, "", 1, 2189, "open", "/tmp/x", True, fd=3),
      [("medium", "write-outside", "pid 2189 open /tmp/x outside its working directory")]),
     (E.FileObserved(0, "", 1, 2189, "open", f"{HOME}/run-1/scratch.bin", True, fd=3), []),
-    pytest.param(E.FileObserved(0, "", 1, 2189, "open", "scratch.bin", True, fd=3), [],
-                 marks=pytest.mark.xfail(strict=True, reason=RELATIVE_BUG)),
+    # the client (another pid than its sandbox launcher) starts in its working directory
+    (E.FileObserved(0, "", 1, 2189, "open", "scratch.bin", True, fd=3), []),
 ], ids=["shell", "write-outside", "inside-by-absolute-path", "inside-by-relative-path"])
 def test_risk_findings_name_what_the_client_did(event, found):
     _, ev = judged(add(A(), 1, event))

@@ -108,6 +108,12 @@ def _file_findings(inv: InvocationEvidence, launched: ClientLaunched) -> list[Fi
     home, source = launched.cwd, os.path.normpath(launched.source)
     own = _own_dirs(launched)
     places = _Places(launched.pid, home)
+    # The launched command's exec (the first one) is where the client's own tree begins; in
+    # the sandbox that is another pid than ClientLaunched's (its launcher chain), started in
+    # the same working directory (bwrap --chdir), with no fork of the chain seen before it.
+    first = next((p for p in inv.processes if p.kind == "exec"), None)
+    if first is not None and first.pid not in places.cwd:
+        places.fork(launched.pid, first.pid)
     forks = [p for p in inv.processes if p.kind == "fork"]
     timeline: list[ProcessObserved | FileObserved] = sorted(
         [*forks, *inv.files], key=lambda e: (e.t_ns, e.seq))
