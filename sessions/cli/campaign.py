@@ -88,8 +88,9 @@ def cmd_campaign(args) -> int:
             consumers=[journal])
     finally:
         engine.close()
-    if out is None or out.board is None or out.document is None:
+    if out is None:
         return 130
+    assert out.board is not None   # run_campaign publishes CampaignStarted before anything
     print(summary_line(out.board, journal.dir), file=sys.stderr)
     return campaign_exit(out.board, out.document["partial"])
 

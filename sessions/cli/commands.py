@@ -33,10 +33,9 @@ def cmd_list(args=None) -> int:
 def cmd_run(args) -> int:
     if not args.headless:
         raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
-    from sessions.cli.plan import plan_of  # plan.py builds on this module's helpers
     plan = plan_of(args)
     out = record_session(plan, args)
-    if out is None or out.document is None:
+    if out is None:
         return 130
     doc = out.document
     s = doc["summary"]
@@ -53,8 +52,9 @@ def cmd_grade(args) -> int:
                          "it opens the dashboard)")
     plan = plan_of(args)
     out = record_session(plan, args)
-    if out is None or out.document is None or out.grade is None:
+    if out is None:
         return 130
+    assert out.grade is not None   # the session published its GradeStarted when it opened
     print(grade_summary_line(out.grade), file=sys.stderr)
     return grade_exit(out.grade, out.document["partial"])
 

@@ -67,4 +67,4 @@ def record(args, progress_of, work, staging: Path | None = None,
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-    return outputs if outputs.document is not None else None
+    return None if outputs.interrupted else outputs

@@ -66,7 +66,7 @@ class Outputs:
 
         with Outputs(args, stream) as outputs:
             work(stream, outputs.staging)
-        outputs.document          # the JSON document; None when the run was interrupted
+        outputs.document          # the JSON document (outputs.interrupted: Ctrl-C, SIGTERM)
         outputs.grade, outputs.board   # the typed grade and campaign board, when there is one
 
     The staging directory (pcaps and records for the archive) is a temporary one unless given
@@ -81,7 +81,8 @@ class Outputs:
         self._temporary = staging is None
         self.staging = staging or make_owned_dir("evlab-archive-")
         self._writer = ArchiveWriter(self.staging, self.book, stream)
-        self.document: dict | None = None
+        self.document: dict = {}
+        self.interrupted = False
         self.grade: ClientGrade | None = None
         self.board: Board | None = None
 
@@ -97,7 +98,7 @@ class Outputs:
                 shutil.rmtree(self.staging, ignore_errors=True)
         if isinstance(error, KeyboardInterrupt):
             print("evlab: interrupted; partial results written", file=sys.stderr)
-            self.document = None
+            self.interrupted = True
             return True
         return False
 
@@ -108,7 +109,8 @@ class Outputs:
             _each("--json", self.json,
                   lambda p: write_atomic(p, json.dumps(doc, indent=2) + "\n"))
         if self.report:
-            _each("--report", self.report, lambda p: write_atomic(p, report.markdown(self.book)))
+            _each("--report", self.report, lambda p: write_atomic(
+                p, report.markdown(self.book, self.grade, self.board)))
         if self.archive:
             path = _each("--archive", self.archive, self._writer.finish)
             if path is not None:

@@ -2,7 +2,7 @@
 timeout passes, its claims read from stdout and the kernel's events of its tree received.
 
     inv = Invocation(parts, scenario, n)
-    parts_invocations.own(inv)                   # kernel events of its id come to it
+    invocations.own(inv)                         # kernel events of its id come to it
     inv.launch(argv, cwd, source, port)          # ClientLaunched
     inv.wait(run)                                # ClientExited; the run pumps evidence meanwhile
 

@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 from sessions.output import document
 from sessions.output.campaign_report import campaign_junit, campaign_markdown
 from sessions.output.grade_report import grade_markdown
-from sessions.output.grades import grade_of
-from sessions.output.leaderboard import board_of
+from sessions.output.grades import ClientGrade, grade_of
+from sessions.output.leaderboard import Board, board_of
 from sessions.output.vocabulary import event_line, in_timeline, status_text
 from sessions.spec.contract import CLAUSE_IDS
 from sessions.stream.events import (
@@ -18,8 +18,11 @@ from sessions.stream.events import (
 from sessions.stream.evidence import EvidenceBook
 
 
-def markdown(book: EvidenceBook) -> str:
-    grade, board = grade_of(book), board_of(book)
+def markdown(book: EvidenceBook, grade: ClientGrade | None = None,
+             board: Board | None = None) -> str:
+    """`grade` and `board` when the caller has them already (else made here)."""
+    grade = grade if grade is not None else grade_of(book)
+    board = board if board is not None else board_of(book)
     doc = document.build(book, grade, board)
     if board is not None:
         return "\n".join(campaign_markdown(board, doc["partial"], doc["end_reason"])) + "\n"
