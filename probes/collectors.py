@@ -42,7 +42,8 @@ class Collector(Protocol):
     def launch(self, invocation: int, argv: list[str], source: Path | None,
                client: Path | None = None, **popen_kwargs) -> subprocess.Popen: ...
     def watch_cgroup(self, invocation: int, cgroup_dir: Path, cgroup_id: int,
-                     allowed: list[tuple[str, int]], deny: bool) -> bool: ...
+                     allowed: list[tuple[str, int]], deny: bool,
+                     refused: list[tuple[str, int]] = ...) -> bool: ...
     def unwatch_cgroup(self, invocation: int) -> None: ...
     def egress(self, invocation: int) -> EgressTotals | None: ...
     def snapshot(self, invocation: int) -> CounterSnapshot: ...
@@ -70,8 +71,8 @@ class BccLauncher:
             return subprocess.Popen([str(a) for a in argv], start_new_session=True,
                                     **popen_kwargs)
 
-    def watch_cgroup(self, invocation, cgroup_dir, cgroup_id, allowed, deny):
-        self._bcc.watch_cgroup(invocation, cgroup_dir, cgroup_id, allowed, deny)
+    def watch_cgroup(self, invocation, cgroup_dir, cgroup_id, allowed, deny, refused=()):
+        self._bcc.watch_cgroup(invocation, cgroup_dir, cgroup_id, allowed, deny, refused)
         return True
 
     def unwatch_cgroup(self, invocation):

@@ -133,7 +133,7 @@ class FileEvent:
 class NoEgressView:
     """For collectors without the cgroup socket hooks: no egress is seen, and that is said."""
 
-    def watch_cgroup(self, invocation, cgroup_dir, cgroup_id, allowed, deny) -> bool:
+    def watch_cgroup(self, invocation, cgroup_dir, cgroup_id, allowed, deny, refused=()) -> bool:
         return False   # destination-only stays inconclusive without the socket layer's view
 
     def unwatch_cgroup(self, invocation) -> None:

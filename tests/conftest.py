@@ -1,5 +1,6 @@
 import contextlib
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -65,6 +66,20 @@ def built_clients() -> Path:
     subprocess.run(["make", "-s", "-C", str(ROOT), "clients"], check=True)
     assert client_path("baseline").exists()
     return BUILD_DIR
+
+
+@pytest.fixture(scope="session")
+def egress() -> Path:
+    """tests/clients/egress.c, built where the sandbox user may read it."""
+    if os.geteuid() != 0:
+        pytest.skip("the sandbox and BCC need root")
+    where = Path(tempfile.mkdtemp(prefix="evlab-test-egress-"))
+    os.chmod(where, 0o755)
+    out = where / "egress"
+    subprocess.run(["gcc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(out),
+                    str(ROOT / "tests" / "clients" / "egress.c"), "-lcrypto"], check=True)
+    yield out
+    shutil.rmtree(where)
 
 
 @pytest.fixture(scope="session")

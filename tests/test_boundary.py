@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -83,20 +82,6 @@ def test_a_killed_runs_cgroups_are_swept_by_the_next(tmp_path, built_clients):
     assert not any(d.exists() for d in mine)
     swept = [d for d in mine if f"removed stale cgroup {d}" in nxt.stderr]
     assert swept or os.environ.get("PYTEST_XDIST_WORKER"), nxt.stderr
-
-
-@pytest.fixture(scope="module")
-def egress() -> Path:
-    if os.geteuid() != 0:
-        pytest.skip("the sandbox and BCC need root")
-    """tests/clients/egress.c, built where the sandbox user may read it."""
-    where = Path(tempfile.mkdtemp(prefix="evlab-test-egress-"))
-    os.chmod(where, 0o755)
-    out = where / "egress"
-    subprocess.run(["gcc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(out),
-                    str(CLIENTS / "egress.c"), "-lcrypto"], check=True)
-    yield out
-    shutil.rmtree(where)
 
 
 def judged(command: str, tmp_path: Path, **options) -> tuple[dict, dict]:

@@ -18,7 +18,7 @@ from probes.doctor import userspace as doctor_userspace
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["root", "bpf-syscall", "tracefs", "kernel-headers", "bcc-import", "btf",
          "tracepoints", "uprobes", "kprobes", "af-packet", "cgroup", "cgroup-hooks", "sandbox",
-         "netem", "fault-injection", "strace",
+         "lab-network", "netem", "fault-injection", "strace",
          "tcpdump", "bpftrace", "tshark"]
 NOBODY = 65534
 as_root = pytest.mark.root(reason="needs root")
@@ -178,6 +178,7 @@ def _assert_nonroot_report(proc: subprocess.CompletedProcess) -> None:
     assert json.loads(proc.stdout)["ready"] == {doctor.BCC: False, doctor.STRACE: True,
                                                 doctor.PACKETS: False, doctor.BOUNDARY: False}
     assert caps["sandbox"]["detail"].startswith("the sandbox needs root")
+    assert "no network of the lab's own" in caps["lab-network"]["detail"]
 
 
 @as_root

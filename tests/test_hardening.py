@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from probes.boundary.netns import RUN_DIR
 from probes.owned_tmp import OWNER_FILE, make_owned_dir, sweep_stale
 from tests.leftovers import loaded_prog_ids, owned_dirs, prog_ids_held, wait_gone
 
@@ -46,6 +47,7 @@ def test_a_run_killed_with_sigkill_is_cleaned_up_by_the_next(tmp_path, built_cli
         if line.startswith("[2/8]"):
             break
     left, programs = owned_dirs(killed.pid), prog_ids_held(killed.pid)
+    networks = list(RUN_DIR.glob(f"evlab-{killed.pid}-*"))
     killed.send_signal(signal.SIGKILL)
     killed.wait()
     assert left and all(d.exists() for d in left)  # nothing could run its cleanup
@@ -56,6 +58,10 @@ def test_a_run_killed_with_sigkill_is_cleaned_up_by_the_next(tmp_path, built_cli
         assert f"removed stale {path}" in nxt.stderr
         assert not path.exists()
     assert wait_gone(left) == []
+    # and its lab networks, whether one was up when it was killed or came up right after
+    for path in networks:
+        assert f"removed stale lab network {path}" in nxt.stderr
+    assert list(RUN_DIR.glob(f"evlab-{killed.pid}-*")) == []
     # BPF programs die with their process's descriptors: nothing pinned, nothing left attached
     assert programs and programs.isdisjoint(loaded_prog_ids())
 

@@ -943,7 +943,11 @@ TRACEPOINT_PROBE(irq, softirq_exit)
 struct cg_conf { u32 inv; u32 slot; u32 deny; };
 BPF_HASH(cg_inv, u64, struct cg_conf, 256);       // client cgroup id -> invocation, mode
 struct dest_key { u32 inv; u16 family; u16 port; u8 addr[16]; };
-BPF_HASH(egress_allow, struct dest_key, u8, 256);  // what the contract allows (receiver, proxy)
+// What the contract allows (receiver or proxy: ALLOW) and what is refused whatever the mode (the
+// receiver's own port while a fault proxy stands in front of it: REFUSE).
+#define DEST_ALLOW 1
+#define DEST_REFUSE 2
+BPF_HASH(egress_allow, struct dest_key, u8, 256);
 
 struct egress_key { u32 inv; u32 pid; u16 kind; u16 family; u16 port; u16 proto; u8 addr[16]; };
 struct egress_val { u64 calls; u64 refused; u64 first; u64 last; };
@@ -953,11 +957,15 @@ struct flow_key { u32 inv; u16 family; u16 port; u8 proto; u8 pad[3]; u8 addr[16
 struct flow_val { u64 packets; u64 bytes; u64 first; u64 last; u64 dropped; };
 BPF_HASH(flows, struct flow_key, struct flow_val, 4096);
 
-static __always_inline int allowed(u32 inv, u16 family, u16 port, const u8 *addr)
+// Whether the kernel refuses (connect, datagram) or drops (packet) a destination.
+static __always_inline int refused(struct cg_conf *conf, u16 family, u16 port, const u8 *addr)
 {
-    struct dest_key k = { .inv = inv, .family = family, .port = port };
+    struct dest_key k = { .inv = conf->inv, .family = family, .port = port };
     __builtin_memcpy(k.addr, addr, 16);
-    return egress_allow.lookup(&k) != 0;
+    u8 *rule = egress_allow.lookup(&k);
+    if (rule)
+        return *rule == DEST_REFUSE;
+    return conf->deny;
 }
 
 static __always_inline int sock_addr(struct bpf_sock_addr *ctx, u16 kind, u16 family)
@@ -982,8 +990,7 @@ static __always_inline int sock_addr(struct bpf_sock_addr *ctx, u16 kind, u16 fa
         ip6[3] = ctx->user_ip6[3];
         __builtin_memcpy(k.addr, ip6, 16);
     }
-    int ok = allowed(inv, family, k.port, k.addr);
-    int refuse = !ok && conf->deny;
+    int refuse = refused(conf, family, k.port, k.addr);
     u64 now = bpf_ktime_get_ns();
     struct egress_val *v = egress.lookup(&k);
     if (v) {
@@ -1050,7 +1057,7 @@ int egress_packets(struct __sk_buff *skb)
         header += k.proto == IPPROTO_TCP ? (doff >> 4) * 4 : 8;
     }
     u64 payload = skb->len > header ? skb->len - header : 0;
-    int drop = conf->deny && !allowed(conf->inv, k.family, k.port, k.addr);
+    int drop = refused(conf, k.family, k.port, k.addr);
     u64 now = bpf_ktime_get_ns();
     struct flow_val *v = flows.lookup(&k);
     if (v) {

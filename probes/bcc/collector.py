@@ -29,6 +29,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from probes import syscalls
@@ -128,11 +129,13 @@ class BccCollector:
 
     # --- the client's cgroup -----------------------------------------------------------------
     def watch_cgroup(self, invocation: int, cgroup_dir: Path, cgroup_id: int,
-                     allowed: list[tuple[str, int]], deny: bool) -> None:
+                     allowed: list[tuple[str, int]], deny: bool,
+                     refused: Sequence[tuple[str, int]] = ()) -> None:
         """Attach the egress hooks to an invocation's cgroup: every destination its sockets
-        use is counted; with deny, any not in `allowed` is refused (EPERM) or dropped."""
+        use is counted; with deny, any not in `allowed` is refused (EPERM) or dropped; those
+        in `refused` always are."""
         self._hooks.watch(invocation, self._slots.assign(invocation), cgroup_dir, cgroup_id,
-                          allowed, deny)
+                          allowed, deny, refused)
 
     def unwatch_cgroup(self, invocation: int) -> None:
         self._hooks.unwatch(invocation)

@@ -1,12 +1,19 @@
 """The collector's egress hooks on a client's cgroup: attached per invocation with the
-destinations the contract allows; with deny, the kernel refuses (EPERM) or drops the rest."""
+destinations the contract allows; with deny, the kernel refuses (EPERM) or drops the rest.
+Destinations in `refused` are refused in any mode (the receiver behind a fault proxy).
+
+An IPv4 destination is also keyed as its IPv4-mapped IPv6 address (::ffff:a.b.c.d): a dual-stack
+socket (the JVM's, by default) reaches the same receiver through the connect6 hook."""
 
 import contextlib
 import ctypes
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from probes.bcc.events import packed
+
+DEST_ALLOW, DEST_REFUSE = 1, 2   # egress_allow's values, as collector.bpf.c defines them
 
 # (program in the .bpf.c, BPF program type, attach type), named as BCC names uapi/linux/bpf.h's
 # numbers (bcc.BPF and bcc.BPFAttachType).
@@ -17,13 +24,19 @@ HOOKS = (("egress_connect4", "CGROUP_SOCK_ADDR", "CGROUP_INET4_CONNECT"),
          ("egress_packets", "CGROUP_SKB", "CGROUP_INET_EGRESS"))
 
 
+def mapped(address: str) -> tuple[str, ...]:
+    """The IPv4-mapped IPv6 form of an IPv4 address (none for IPv6)."""
+    return () if ":" in address else (f"::ffff:{address}",)
+
+
 class CgroupHooks:
     def __init__(self, bpf):
         self._bpf = bpf
         self._cgroups: dict[int, tuple[int, int]] = {}   # invocation -> (cgroup fd, cgroup id)
 
     def watch(self, invocation: int, slot: int, cgroup_dir: Path, cgroup_id: int,
-              allowed: list[tuple[str, int]], deny: bool) -> None:
+              allowed: list[tuple[str, int]], deny: bool,
+              refused: Sequence[tuple[str, int]] = ()) -> None:
         from bcc import BPF, BPFAttachType
         fd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self._cgroups[invocation] = (fd, cgroup_id)
@@ -32,13 +45,15 @@ class CgroupHooks:
             fn = self._bpf.load_func(name, getattr(BPF, prog_type),
                                      attach_type=attach if prog_type != "CGROUP_SKB" else -1)
             BPF.attach_func(fn, fd, attach)
-        allow = self._bpf["egress_allow"]
-        for address, port in allowed:
-            key = allow.Key()
-            key.inv, key.port = invocation, port
-            key.family, raw = packed(address)
-            ctypes.memmove(key.addr, raw, len(raw))
-            allow[key] = ctypes.c_ubyte(1)
+        rules = self._bpf["egress_allow"]
+        for destinations, rule in ((allowed, DEST_ALLOW), (refused, DEST_REFUSE)):
+            for address, port in destinations:
+                for form in (address, *mapped(address)):
+                    key = rules.Key()
+                    key.inv, key.port = invocation, port
+                    key.family, raw = packed(form)
+                    ctypes.memmove(key.addr, raw, len(raw))
+                    rules[key] = ctypes.c_ubyte(rule)
         conf = self._bpf["cg_inv"].Leaf()
         conf.inv, conf.slot, conf.deny = invocation, slot, int(deny)
         self._bpf["cg_inv"][ctypes.c_ulonglong(cgroup_id)] = conf

@@ -21,8 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
-
+from probes.boundary.owner import owner_alive, owner_tag
 from probes.capability import Capability
 
 PARENT = "evlab"          # every client cgroup lives under <hierarchy>/evlab/
@@ -96,10 +95,6 @@ class Limits:
     pids: int | None = None
 
 
-def _owner_tag() -> str:
-    return f"{os.getpid()}-{int(psutil.Process().create_time() * 100)}"
-
-
 def _write(path: Path, text: str) -> None:
     with open(path, "w") as f:
         f.write(text)
@@ -131,7 +126,7 @@ class ClientCgroup:
     def create(cls, layout: Layout, name: str, limits: Limits = Limits()) -> "ClientCgroup":
         if layout.v2 is None:
             raise OSError("no cgroup v2 hierarchy")
-        dirs = {"v2": layout.v2 / PARENT / f"{_owner_tag()}-{name}"}
+        dirs = {"v2": layout.v2 / PARENT / f"{owner_tag()}-{name}"}
         for controller in V1_LIMITS:
             if layout.limits_from(controller) == "v1":
                 dirs[controller] = layout.v1[controller] / PARENT / dirs["v2"].name
@@ -296,13 +291,7 @@ def sweep_stale(layout: Layout | None = None) -> list[str]:
         except OSError:
             continue
         for d in children:
-            pid_text, _, rest = d.name.partition("-")
-            started, _, _ = rest.partition("-")
-            try:
-                alive = int(psutil.Process(int(pid_text)).create_time() * 100) == int(started)
-            except (ValueError, psutil.Error):
-                alive = False
-            if alive:
+            if owner_alive(d.name):
                 continue
             cg = ClientCgroup(layout, {"v2": d}, Limits())   # v1: census and kill by tasks
             left = cg.census()

@@ -7,7 +7,7 @@ from probes.capability import Capability
 BCC = "bcc-collector"
 STRACE = "strace-collector"  # the fallback when BCC cannot load
 PACKETS = "packet-capture"
-BOUNDARY = "client-boundary"   # the client's cgroup, its socket hooks and its sandbox
+BOUNDARY = "client-boundary"   # the client's cgroup, socket hooks, sandbox and lab network
 OBSERVERS = (BCC, STRACE, PACKETS, BOUNDARY)
 
 # Capability name -> the observers that cannot run without it; () means optional.
@@ -23,6 +23,7 @@ NEEDED_FOR: dict[str, tuple[str, ...]] = {
     "cgroup": (BOUNDARY,),
     "cgroup-hooks": (BOUNDARY,),
     "sandbox": (BOUNDARY,),
+    "lab-network": (BOUNDARY,),
     "btf": (BCC,),
     "kprobes": (),
     "strace": (STRACE,),

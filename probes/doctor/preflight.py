@@ -56,6 +56,7 @@ from probes.doctor.userspace import (
     check_bcc_import,
     check_cgroup,
     check_cgroup_hooks,
+    check_lab_network,
     check_sandbox,
     check_tool,
 )
@@ -78,6 +79,7 @@ CHECKS: tuple[tuple[str, Callable[[], Capability]], ...] = (
     ("cgroup", check_cgroup),
     ("cgroup-hooks", check_cgroup_hooks),
     ("sandbox", check_sandbox),
+    ("lab-network", check_lab_network),
     ("netem", check_netem),
     ("fault-injection", check_fault_injection),
     *((tool, lambda tool=tool: check_tool(tool)) for tool in TOOLS),

@@ -92,6 +92,14 @@ def check_cgroup_hooks() -> Capability:
               "a client cgroup")
 
 
+def check_lab_network() -> Capability:
+    from probes.boundary import netns
+    gap = netns.capability()
+    if gap is not None:
+        return missing("lab-network", gap.detail, gap.fix)
+    return ok("lab-network", "a network namespace per attempt, loopback only, can be made")
+
+
 def check_sandbox() -> Capability:
     from probes.boundary.sandbox import Sandbox
     box, gap = Sandbox.open()

@@ -7,8 +7,10 @@ opened on; "outside" means outside the launch directory.
 """
 
 import os
+import re
 from dataclasses import dataclass
 
+from sessions.judging.views import is_given, receiver_ports
 from sessions.stream.events import ClientLaunched, FileObserved, ProcessObserved
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
@@ -138,6 +140,17 @@ def _file_findings(inv: InvocationEvidence, launched: ClientLaunched) -> list[Fi
     return out
 
 
+# A process's own /proc settings (the JVM writes /proc/self/coredump_filter); not the entries
+# that lead elsewhere (fd/3 may be the source, root/ and cwd/ are whole trees).
+_PROC_SETTING = re.compile(r"/proc/(self|thread-self|\d+)/(?!fd/|cwd/|root/|map_files/|task/)"
+                           r"[^/]+")
+
+
+def _own_setting(path: str, pid: int) -> bool:
+    m = _PROC_SETTING.fullmatch(path)
+    return m is not None and m.group(1) in ("self", "thread-self", str(pid))
+
+
 def _file_finding(f, path, raw, dfd, cwd, source, own) -> tuple[str, str, str] | None:
     """(severity, kind, detail) for one path of one file operation, or None if unremarkable."""
     if path is None:
@@ -148,7 +161,8 @@ def _file_finding(f, path, raw, dfd, cwd, source, own) -> tuple[str, str, str] |
     if path == source:
         return ("high", "source-write", f"pid {f.pid} {f.op} of the source file for writing") \
             if f.writes else None
-    if _under(path, cwd) or path in HARMLESS_DEVICES or path.startswith("/dev/pts/"):
+    if (_under(path, cwd) or path in HARMLESS_DEVICES or path.startswith("/dev/pts/")
+            or _own_setting(path, f.pid)):
         return None
     if f.writes:
         benign = path.startswith("/dev/shm/sem.") or any(
@@ -168,7 +182,7 @@ def _file_finding(f, path, raw, dfd, cwd, source, own) -> tuple[str, str, str] |
 def _connect_findings(inv: InvocationEvidence, ports: set[int | None]) -> list[Finding]:
     out = []
     for c in inv.connects:
-        if c.address == "127.0.0.1" and c.port in ports:
+        if is_given(c.address, c.port, ports):
             continue
         where = f"{c.address}:{c.port}" if c.address else c.family
         out.append(Finding(inv.n, "low" if c.family == "AF_UNIX" else "medium",
@@ -206,8 +220,7 @@ def findings(ev: ScenarioEvidence) -> list[Finding]:
         launched = inv.launched
         if launched is None:
             continue
-        ports = {ev.started.receiver_port} | {r.fields.get("port") for r in inv.proxy
-                                              if r.event == "listening"}
+        ports = receiver_ports(ev, inv)
         out += (_exec_findings(inv) + _file_findings(inv, launched)
                 + _connect_findings(inv, ports))
     return _merge(out)

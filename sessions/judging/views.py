@@ -1,6 +1,10 @@
 """Readings of one invocation's evidence that several clauses share."""
 
+import ipaddress
+
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
+
+RECEIVER_HOST = "127.0.0.1"   # where the lab's servers listen, in the lab's own network
 
 
 def invocations(ev: ScenarioEvidence) -> list[InvocationEvidence]:
@@ -25,6 +29,38 @@ def blind(inv: InvocationEvidence, receiver_port: int) -> str | None:
             return (f"invocation {inv.n}: the receiver consumed {consumed:,} payload bytes but "
                     f"the wire carried {wire:,} to it: the evidence disagrees")
     return None
+
+
+def receiver_ports(ev: ScenarioEvidence, inv: InvocationEvidence) -> set[int | None]:
+    """The port(s) the client was given in an invocation: the receiver's, or the fault proxy's
+    when one stands in front of it (the receiver's own is then not the client's to use). A
+    proxy record without its port puts None in the set, which no destination matches."""
+    return ({r.fields.get("port") for r in inv.proxy if r.event == "listening"}
+            or {ev.started.receiver_port})
+
+
+def proxy_upstream_ports(inv: InvocationEvidence) -> set[int | None]:
+    """The local ports of the fault proxy's own connections to the receiver (its SYNs on the
+    wire are evlab's, not the client's)."""
+    return {r.fields.get("upstream_port") for r in inv.proxy if r.event == "upstream_connected"}
+
+
+def same_host(address: str | None, host: str = RECEIVER_HOST) -> bool:
+    """address is host in any family: 127.0.0.1 is also ::ffff:127.0.0.1, the IPv4-mapped form
+    a dual-stack IPv6 socket (the JVM's default) connects to."""
+    if address is None:
+        return False
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return str(mapped or ip) == host
+
+
+def is_given(address: str | None, port: int | None, ports: set[int | None]) -> bool:
+    """A destination is the one the client was given (receiver_ports), in any family."""
+    return same_host(address) and port in ports
 
 
 def mb(n: int) -> str:

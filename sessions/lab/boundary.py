@@ -7,10 +7,11 @@
     argv = boundary.enter(collector, inv, scenario, argv, cwd, source_dir, port)
     boundary.tasks(collector, inv)               # its tree, and whatever is in its cgroup
     events = boundary.leave(collector, scenario_id, n, inv, home)   # then the cgroup is gone
+    net = boundary.network(label)                # the attempt's own network (or the host's)
 
-The pieces are probes/boundary/cgroup.py (attribution, accounting, limits, kill) and
-probes/boundary/sandbox.py (bubblewrap as the unprivileged user); the collector's cgroup hooks
-watch what leaves.
+The pieces are probes/boundary/cgroup.py (attribution, accounting, limits, kill),
+probes/boundary/sandbox.py (bubblewrap as the unprivileged user) and probes/boundary/netns.py
+(a network namespace per attempt); the collector's cgroup hooks watch what leaves.
 """
 
 import dataclasses
@@ -19,7 +20,9 @@ import os
 import time
 from pathlib import Path
 
+from probes.boundary import netns
 from probes.boundary.cgroup import ClientCgroup, Layout, Limits, find_layout, remove_parents
+from probes.boundary.netns import HostNetwork, LabNetwork, Network
 from probes.boundary.sandbox import Sandbox, SandboxSettings
 from probes.capability import Capability
 from probes.collectors import Collector
@@ -27,6 +30,9 @@ from sessions.spec.scenario import Scenario
 from sessions.stream.events import BoundaryObserved, EgressSummary, Event, SandboxSet
 
 HOST = "127.0.0.1"
+NETWORK = ("a network namespace of its own per attempt, loopback only: the receiver (or the "
+           "fault proxy in front of it) and the decoy, nothing of the host, other labs or the "
+           "internet")
 
 
 class BoundaryError(Exception):
@@ -41,12 +47,13 @@ def program_paths(s: Scenario) -> tuple[Path, ...]:
 
 class Boundary:
     def __init__(self, options, layout: Layout, sandbox: Sandbox | None,
-                 sandbox_gap: Capability | None):
+                 sandbox_gap: Capability | None, network_gap: Capability | None = None):
         self.options = options
         self.layout = layout
         self.sandbox = sandbox
-        self.gaps = [gap for gap in (layout.capability(), sandbox_gap) if gap]
+        self.gaps = [gap for gap in (layout.capability(), sandbox_gap, network_gap) if gap]
         self._why_not = sandbox_gap.detail if sandbox_gap else ""
+        self.network_gap = network_gap   # None: every attempt gets a lab network
         # State is kept per invocation and scenario, so that attempts can run at once.
         self._cgroups: dict[int, ClientCgroup] = {}          # invocation -> its cgroup
         self._programs: dict[str, list[tuple[Path, Path]]] = {}   # scenario -> staged files
@@ -54,23 +61,31 @@ class Boundary:
     @classmethod
     def open(cls, options, layout: Layout | None = None) -> "Boundary":
         layout = layout or find_layout()
+        network_gap = netns.capability()
         if options.sandbox == "off":
             return cls(options, layout, None, Capability(
                 "sandbox", False, "the client runs unconfined, as evlab's user (--no-sandbox)",
-                "drop --no-sandbox"))
+                "drop --no-sandbox"), network_gap)
         box, gap = Sandbox.open(options.limits)
         if box is None and options.sandbox == "required":
             assert gap is not None   # no sandbox comes with the reason why
             raise BoundaryError(f"the sandbox cannot be built here: {gap.detail} (fix: "
                                 f"{gap.fix}; or pass --no-sandbox to run the client unconfined)")
-        return cls(options, layout, box, gap)
+        return cls(options, layout, box, gap, network_gap)
 
     def settings_event(self) -> SandboxSet:
         settings = (self.sandbox.settings() if self.sandbox
                     else SandboxSettings(False, why_not=self._why_not))
         return SandboxSet(time.monotonic_ns(), settings.enabled, settings.describe(),
                           json.loads(json.dumps(dataclasses.asdict(settings))),  # as read back
-                          self.layout.describe(), self.options.deny_egress)
+                          self.layout.describe(), self.options.deny_egress,
+                          NETWORK if self.network_gap is None
+                          else f"the host's network ({self.network_gap.detail})",
+                          self.network_gap is None)
+
+    def network(self, label: str) -> Network:
+        """An attempt's own network; the host's where none can be made (recorded at open)."""
+        return LabNetwork.create(label) if self.network_gap is None else HostNetwork()
 
     def check_reachable(self, scenarios: list[Scenario]) -> None:
         """Every client exists and the sandbox user can reach it."""
@@ -102,9 +117,10 @@ class Boundary:
 
     # --- one invocation ------------------------------------------------------------------------
     def enter(self, collector: Collector, inv: int, s: Scenario, argv: list[str], cwd: Path,
-              source_dir: Path, port: int) -> list[str]:
+              source_dir: Path, port: int, behind: int | None = None) -> list[str]:
         """A fresh cgroup (limits, accounting, egress hooks) and the sandbox around the
-        client: the argv that launches it inside both."""
+        client: the argv that launches it inside both. behind: the receiver's own port while
+        a fault proxy (at `port`) stands in front of it, refused to the client."""
         lim = self.options.limits
         launch = argv
         if self.sandbox is not None:
@@ -115,7 +131,8 @@ class Boundary:
                 lim.memory_bytes if confined else None, lim.pids if confined else None))
             launch = cg.join_argv() + launch
             collector.watch_cgroup(inv, cg.dirs["v2"], cg.id, [(HOST, port)],
-                                   self.options.deny_egress or s.deny_egress)
+                                   self.options.deny_egress or s.deny_egress,
+                                   [(HOST, behind)] if behind is not None else [])
         return launch
 
     def tasks(self, collector: Collector, inv: int) -> list[int] | None:

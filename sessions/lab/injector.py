@@ -16,8 +16,10 @@ from sessions.spec.faults import RECEIVER_KINDS, WIRE_KINDS, for_invocation
 
 
 class Injector:
-    def __init__(self, faults, workdir: Path, receiver: Server, spawner: Spawner | None = None):
+    def __init__(self, faults, workdir: Path, receiver: Server, spawner: Spawner | None = None,
+                 netns: Path | None = None):
         self.faults = faults
+        self.netns = netns   # the lab network its servers live in (None: the host's)
         self.workdir = workdir
         self.receiver = receiver
         self.spawner = spawner
@@ -25,14 +27,15 @@ class Injector:
         self.proxy: Server | None = None
 
     @classmethod
-    def start(cls, faults, workdir: Path, spawner: Spawner | None = None) -> "Injector":
+    def start(cls, faults, workdir: Path, spawner: Spawner | None = None,
+              netns: Path | None = None) -> "Injector":
         """Start the scenario's receiver, wired to its fault file."""
         fault_file = workdir / "faults.json"
         fault_file.write_text("[]")
         receiver = start_receiver(workdir / "store", workdir / "receiver.jsonl",
                                   fault_file=fault_file, spawner=spawner,
-                                  listen_key=str(workdir))
-        return cls(faults, workdir, receiver, spawner)
+                                  listen_key=str(workdir), netns=netns)
+        return cls(faults, workdir, receiver, spawner, netns)
 
     def _write(self, faults: list[dict]) -> None:
         tmp = self.fault_file.with_suffix(".tmp")
@@ -47,7 +50,7 @@ class Injector:
             return self.receiver.port
         wire = [{k: v for k, v in f.items() if k != "invocation"} for f in wire]
         self.proxy = start_proxy(self.receiver.port, self.workdir / f"proxy-{n}.jsonl", wire,
-                                 self.spawner)
+                                 self.spawner, self.netns)
         return self.proxy.port
 
     def disarm(self) -> None:
@@ -64,7 +67,8 @@ class Injector:
             return None
         self.receiver = start_receiver(self.workdir / "store", self.workdir / "receiver.jsonl",
                                        fault_file=self.fault_file, port=self.receiver.port,
-                                       spawner=self.spawner, listen_key=str(self.workdir))
+                                       spawner=self.spawner, listen_key=str(self.workdir),
+                                       netns=self.netns)
         return status
 
     def servers(self) -> list[Server]:

@@ -10,6 +10,7 @@ Kernel events come from one ring buffer for every invocation of the session (sev
 may run at once): `Invocations` hands each to the invocation that owns its id.
 """
 
+import functools
 import itertools
 import os
 import select
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from probes import procmetrics
+from probes.boundary.netns import Network
 from probes.kernel import ProcessEvent
 from sessions.lab.observations import claim_event, kernel_event, metrics_event
 from sessions.lab.parts import LabParts
@@ -60,15 +62,18 @@ class Invocation:
         self._claims: threading.Thread | None = None
         self._started = 0
 
-    def launch(self, argv: list[str], cwd: Path, source: Path, port: int) -> None:
+    def launch(self, argv: list[str], cwd: Path, source: Path, port: int, network: Network,
+               behind: int | None = None) -> None:
+        """In the attempt's network; behind: the receiver's port when `port` is a proxy's."""
         s, parts = self.scenario, self.parts
         launch = parts.boundary.enter(parts.collector, self.id, s, argv, cwd, source.parent,
-                                      port)
+                                      port, behind)
         self._started = time.monotonic_ns()
         with parts.launch_lock:   # the collector arms one launch at a time
-            proc = parts.collector.launch(self.id, launch, source, client=s.client, cwd=cwd,
-                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                          stdin=subprocess.DEVNULL, env=_client_env(s, cwd))
+            proc = network.run(functools.partial(
+                parts.collector.launch, self.id, launch, source, client=s.client, cwd=cwd,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                env=_client_env(s, cwd)))
         self.client, self.pid = proc, proc.pid
         parts.stream.publish(ClientLaunched(self._started, s.id, self.n, proc.pid, tuple(argv),
                                             str(cwd), str(source), s.own_files))

@@ -32,6 +32,7 @@ process that started them is gone. Usage::
 """
 
 import contextlib
+import functools
 import itertools
 import os
 import shutil
@@ -43,6 +44,7 @@ import threading
 import time
 from pathlib import Path
 
+from probes.boundary.netns import HostNetwork, Network
 from sessions.lab.noise_helper import HOST, Stats
 
 KINDS = ("traffic", "twin", "churn", "cpu")
@@ -58,7 +60,8 @@ CPU_SPINNERS = 2
 class Noise:
     """Background noise of the given kinds; see the module docstring."""
 
-    def __init__(self, workdir: Path, receiver_port: int, client: Path, kinds=KINDS):
+    def __init__(self, workdir: Path, receiver_port: int, client: Path, kinds=KINDS,
+                 network: Network | None = None):
         unknown = set(kinds) - set(KINDS)
         if unknown:
             raise ValueError(f"unknown noise kinds: {sorted(unknown)}")
@@ -66,6 +69,7 @@ class Noise:
         self.receiver_port = receiver_port
         self.client = Path(client)
         self.kinds = tuple(kinds)
+        self.network = network or HostNetwork()   # the lab's: its sinks, helpers and twins
         self.sinks: dict[int, str] = {}   # port -> "receiver_port+1" or "os-chosen"
         self.twin_path = self.workdir / "twin" / self.client.name
         self.twin_input = self.workdir / "twin" / "input.bin"
@@ -134,10 +138,11 @@ class Noise:
         # The parent binds the sinks and hands the sockets over, so their ports are known
         # (and can be checked against receiver_port) before the helper has even started.
         adjacent = self.receiver_port + 1
-        first = _listen(adjacent) if adjacent <= 65535 else None
+        listen = functools.partial(self.network.run, _listen)
+        first = listen(adjacent) if adjacent <= 65535 else None
         listeners: list[tuple[socket.socket, str]] = [(first, "receiver_port+1")] if first else []
         while len(listeners) < 2:
-            sock = _listen(0)
+            sock = listen(0)
             assert sock is not None   # port 0: a failure raises, it never returns None
             if sock.getsockname()[1] == self.receiver_port:  # free only if the receiver is not up
                 sock.close()
@@ -157,7 +162,8 @@ class Noise:
         self.twin_path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(self.client, self.twin_path)
         self.twin_input.write_bytes(os.urandom(TWIN_INPUT_BYTES))
-        targets = [*self.sinks, _closed_port(avoid={self.receiver_port, *self.sinks})]
+        targets = [*self.sinks, self.network.run(_closed_port,
+                                                 {self.receiver_port, *self.sinks})]
         self._twin_thread = threading.Thread(target=self._run_twins, args=(targets,),
                                              name="noise-twin", daemon=True)
         self._twin_thread.start()
@@ -170,11 +176,12 @@ class Noise:
                 if self._stop.is_set():
                     return
                 try:
-                    twin = self._twin = subprocess.Popen(
+                    twin = self._twin = self.network.run(functools.partial(
+                        subprocess.Popen,
                         [str(self.twin_path), HOST, str(port), str(self.twin_input)],
                         cwd=self.twin_path.parent, start_new_session=True,
                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL)
+                        stderr=subprocess.DEVNULL))
                 except OSError:
                     self._twin_record.add("start_errors")
             # Its exit status does not matter, only that it ran; this thread is the only one
@@ -197,11 +204,12 @@ class Noise:
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
                                                            os.environ.get("PYTHONPATH")]))}
         with open(self.workdir / f"noise-{name}.log", "wb") as log:
-            self._helpers[name] = subprocess.Popen(
+            self._helpers[name] = self.network.run(functools.partial(
+                subprocess.Popen,
                 [sys.executable, "-m", HELPER, kind, "--parent", str(os.getpid()),
                  "--workdir", str(self.workdir), "--name", name, *args],
                 cwd=self.workdir, env=env, start_new_session=True, pass_fds=pass_fds,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log))
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -1,14 +1,17 @@
 """One scenario's run, from set-up to teardown, and everything it has running meanwhile.
 
-A fresh store, receiver and decoy (and a wire-fault proxy when armed), a packet capture on their
-ports, ambient noise if asked; invocation 1 and the verifier, invocation 2 against the same
-receiver state and the verifier; for a grading attempt the lifecycle checks (durability,
-restore); then teardown in `finally`, so an exception, Ctrl-C or SIGTERM leaves no process,
-port, cgroup, mount or temp directory.
+A network of its own (probes/boundary/netns.py), in it a fresh store, receiver and decoy (and a
+wire-fault proxy when armed), a packet capture on their ports, ambient noise if asked;
+invocation 1 and the verifier, invocation 2 against the same receiver state and the verifier;
+for a grading attempt the lifecycle checks (durability, restore); then teardown in `finally`,
+so an exception, Ctrl-C or SIGTERM leaves no process, port, cgroup, network, mount or temp
+directory.
 
     ScenarioRun(parts, scenario).run()
 """
 
+import functools
+import itertools
 import shutil
 import tempfile
 import time
@@ -18,6 +21,7 @@ from fixture.harness import Server, ServerStartError, start_decoy
 from fixture.receiver import sha256_of
 from fixture.source import SIZE, write_source, write_stale_backup
 from fixture.verifier import verify
+from probes.boundary.netns import HostNetwork, Network
 from probes.boundary.sandbox import unmount_under
 from probes.interrupts import deferred
 from probes.owned_tmp import make_owned_dir
@@ -52,6 +56,7 @@ from sessions.stream.events import (
 
 SETTLE_S = 3.0          # how long to wait for the receiver to finish with a client's connections
 SETTLE_POLL_S = 0.002   # how often the records are read while a connection is still open
+_LABS = itertools.count(1)   # lab networks are named per process (their owner tag says which)
 
 
 class ScenarioRun:
@@ -63,6 +68,7 @@ class ScenarioRun:
         self.source = parts.source       # the client's own copy, once its home exists
         self.client_home: Path | None = None  # the client's own dir: its cwds and source copy
         self.home: Path | None = None         # in it, what the client may see (a sandbox tmpfs)
+        self.network: Network = HostNetwork()   # the attempt's own, once set up
         self.injector: Injector | None = None
         self.decoy: Server | None = None
         self.capture: PacketCapture | None = None
@@ -80,6 +86,7 @@ class ScenarioRun:
         s = self.scenario
         try:
             self._phase("setup")
+            self.network = self.parts.boundary.network(f"lab{next(_LABS)}")
             # Fresh state per scenario, and nothing of evlab's within the client's reach: its
             # source copy and working directories live apart from the store and records.
             self.client_home = make_owned_dir("evlab-client-")
@@ -129,17 +136,19 @@ class ScenarioRun:
         s, parts = self.scenario, self.parts
         if s.store == "stale":
             write_stale_backup(self.workdir / "store")
-        self.injector = Injector.start(s.faults, self.workdir, parts.spawner)
-        self.decoy = start_decoy(self.workdir / "decoy.jsonl", parts.spawner)
+        net = self.network
+        self.injector = Injector.start(s.faults, self.workdir, parts.spawner, net.path)
+        self.decoy = start_decoy(self.workdir / "decoy.jsonl", parts.spawner, net.path)
         self.tails = {"receiver": Tail(self.injector.receiver.events_path),
                       "decoy": Tail(self.decoy.events_path)}
         if parts.packets_mode == "on":
-            self.capture = PacketCapture(pcap_path=parts.out_dir / f"{s.id}.pcap").start()
+            capture = PacketCapture(pcap_path=parts.out_dir / f"{s.id}.pcap")
+            self.capture = net.run(capture.start)   # on the lab's loopback
             self.capture.set_ports({self.injector.receiver.port, self.decoy.port})
         kinds = tuple(dict.fromkeys(parts.noise + s.noise))
         if kinds:
             self.noise = Noise(self.workdir / "noise", self.injector.receiver.port, s.client,
-                               kinds).start()
+                               kinds, net).start()
 
     def _publish_started(self) -> None:
         """ScenarioStarted: with port 0 for a server that did not start."""
@@ -149,7 +158,7 @@ class ScenarioRun:
             time.monotonic_ns(), s.id, str(s.client), s.client_sha256(), s.expect_fail,
             s.expect_pass, s.faults, receiver, self.decoy.port if self.decoy else 0, SIZE,
             str(s.file), s.expect_invalid, self.noise.kinds if self.noise else (), s.attempt,
-            s.base, s.client_name))
+            s.base, s.client_name, self.network.name))
         self.started = True
 
     def _invoke(self, n: int) -> None:
@@ -166,7 +175,8 @@ class ScenarioRun:
                 self.capture.add_ports({port})
         argv = s.argv(HOST, port, self.source, self.decoy.port)
         cwd = parts.boundary.workdir(self.home / f"run-{n}")
-        inv.launch(argv, cwd, self.source, port)
+        inv.launch(argv, cwd, self.source, port, self.network,
+                   behind=injector.receiver.port if injector.proxy is not None else None)
         inv.wait(self)
         self._settle(inv)
         if s.lifecycle:
@@ -245,9 +255,12 @@ class ScenarioRun:
                                                    f"harness: {e}", {"harness_error": str(e)}))
             return
         port = injector.receiver.port
-        self.stream.publish(durability_check(s.id, HOST, port, digest, self.workdir / "store"))
+        in_lab = self.network.run   # evlab asks the receiver from inside its network
+        self.stream.publish(in_lab(functools.partial(
+            durability_check, s.id, HOST, port, digest, self.workdir / "store")))
         self._phase("restore")
-        self.stream.publish(restore_check(s.id, HOST, port, digest, self.workdir / "restore"))
+        self.stream.publish(in_lab(functools.partial(
+            restore_check, s.id, HOST, port, digest, self.workdir / "restore")))
         self.records(0)
 
     def _verify(self, n: int) -> None:
@@ -275,6 +288,7 @@ class ScenarioRun:
             yield lambda: injector.close(*[d for d in (self.decoy,) if d is not None])
         elif self.decoy is not None:
             yield self.decoy.stop
+        yield self.network.remove   # after every process and socket of it is gone
         yield self._keep_records
         yield lambda: self.invocations.disown(self.runs)
         yield lambda: shutil.rmtree(self.workdir, ignore_errors=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from fixture.source import write_source
 from fixture.spawner import Spawner, SpawnError
+from probes.boundary import netns
 from probes.boundary.cgroup import find_layout
 from probes.boundary.cgroup import sweep_stale as sweep_stale_cgroups
 from probes.boundary.sandbox import SandboxLimits
@@ -112,8 +113,8 @@ class Session:
 
     def open(self, scenarios: list[Scenario]) -> None:
         # What a run killed with SIGKILL left behind: its cgroups (and what still runs in
-        # them), then its temp directories.
-        stale = sweep_stale_cgroups(self.layout) + sweep_stale()
+        # them), its lab networks, then its temp directories.
+        stale = sweep_stale_cgroups(self.layout) + netns.sweep_stale() + sweep_stale()
         functions = tuple(dict.fromkeys(self.options.functions))
         # The servers' warm interpreter imports them while the collector compiles; without it
         # each server starts an interpreter of its own (and says so if it cannot).

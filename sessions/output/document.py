@@ -110,6 +110,8 @@ def _scenario(ev: ScenarioEvidence) -> dict:
         "instrument_check": ev.judged.instrument_check if ev.judged else "incomplete",
         "instrument_detail": ev.judged.detail if ev.judged else "the scenario did not finish",
         "receiver_port": s.receiver_port,
+        "decoy_port": s.decoy_port,
+        "network": s.network,
         "invocations": [_invocation(ev.invocations[n], s.receiver_port)
                         for n in sorted(ev.invocations)],
         "clauses": [{"id": v.clause, "status": v.status, "expected": v.expected,
@@ -131,7 +133,9 @@ def session_header(book: EvidenceBook) -> dict:
                                      for m in book.missing]},
         "sandbox": ({"enabled": book.sandbox.enabled, "summary": book.sandbox.summary,
                      "settings": book.sandbox.settings, "cgroups": book.sandbox.cgroups,
-                     "deny_egress": book.sandbox.deny_egress} if book.sandbox else None),
+                     "deny_egress": book.sandbox.deny_egress,
+                     "network": book.sandbox.network,
+                     "own_network": book.sandbox.own_network} if book.sandbox else None),
         "partial": book.ended.partial if book.ended else True,
         "end_reason": book.ended.reason if book.ended else _still_open(book),
     }

@@ -36,6 +36,10 @@ def markdown(book: EvidenceBook, grade: ClientGrade | None = None,
         confined = box["summary"] if box["enabled"] else f"**NOT SANDBOXED** — {box['summary']}"
         out.append(f"- client confinement: {confined}; cgroups {box['cgroups']}"
                    + ("; egress **denied** beyond the receiver" if box["deny_egress"] else ""))
+        if box.get("network"):   # absent in an archive from before lab networks
+            network = (box["network"] if box["own_network"]
+                       else f"**HOST NETWORK** — {box['network']}")
+            out.append(f"- network: {network}")
     summary = doc["summary"]
     if grade is None:
         out.append(f"- instrument check: {summary['detected']} detected, {summary['missed']} "

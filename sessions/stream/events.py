@@ -50,6 +50,8 @@ class SandboxSet(Event):
     settings: dict                  # SandboxSettings as a dict (the archive's record)
     cgroups: str                    # the cgroup layout and where limits come from
     deny_egress: bool
+    network: str = ""               # the lab network per attempt, or why it is the host's
+    own_network: bool = False       # each attempt had a network of its own
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class ScenarioStarted(Event):
     attempt: int = 0                # a grading attempt (1..N) of grade scenario `base`; 0: not
     base: str = ""
     client: str = ""                # a campaign's client (its name); "" outside a campaign
+    network: str = ""               # the attempt's lab network (its name); "": the host's
 
 
 @dataclass(frozen=True)

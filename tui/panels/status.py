@@ -33,6 +33,8 @@ def status_text(facts: StatusFacts) -> str:
     box = s.sandbox
     parts = [f"collector {s.collector}", f"packets {s.packets_mode}",
              "" if box is None else "sandboxed" if box.enabled else "NOT SANDBOXED",
+             "" if box is None or not box.network
+             else "own network" if box.own_network else "HOST NETWORK",
              f"{len(s.missing)} capabilities missing" if s.missing
              else "all capabilities present",
              f"lost events {s.lost_events}",

@@ -3,19 +3,19 @@ hooks on the client's cgroup (every connect and datagram, whatever path produced
 connect() events, the decoy and the wire as cross-checks."""
 
 from sessions.judging.judgement import PASS, Judgement, failed, seqs, unknown
-from sessions.judging.views import invocations, wire_lost
+from sessions.judging.views import (
+    RECEIVER_HOST,
+    invocations,
+    is_given,
+    proxy_upstream_ports,
+    receiver_ports,
+    wire_lost,
+)
 from sessions.spec.contract import Thresholds
 from sessions.stream.events import EgressSummary
-from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
+from sessions.stream.evidence import ScenarioEvidence
 
 Destination = tuple[str, str, int]   # protocol, address, port
-
-
-def _allowed_ports(ev: ScenarioEvidence, inv: InvocationEvidence) -> set[int | None]:
-    # With wire faults the configured receiver, as the client was told, is evlab's proxy.
-    # (A proxy record without its port puts None in the set, which no destination matches.)
-    return {ev.started.receiver_port} | {r.fields.get("port") for r in inv.proxy
-                                         if r.event == "listening"}
 
 
 def _egress_line(dest: Destination, calls: list[dict], flows: list[dict]) -> str:
@@ -41,7 +41,7 @@ def _bad_egress(summary: EgressSummary,
     bad: dict[Destination, tuple[list[dict], list[dict]]] = {}
     for entry, kind in [(c, "calls") for c in summary.calls] + [(f, "flows")
                                                                 for f in summary.flows]:
-        if entry["address"] == "127.0.0.1" and entry["port"] in ports:
+        if is_given(entry["address"], entry["port"], ports):
             continue
         calls, flows = bad.setdefault((entry["protocol"], entry["address"], entry["port"]),
                                       ([], []))
@@ -50,22 +50,24 @@ def _bad_egress(summary: EgressSummary,
 
 
 def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
-    allowed = ("127.0.0.1", ev.started.receiver_port)
+    allowed = (RECEIVER_HOST, ev.started.receiver_port)
     bad, decoy_hits, syns, connects, lines, egress = [], [], [], [], [], []
     for inv in invocations(ev):
-        ports = _allowed_ports(ev, inv)
+        ports = receiver_ports(ev, inv)
         connects += inv.connects
         egress += [inv.egress_summary, *inv.egress]
         bad += [c for c in inv.connects if c.address is not None
-                and (c.address != allowed[0] or c.port not in ports)]
+                and not is_given(c.address, c.port, ports)]
         decoy_hits += [r for r in inv.decoy if r.event == "connection_opened"]
-        syns += [p for p in inv.packets if p.flags == "SYN" and p.dport not in ports]
+        upstream = proxy_upstream_ports(inv)
+        syns += [p for p in inv.packets if p.flags == "SYN" and p.dport not in ports
+                 and p.sport not in upstream]
         if inv.egress_summary is not None:
             lines += [f"invocation {inv.n}: {_egress_line(dest, *found)}"
                       for dest, found in _bad_egress(inv.egress_summary, ports).items()]
     if bad or decoy_hits or syns or lines:
         where = sorted({f"{c.address}:{c.port}" for c in bad}
-                       | {f"127.0.0.1:{ev.started.decoy_port}" for _ in decoy_hits[:1]}
+                       | {f"{RECEIVER_HOST}:{ev.started.decoy_port}" for _ in decoy_hits[:1]}
                        | {f"{p.dst}:{p.dport}" for p in syns})
         seen_by = [name for name, hits in (("socket layer", lines), ("connect()", bad),
                                            ("decoy", decoy_hits), ("wire", syns)) if hits]
