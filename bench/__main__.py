@@ -38,15 +38,21 @@ What is measured, each figure the median of repeated runs, each ratio of medians
    of the Python client (4 grade scenarios x 2 attempts) with --jobs 1 and --jobs 2, side by
    side in each of 20 repetitions: whether --jobs 2 judged every clause, gate and outcome as
    --jobs 1 did, wall times, attempts a minute and their ratio, the default --jobs here.
-10. The test suite (bench/make_test.py): `make test` once, set-up done: its wall time and
+10. Other runtimes (bench/runtimes.py): honest backup clients in Java 17, Go, Rust (rustc
+   alone), Perl and Bash, written from docs/protocol.md (bench/runtimes/), each installed from
+   Debian when missing, built, and graded by a default `evlab grade` (3 attempts x the 4 grade
+   scenarios): whether every attempt passed every clause and gate, and the evidence of any
+   failure. A runtime that cannot be installed or built is skipped with the reason.
+11. The test suite (bench/make_test.py): `make test` once, set-up done: its wall time and
    whether it passed.
 
 Writes bench/results.json (raw samples and medians) and bench/results.md (the table, also
 printed). Progress goes to stderr. About 20-23 minutes on a 2-core machine: about 9 of them
 the jobs section (120 evlab runs), 3 make test, most of the rest strace doing readloop's
 1,000,000 reads (40-105 s a run here, depending on CPU placement), and about 75 s of
-campaigns. Options: --only overhead,suite,dashboard,grade,throughput,hooks,campaign,jobs,tests
-runs some sections (for development).
+campaigns, about 1 of the other runtimes (plus any apt-get install). Options: --only
+overhead,suite,dashboard,grade,throughput,hooks,campaign,jobs,runtimes,tests runs some sections
+(for development).
 """
 
 import argparse
@@ -69,6 +75,7 @@ from bench import (
     make_test,
     overhead,
     report,
+    runtimes,
     suite,
     throughput,
     tmux_run,
@@ -78,7 +85,7 @@ from bench.measure import median, say
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ("overhead", "suite", "dashboard", "grade", "throughput", "hooks", "campaign",
-            "jobs", "tests")
+            "jobs", "runtimes", "tests")
 HASH_STORM_REPEATS = {"untraced": 10, "evlab": 10, "strace": 5, "bpftrace": 10,
                       "evlab-idle": 5, "bpf-floor": 5}
 READLOOP_REPEATS = {"untraced": 3, "evlab": 3, "strace": 1, "bpftrace": 3,
@@ -205,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
              "campaign": [("campaign", lambda r: r.update(
                  campaign=campaign.measure(CAMPAIGN_REPEATS)))],
              "jobs": [("jobs", lambda r: r.update(jobs=jobs.measure(JOBS_REPEATS)))],
+             "runtimes": [("runtimes", lambda r: r.update(runtimes=runtimes.measure()))],
              "tests": [("tests", lambda r: r.update(tests=make_test.measure()))]}
     for section in only:
         for name, step in steps[section]:

@@ -1,6 +1,6 @@
 """results.json -> the Markdown table: targets first, then each section's figures."""
 
-from bench import campaign, hooks, jobs, make_test
+from bench import campaign, hooks, jobs, make_test, runtimes
 from bench.measure import median
 from bench.overhead import CONDITIONS
 
@@ -72,6 +72,10 @@ def targets(results: dict) -> list[dict]:
     exact = all(c["passed"] for c in checks) if checks else None
     add("cgroup hooks: egress calls, packets, bytes exact (every hooked run)", exact, "exact",
         bool(exact))
+    graded = runtimes.passing(results.get("runtimes", {}))
+    add("honest clients in Java, Go, Rust, Perl, Bash: runtimes whose every attempt passed "
+        "every clause and gate", graded, "all graded",
+        graded is not None and graded.split(" of ")[0] == graded.split(" of ")[1])
     return (out + _campaign_targets(results.get("campaign", {}))
             + jobs.targets(results.get("jobs", {}))
             + make_test.targets(results.get("tests", {})))
@@ -135,6 +139,7 @@ def markdown(results: dict) -> str:
     lines += _hooks(results.get("hooks"))
     lines += campaign.report_lines(results.get("campaign"), _value)
     lines += jobs.report_lines(results.get("jobs"), _value)
+    lines += runtimes.report_lines(results.get("runtimes"), _value)
     lines += ["", "## Notes", ""] + [f"- {n}" for n in results.get("notes", [])]
     return "\n".join(lines) + "\n"
 

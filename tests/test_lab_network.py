@@ -144,13 +144,15 @@ def test_a_client_reaching_past_its_lab_reaches_nothing_and_is_judged(tmp_path):
             assert tries[what] == "Connection refused", (what, tries)
         assert tries["packet socket"] == tries["raw socket"] == "Operation not permitted"
         assert tries["dns"] == "Network is unreachable"
+        assert tries["fastopen 127.0.0.1:7"] == "Connection refused"
         # the only listeners it can see are its own lab's: the receiver and the decoy
         seen = {k.rsplit(":", 1)[1] for k in tries if k.startswith("listener ")}
         assert seen == {str(scenario["receiver_port"]), str(scenario["decoy_port"])}, tries
     dest = next(c for c in scenario["clauses"] if c["id"] == "destination-only")
     assert dest["status"] == "fail" and "seen by socket layer" in dest["reason"]
     for where in (f"127.0.0.1:{host.port}", f"127.0.0.2:{host.port}", f"[::1]:{host.port}",
-                  f"[::ffff:127.0.0.1]:{host.port}", f"127.0.0.1:{host.udp_port}", ":53"):
+                  f"[::ffff:127.0.0.1]:{host.port}", f"127.0.0.1:{host.udp_port}", ":53",
+                  "TCP connect (0 bytes) to 127.0.0.1:7 "):
         assert where in dest["reason"], (where, dest["reason"])
     assert doc["sandbox"]["own_network"] is True
     assert scenario["network"].startswith("evlab-")

@@ -9,7 +9,8 @@ tests/clients/hostile.py) unless the mode says otherwise.
 
   escape    TARGETS are TCP_PORT UDP_PORT ABSTRACT_NAME of listeners on the HOST's loopback (the
             test's): a TCP connect and a byte to 127.0.0.1, 127.0.0.2 and [::1] and
-            [::ffff:127.0.0.1] at TCP_PORT, a datagram to 127.0.0.1:UDP_PORT, a connect to
+            [::ffff:127.0.0.1] at TCP_PORT, a datagram to 127.0.0.1:UDP_PORT, a Fast Open
+            sendto to 127.0.0.1:7, a connect to
             the abstract AF_UNIX socket, an AF_PACKET and a raw IP socket, a datagram to the
             nameserver of /etc/resolv.conf, and a byte to every listener in /proc/net/tcp{,6}
   bypass    find the receiver's own port in /proc/net/tcp (the listener that is neither PORT
@@ -76,6 +77,11 @@ def escape(tcp_port: int, udp_port: int, abstract: str) -> dict:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.sendto(b"x", (address, port))
     tries["udp 127.0.0.1"] = attempt(datagram, "127.0.0.1", udp_port)
+
+    def fast_open(port: int) -> None:   # a connect without connect(2): SYN with data
+        with socket.socket() as s:
+            s.sendto(b"x", socket.MSG_FASTOPEN, ("127.0.0.1", port))
+    tries["fastopen 127.0.0.1:7"] = attempt(fast_open, 7)
 
     def unix() -> None:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
