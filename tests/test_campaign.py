@@ -6,6 +6,7 @@ killed mid-campaign costs attempts that are reported lost and run again; a file 
 way to a node makes its attempts invalid; a stopped campaign resumes without redoing
 finished attempts."""
 
+import collections
 import json
 import os
 import shutil
@@ -93,6 +94,23 @@ def test_a_local_campaign_ranks_the_clients_from_their_attempts(local_doc):
     assert all(ok for _, _, ok, _ in _verdicts(local_doc).values())       # all valid
 
 
+def test_a_local_campaign_on_two_labs_at_once_judges_as_one_at_a_time(local_doc, tmp_path):
+    rc, doc = _run(tmp_path, _campaign(tmp_path, CAMPAIGN), "--jobs", "2")
+    assert rc == 0
+    assert _verdicts(doc) == _verdicts(local_doc)
+    assert doc["campaign"]["progress"]["nodes"]["local"]["done"] == 12
+    at_once = _dispatched_at_once(tmp_path / "dir")   # pieces come back in order: maybe 3
+    assert len(at_once) >= 2 and set(at_once) == {"local"}
+
+
+def _dispatched_at_once(directory: Path) -> list[str]:
+    """The nodes of the attempts dispatched before the first one came back (a piece's events
+    are journalled when it is back)."""
+    lines = (directory / "journal.jsonl").read_text().splitlines()
+    first_back = next(i for i, x in enumerate(lines) if '"ScenarioStarted"' in x)
+    return [json.loads(x)["node"] for x in lines[:first_back] if '"AttemptDispatched"' in x]
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """A head (no evlab resource: it runs nothing) and two evlab nodes, each a raylet of its
@@ -129,6 +147,22 @@ def test_the_same_campaign_on_a_ray_cluster_gives_the_same_verdicts(cluster, loc
     assert len(nodes) == 2 and sum(n["done"] for n in nodes.values()) == 12
     assert _verdicts(doc) == _verdicts(local_doc)
     assert cli.main(["replay", str(tmp_path / "c.tar.gz"), "--headless"]) == 0
+
+
+def test_two_labs_at_once_on_each_ray_node_judge_as_one_at_a_time(cluster, local_doc,
+                                                                  tmp_path):
+    c, _ = cluster
+    text = CAMPAIGN.replace('scenarios = ["normal", "interrupted"]', 'scenarios = ["normal"]')
+    text = text.replace('[[client]]\nname = "py-honest"\n'
+                        'command = "python3 client.py {host} {port} {source}"\n', "")
+    rc, doc = _run(tmp_path, _campaign(tmp_path, text), "--ray", c.address, "--jobs", "2")
+    assert rc == 0
+    expected = {k: v for k, v in _verdicts(local_doc).items()
+                if k.split(":")[0] in ("c-baseline", "c-redundant") and ":normal@" in k}
+    assert _verdicts(doc) == expected and len(expected) == 4
+    # four labs, two per node, took the four attempts at once
+    at_once = _dispatched_at_once(tmp_path / "dir")
+    assert len(at_once) == 4 and sorted(collections.Counter(at_once).values()) == [2, 2]
 
 
 def test_a_file_changed_on_its_way_to_a_node_makes_the_attempt_invalid(cluster, tmp_path,

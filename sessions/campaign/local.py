@@ -1,12 +1,15 @@
-"""The local engine: this machine, one attempt at a time, on one lab session (one compile)."""
+"""The local engine: this machine, `jobs` attempts at a time. One lab session (one compile) runs
+them one by one; with jobs > 1, a pool of lab processes (sessions/lab/schedule.py), each a lab
+session of its own with networks of its own, runs them side by side."""
 
 import threading
 from collections.abc import Callable
 
 from sessions.campaign.jobs import Job
-from sessions.campaign.node import Node
+from sessions.campaign.node import Node, Ship
 from sessions.campaign.shipping import Files
-from sessions.lab.session import Cancelled, Options
+from sessions.lab.schedule import Pool
+from sessions.lab.session import Cancelled, Options, RunError
 
 NODE = "local"
 
@@ -14,27 +17,30 @@ NODE = "local"
 class LocalEngine:
     name = "local"
 
-    def __init__(self, options: Options):
+    def __init__(self, options: Options, jobs: int = 1):
         self.options = options
+        self.jobs = jobs
         self._cancel = threading.Event()
-        self._node: Node | None = None
+        self._running: Node | Pool | None = None
 
     def cancel(self) -> None:
-        """From another thread: no further attempt starts, the running one is torn down as on
-        Ctrl-C (its session's cancel event), and run() raises Cancelled."""
+        """From another thread: no further attempt starts, the running ones are torn down as on
+        Ctrl-C (their sessions' cancel), and run() raises Cancelled."""
         self._cancel.set()
-        node = self._node
-        if node is not None:
-            node.cancel()
+        running = self._running
+        if running is not None:
+            running.cancel()
 
     def close(self) -> None:
-        """Nothing outlives run(): its lab is closed when run() returns."""
+        """Nothing outlives run(): its labs are closed when run() returns."""
 
     def run(self, jobs: list[Job], files: Callable[[str], Files], sink) -> None:
-        """Run every job in order; the lab's own errors stop the campaign (it can resume)."""
+        """Run every job; the labs' own errors stop the campaign (it can resume)."""
         if not jobs:
             return
-        node = self._node = Node(self.options, NODE)
+        if self.jobs > 1 and len(jobs) > 1:
+            return self._at_once(jobs, files, sink)
+        node = self._running = Node(self.options, NODE)
         try:
             for job in jobs:
                 if self._cancel.is_set():
@@ -42,5 +48,26 @@ class LocalEngine:
                 sink.dispatched(job, NODE)
                 sink.finished(job, node.run(job, files(job.client)))
         finally:
-            self._node = None
+            self._running = None
             node.close()
+
+    def _at_once(self, jobs: list[Job], files: Callable[[str], Files], sink) -> None:
+        ship, pool = Ship(), None
+        try:
+            orders = [ship.order(job, files(job.client)) for job in jobs]
+            pool = self._running = Pool(self.options, min(self.jobs, len(jobs)))
+            if self._cancel.is_set():
+                raise Cancelled()
+            pool.run(orders, lambda i, piece: sink.finished(jobs[i], piece),
+                     lambda i: sink.dispatched(jobs[i], NODE))
+        except RunError:
+            if self._cancel.is_set():   # a lab cancelled mid-attempt says so as an error
+                raise Cancelled() from None
+            raise
+        finally:
+            self._running = None
+            try:
+                if pool is not None:
+                    pool.close()
+            finally:
+                ship.close()

@@ -1,32 +1,45 @@
 """One node's lab for a campaign (this machine's, or a Ray node's actor): a directory where each
-client's shipped files are laid out once, and one AttemptWorker (one lab session) running the
-attempts sent to it one at a time."""
+client's shipped files are laid out once (`Ship`), and one AttemptWorker (one lab session)
+running the attempts sent to it one at a time."""
 
 import shutil
 
 from probes.owned_tmp import make_owned_dir
 from sessions.campaign.jobs import Job
 from sessions.campaign.shipping import Files, unpack
-from sessions.lab.attempts import AttemptPiece, AttemptWorker
+from sessions.lab.attempts import AttemptOrder, AttemptPiece, AttemptWorker
 from sessions.lab.session import Options
+
+
+class Ship:
+    """Where a node lays out each client's shipped files, once per client."""
+
+    def __init__(self):
+        self.dir = make_owned_dir("evlab-ship-")
+        self._unpacked: set[str] = set()
+
+    def order(self, job: Job, files: Files) -> AttemptOrder:
+        if job.client not in self._unpacked:
+            unpack(self.dir / job.client, files)
+            self._unpacked.add(job.client)
+        return job.order(self.dir / job.client)
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Node:
     def __init__(self, options: Options, name: str):
         self.name = name
-        self.ship = make_owned_dir("evlab-ship-")
-        self._unpacked: set[str] = set()
+        self.ship = Ship()
         try:
             self.worker = AttemptWorker(options, name)
         except BaseException:
-            shutil.rmtree(self.ship, ignore_errors=True)
+            self.ship.close()
             raise
 
     def run(self, job: Job, files: Files) -> AttemptPiece:
-        if job.client not in self._unpacked:   # a client's files arrive once per node
-            unpack(self.ship / job.client, files)
-            self._unpacked.add(job.client)
-        return self.worker.run(job.order(self.ship / job.client))
+        return self.worker.run(self.ship.order(job, files))
 
     def cancel(self) -> None:
         self.worker.cancel()
@@ -35,4 +48,4 @@ class Node:
         try:
             self.worker.close()
         finally:
-            shutil.rmtree(self.ship, ignore_errors=True)
+            self.ship.close()

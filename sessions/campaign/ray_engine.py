@@ -1,8 +1,11 @@
 """The Ray engine: the same attempts on a Ray cluster of evlab nodes.
 
 Each node that offers the custom resource `evlab` (1 per node: `ray start ... --resources
-'{"evlab": 1}'`, on a machine where `make setup` has run and as root) gets one long-lived actor
-pinned to it, holding one lab session: one grade at a time per node, one BPF compile per node.
+'{"evlab": 1}'`, on a machine where `make setup` has run and as root) gets `jobs` long-lived
+actors pinned to it (--jobs, else one per two of the node's CPUs), each holding one lab session
+(its own process, BPF compile and lab networks): `jobs` attempts at a time per node. The
+clients' lab networks keep Ray's own ports (GCS, raylet, agents: unauthenticated, root) out of
+their reach.
 A client's files go once per client into the object store; the node lays them out and records
 the sha256 of what it runs. An actor that dies (its node lost, its process killed) costs the
 attempt it was running: reported as lost (invalid, never the client's), run again within the
@@ -56,9 +59,9 @@ class NodeLab(Node):
 class RayEngine:
     _cancelled = False     # cancel(): dispatch nothing more
 
-    def __init__(self, address: str, options: Options):
+    def __init__(self, address: str, options: Options, jobs: int | None = None):
         ray = _ray()
-        self.ray, self.options = ray, options
+        self.ray, self.options, self.jobs = ray, options, jobs
         self.name = f"ray {address}"
         _reachable(address)
         try:
@@ -69,10 +72,11 @@ class RayEngine:
                               f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
         self._actor_class = ray.remote(num_cpus=0, resources={RESOURCE: 1},
                                        max_restarts=0)(NodeLab)
-        self.actors: dict[str, Any] = {}          # node id -> actor handle (Ray's, untyped)
-        self.names: dict[str, str] = {}
+        self.actors: dict[str, Any] = {}          # lab -> actor handle (Ray's, untyped)
+        self.names: dict[str, str] = {}           # lab -> its node's name
+        self.labs: dict[str, list[str]] = {}      # node id -> its labs ("<node id>/<k>")
         self.unready: dict[str, str] = {}         # node name -> why its lab did not open
-        self._starting: dict[object, str] = {}    # a new actor's name() call -> node id
+        self._starting: dict[object, str] = {}    # a new actor's opened() call -> its lab
         self._spawn_missing()
         # Every node's lab opens (imports, BPF compile) before the first attempt runs, so no
         # attempt shares the machine's CPUs with another node's start-up.
@@ -86,25 +90,32 @@ class RayEngine:
                                  f"--address ... --resources '{{\"{RESOURCE}\": 1}}'` "
                                  "(docs/campaign.md)"))
 
-    def _evlab_nodes(self) -> dict[str, str]:
-        """Live nodes offering the resource: node id -> its name (as NodeLab names itself)."""
-        return {n["NodeID"]: f"{n['NodeID'][:8]}@{n.get('NodeManagerAddress', '?')}"
+    def _evlab_nodes(self) -> dict[str, tuple[str, int]]:
+        """Live nodes offering the resource: node id -> (its name, as NodeLab names itself;
+        its labs: --jobs, else one per two of its CPUs)."""
+        return {n["NodeID"]: (f"{n['NodeID'][:8]}@{n.get('NodeManagerAddress', '?')}",
+                              self.jobs or max(1, int(n["Resources"].get("CPU", 0)) // 2))
                 for n in self.ray.nodes()
                 if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) >= 1}
 
     def _spawn_missing(self) -> None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-        for node, name in self._evlab_nodes().items():
-            if node in self.actors or node in self.names:
+        for node, (name, jobs) in self._evlab_nodes().items():
+            if node in self.labs:
                 continue
-            actor = self._actor_class.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
-                node, soft=False)).remote(self.options)
-            self.actors[node], self.names[node] = actor, name
-            self._starting[actor.opened.remote()] = node
+            self.labs[node] = [f"{node}/{k}" for k in range(1, jobs + 1)]
+            # Each lab takes its share of the node's one `evlab` (Ray keeps 4 decimals).
+            share = int(10_000 / jobs) / 10_000
+            for lab in self.labs[node]:
+                actor = self._actor_class.options(
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+                    resources={RESOURCE: share}).remote(self.options)
+                self.actors[lab], self.names[lab] = actor, name
+                self._starting[actor.opened.remote()] = lab
 
     def _ready(self, timeout_s: float) -> list[str]:
-        """The nodes whose lab has opened since the last look (waiting up to timeout_s for
-        all of them); a node whose lab could not open is dropped and said why."""
+        """The labs that have opened since the last look (waiting up to timeout_s for all of
+        them); a lab that could not open is dropped and said why."""
         if not self._starting:
             return []
         done, late = self.ray.wait(list(self._starting), num_returns=len(self._starting),
@@ -112,17 +123,17 @@ class RayEngine:
         ready = []
         if timeout_s > 0:   # waited for them: one still opening is given no more
             for ref in late:
-                node = self._starting.pop(ref)
-                self.unready[self.names[node]] = f"its lab did not open within {timeout_s:.0f} s"
-                self._drop(node)
+                lab = self._starting.pop(ref)
+                self.unready[self.names[lab]] = f"its lab did not open within {timeout_s:.0f} s"
+                self._drop(lab)
         for ref in done:
-            node = self._starting.pop(ref)
+            lab = self._starting.pop(ref)
             try:
                 self.ray.get(ref)
-                ready.append(node)
+                ready.append(lab)
             except self.ray.exceptions.RayError as e:
-                self.unready[self.names[node]] = _first_line(e)
-                self._drop(node)
+                self.unready[self.names[lab]] = _first_line(e)
+                self._drop(lab)
         return ready
 
     def run(self, jobs: list[Job], files: Callable[[str], Files], sink) -> None:
@@ -132,7 +143,7 @@ class RayEngine:
         refs: dict[str, object] = {}              # client -> its files in the object store
         running: dict[object, tuple[Job, str]] = {}
         idle, self._ready_at_start = self._ready_at_start, []
-        errors: dict[str, int] = {}               # node -> errors in a row
+        errors: dict[str, int] = {}               # lab -> errors in a row
         looked = time.monotonic()
         while queue or running:
             if self._cancelled:   # what still runs on the nodes ends at close()
@@ -142,11 +153,11 @@ class RayEngine:
                 self._spawn_missing()
             idle += self._ready(0)
             while queue and idle:
-                job, node = queue.popleft(), idle.pop(0)
+                job, lab = queue.popleft(), idle.pop(0)
                 if job.client not in refs:
                     refs[job.client] = ray.put(files(job.client))
-                running[self.actors[node].run.remote(job, refs[job.client])] = (job, node)
-                sink.dispatched(job, self.names[node])
+                running[self.actors[lab].run.remote(job, refs[job.client])] = (job, lab)
+                sink.dispatched(job, self.names[lab])
             if not running and not idle and self._starting:
                 idle += self._ready(START_S)
                 continue
@@ -156,25 +167,25 @@ class RayEngine:
                 return
             ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
             for ref in ready:
-                job, node = running.pop(ref)
+                job, lab = running.pop(ref)
                 try:
                     piece = ray.get(ref)
-                except ray.exceptions.RayTaskError as e:   # the node's lab raised
+                except ray.exceptions.RayTaskError as e:   # the lab raised
                     why = f"node error: {_first_line(e.cause if e.cause else e)}"
-                    errors[node] = errors.get(node, 0) + 1
-                    if errors[node] < NODE_ERRORS:   # maybe the client's doing: keep it
-                        idle.append(node)
+                    errors[lab] = errors.get(lab, 0) + 1
+                    if errors[lab] < NODE_ERRORS:   # maybe the client's doing: keep it
+                        idle.append(lab)
                     else:
-                        self._drop(node)
+                        self._drop(lab)
                 except ray.exceptions.RayError as e:       # actor, worker or node died
-                    self._drop(node)
+                    self._drop(lab)
                     why = f"node lost: {_first_line(e)}"
                 else:
                     sink.finished(job, piece)
-                    idle.append(node)
-                    errors.pop(node, None)
+                    idle.append(lab)
+                    errors.pop(lab, None)
                     continue
-                if sink.lost(job, self.names[node], why):
+                if sink.lost(job, self.names[lab], why):
                     queue.appendleft(job.again())
 
     def cancel(self) -> None:
@@ -182,8 +193,8 @@ class RayEngine:
         poll (within POLL_S)."""
         self._cancelled = True
 
-    def _drop(self, node: str) -> None:
-        actor = self.actors.pop(node, None)
+    def _drop(self, lab: str) -> None:
+        actor = self.actors.pop(lab, None)
         if actor is not None:
             try:
                 self.ray.kill(actor)
@@ -191,13 +202,13 @@ class RayEngine:
                 pass
 
     def close(self) -> None:
-        """Close every node's lab (its session's teardown), then leave the cluster."""
+        """Close every lab (its session's teardown), then leave the cluster."""
         ray = self.ray
         try:
             closing = [a.close.remote() for a in self.actors.values()]
             ray.wait(closing, num_returns=len(closing), timeout=30)
-            for node in list(self.actors):
-                self._drop(node)
+            for lab in list(self.actors):
+                self._drop(lab)
         finally:
             ray.shutdown()
 

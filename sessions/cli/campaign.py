@@ -16,6 +16,7 @@ from sessions.campaign.ray_engine import EngineError
 from sessions.cli.headless import record
 from sessions.cli.parser import UsageError
 from sessions.cli.plan import options_of
+from sessions.lab.cpus import default_jobs
 from sessions.output.leaderboard import Board, progress
 from sessions.output.vocabulary import figure
 from sessions.spec.campaign import Campaign, CampaignError, load_campaign
@@ -72,9 +73,9 @@ def open_journal(args, campaign: Campaign, engine_name: str) -> tuple[Journal, l
 
 def make_engine(args, options):
     if args.ray is None:
-        return LocalEngine(options)
+        return LocalEngine(options, args.jobs or default_jobs())
     from sessions.campaign.ray_engine import RayEngine
-    return RayEngine(args.ray, options)
+    return RayEngine(args.ray, options, args.jobs)   # None: each node's own default
 
 
 def cmd_campaign(args) -> int:

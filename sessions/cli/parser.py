@@ -141,6 +141,9 @@ def _campaign_parser(sub) -> None:
                    "are not run again")
     c.add_argument("--ray", metavar="auto|ADDRESS",
                    help="run on a Ray cluster (each node offering the resource evlab=1)")
+    c.add_argument("--jobs", type=_positive_int, metavar="N",
+                   help="attempts at once on each node (here, or each Ray node), each on a lab "
+                   "of its own (default: one per two CPUs of the node)")
     _attempt_arguments(c, "ambient noise during every attempt (the campaign file's "
                           "[campaign] noise otherwise)")
 

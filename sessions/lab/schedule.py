@@ -9,7 +9,7 @@ nothing is shared but the kernel, whose views (the client's cgroup, its process 
 ports) are each lab's own.
 
     pool = Pool(options, jobs=2)
-    pool.run(orders, done)        # done(piece) in the orders' order, as each becomes next
+    pool.run(orders, done)        # done(i, piece) in the orders' order, as each becomes next
     pool.close()                  # cancel() first to stop mid-scenario (from any thread)
 """
 
@@ -50,7 +50,7 @@ def _at_once(stream: EventStream, scenarios: list[Scenario], out_dir: Path, opti
              grade: GradeStarted | None, jobs: int, spec: ClientSpec | None) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    def publish(piece: AttemptPiece) -> None:
+    def publish(_: int, piece: AttemptPiece) -> None:
         for name, data in piece.files.items():   # pcaps and records, for the archive
             (out_dir / name).write_bytes(data)
         for line in piece.lines:
@@ -124,9 +124,11 @@ class Pool:
             self.close()
             raise
 
-    def run(self, orders: list[AttemptOrder], done: Callable[[AttemptPiece], None]) -> None:
-        """Run every order on whichever lab is free; hand the pieces to done() in the orders'
-        order (a finished piece waits for those before it)."""
+    def run(self, orders: list[AttemptOrder], done: Callable[[int, AttemptPiece], None],
+            dispatched: Callable[[int], None] | None = None) -> None:
+        """Run every order on whichever lab is free (dispatched(i) as order i is sent); hand
+        the pieces to done(i, piece) in the orders' order (a finished piece waits for those
+        before it)."""
         queue = collections.deque(enumerate(orders))
         idle = [conn for _, conn in self._workers]
         busy: dict[Connection, int] = {}
@@ -138,6 +140,8 @@ class Pool:
                 index, order = queue.popleft()
                 conn.send(order)
                 busy[conn] = index
+                if dispatched is not None:
+                    dispatched(index)
             for ready in multiprocessing.connection.wait(list(busy)):
                 conn = cast(Connection, ready)   # wait() hands back what it was given
                 index = busy.pop(conn)
@@ -147,7 +151,7 @@ class Pool:
                 finished[index] = what
                 idle.append(conn)
             while following in finished:
-                done(finished.pop(following))
+                done(following, finished.pop(following))
                 following += 1
 
     def cancel(self) -> None:
