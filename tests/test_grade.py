@@ -35,6 +35,7 @@ from sessions.stream.events import (
     AttemptJudged,
     ClientLaunched,
     FileObserved,
+    PhaseChanged,
     ProcessObserved,
     ScenarioStarted,
 )
@@ -101,6 +102,39 @@ def test_identity_resolves_the_executable_and_the_script(tmp_path):
                           '{host} {port} {source}"\n[grade]\nattempts = 2\n')
     from_toml = from_file(grade_file)
     assert from_toml.files == spec.files and from_toml.attempts == 2
+
+
+class ReplacingBook(EvidenceBook):
+    """Replaces the client's script with other code once the first attempt has ended, as
+    someone outside might between attempts."""
+
+    def __init__(self, script: Path):
+        super().__init__()
+        self.script = script
+
+    def consume(self, event) -> None:
+        super().consume(event)
+        if isinstance(event, PhaseChanged) and event.phase == "done" \
+                and event.scenario == "normal@1":
+            self.script.write_text(self.script.read_text().replace("CHUNK = 64", "CHUNK = 32"))
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.root(reason="runs the lab")
+def test_a_client_changed_between_attempts_is_never_graded_under_the_first_sha256(tmp_path):
+    script = tmp_path / "client.py"
+    shutil.copy(PY_CLIENT, script)
+    os.chmod(tmp_path, 0o755)
+    book = ReplacingBook(script)
+    doc = grade(f"/usr/bin/python3 {script} {{host}} {{port}} {{source}}", tmp_path,
+                book=book, attempts=2, scenarios=("normal",))
+    first, second = runs(doc)
+    assert first["valid"] and first["success"], first["reason"]
+    assert not second["valid"], second
+    assert f"identity: changed since the grade started: {script} is now" in second["reason"]
+    # only the attempt that ran the first code counts
+    assert doc["grade"]["scenarios"]["normal"]["valid"] == 1
 
 
 @pytest.mark.parametrize("command, message", [

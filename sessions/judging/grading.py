@@ -64,11 +64,13 @@ def harness_failures(ev: ScenarioEvidence) -> list[str]:
 
 
 def identity_failures(ev: ScenarioEvidence) -> list[str]:
-    """A campaign attempt must run what the campaign named: the node's own sha256 of the
-    executable, the command's files and everything shipped, against the campaign's."""
+    """An attempt must run what is graded. Each attempt re-hashes the executable and the
+    command's files as it begins (ScenarioStarted): a change since the grade started is not
+    averaged into the grade of the first sha256. A campaign attempt also runs what the campaign
+    named: the node's own sha256 of the executable, its files and everything shipped."""
     want, got = ev.expected, ev.grade
     if want is None:
-        return []
+        return _changed_since_start(ev)
     if got is None or got.client != ev.started.client:
         return ["identity: the attempt does not record which client it ran"]
     wrong = []
@@ -83,6 +85,23 @@ def identity_failures(ev: ScenarioEvidence) -> list[str]:
             wrong.append(f"{name} is {str(got.shipped.get(name, 'missing'))[:12]}, the "
                          f"campaign named {str(named.get(name, 'nothing'))[:12]}")
     return [f"identity: {'; '.join(wrong)}"] if wrong else []
+
+
+def _changed_since_start(ev: ScenarioEvidence) -> list[str]:
+    """What of the graded program this attempt found changed since the grade started (an
+    archive from before attempts were re-hashed records no files: nothing to compare)."""
+    got, s = ev.grade, ev.started
+    if got is None or not s.attempt:
+        return []
+    wrong = []
+    if s.client_sha256 != got.sha256:
+        wrong.append(f"executable {got.executable} is now {s.client_sha256[:12]}, the grade "
+                     f"started with {got.sha256[:12]}")
+    for path, digest in sorted(s.files_sha256.items()):
+        if got.files.get(path) != digest:
+            wrong.append(f"{path} is now {digest[:12]}, the grade started with "
+                         f"{str(got.files.get(path, 'nothing'))[:12]}")
+    return [f"identity: changed since the grade started: {'; '.join(wrong)}"] if wrong else []
 
 
 def _name(j: Verdict | GateResult) -> str:

@@ -158,7 +158,8 @@ class ScenarioRun:
             time.monotonic_ns(), s.id, str(s.client), s.client_sha256(), s.expect_fail,
             s.expect_pass, s.faults, receiver, self.decoy.port if self.decoy else 0, SIZE,
             str(s.file), s.expect_invalid, self.noise.kinds if self.noise else (), s.attempt,
-            s.base, s.client_name, self.network.name))
+            s.base, s.client_name, self.network.name,
+            {f: sha256_of(Path(f)) or "missing" for f in s.own_files}))
         self.started = True
 
     def _invoke(self, n: int) -> None:

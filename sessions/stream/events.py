@@ -72,6 +72,7 @@ class ScenarioStarted(Event):
     base: str = ""
     client: str = ""                # a campaign's client (its name); "" outside a campaign
     network: str = ""               # the attempt's lab network (its name); "": the host's
+    files_sha256: dict = field(default_factory=dict)   # the command's files, hashed as it began
 
 
 @dataclass(frozen=True)
