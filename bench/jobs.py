@@ -1,12 +1,14 @@
 """Several attempts at once (`--jobs N`) judged as one at a time, and what it buys
 (bench/__main__.py section `jobs`; issue #16).
 
-Three workloads, each run with `--jobs 1` and with `--jobs 2` in every one of REPEATS
+Four workloads, each run with `--jobs 1` and with `--jobs 2` in every one of REPEATS
 repetitions, side by side, which of the two goes first alternated each repetition:
   suite     `evlab run --all --headless --jobs N --json J` (the 8 seeded scenarios);
   grade-c   `evlab grade --client '<dir>/client-baseline {host} {port} {source}' --attempts 2
             --headless --jobs N --json J` (4 grade scenarios x 2 = 8 attempts);
-  grade-py  the same with `python3 <dir>/client.py` (tests/clients/backup_client.py).
+  grade-py  the same with `python3 <dir>/client.py` (tests/clients/backup_client.py);
+  campaign  `evlab campaign <dir>/campaign.toml --headless --dir D --jobs N --json J` of both
+            clients on the 4 grade scenarios, 1 attempt each (8 attempts; the local engine).
 The clients are copies of fixture/build/client-baseline and tests/clients/backup_client.py in a
 temporary directory made 0755, so the sandbox user that runs them can read them (as
 bench/campaign.py lays them out).
@@ -44,7 +46,19 @@ ATTEMPTS = 2
 EXPECTED = 8          # scenarios (attempts) of every run, in every workload
 WORKLOADS = {"suite": "`evlab run --all`: the 8 seeded scenarios",
              "grade-c": "`evlab grade` of the fixture's C baseline: 4 scenarios x 2 attempts",
-             "grade-py": "`evlab grade` of the Python client (python3): 4 scenarios x 2 attempts"}
+             "grade-py": "`evlab grade` of the Python client (python3): 4 scenarios x 2 attempts",
+             "campaign": "`evlab campaign` of both clients: 4 scenarios x 1 attempt each"}
+CAMPAIGN = """[campaign]
+name = "jobs"
+scenarios = ["normal", "interrupted", "mismatch", "stale"]
+attempts = 1
+[[client]]
+name = "c"
+command = ["./client-baseline", "{host}", "{port}", "{source}"]
+[[client]]
+name = "py"
+command = "python3 client.py {host} {port} {source}"
+"""
 SHOWN_DIFFERENCES = 30
 REASON_CHARS = 200
 ABSENT = "absent"
@@ -57,11 +71,13 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
     shutil.copy(PY_CLIENT, tmp / "client.py")
     grade = ["grade", "--client"]
     rest = ["--attempts", str(ATTEMPTS), "--headless"]
+    (tmp / "campaign.toml").write_text(CAMPAIGN)
     return {"suite": ["run", "--all", "--headless"],
             "grade-c": [*grade, f"{tmp / 'client-baseline'} {{host}} {{port}} {{source}}",
                         *rest],
             "grade-py": [*grade, f"python3 {tmp / 'client.py'} {{host}} {{port}} {{source}}",
-                         *rest]}
+                         *rest],
+            "campaign": ["campaign", str(tmp / "campaign.toml"), "--headless"]}
 
 
 def _judged(doc: dict) -> dict:
@@ -74,8 +90,9 @@ def _judged(doc: dict) -> dict:
                           "instrument check": s["instrument_check"]}
         reasons[s["id"]] = {**{c["id"]: c.get("reason") for c in s["clauses"]},
                             "instrument check": s.get("instrument_detail")}
-    runs = [r for s in (doc["grade"] or {"scenarios": {}})["scenarios"].values()
-            for r in s["runs"]]
+    graded = ([c["scenarios"] for c in doc["campaign"]["clients"].values()]
+              if doc.get("campaign") else [(doc["grade"] or {"scenarios": {}})["scenarios"]])
+    runs = [r for scenarios in graded for s in scenarios.values() for r in s["runs"]]
     for r in runs:
         items.setdefault(r["id"], {}).update(
             {f"gate {g}": v["status"] for g, v in r["gates"].items()},
@@ -112,6 +129,8 @@ def _labs_left() -> int:
 def _run(args: list[str], jobs: int, tmp: Path, tag: str) -> tuple[dict, dict | None]:
     """One timed run: (its figures, its judgements or None when it judged not all 8)."""
     doc_path = tmp / f"{tag}.json"
+    if args[0] == "campaign":   # a campaign directory of its own per run
+        args = [*args, "--dir", str(tmp / f"{tag}-dir")]
     try:
         full = run_evlab([*args, "--jobs", str(jobs), "--json", str(doc_path)])
     except RunFailed as e:   # killed after suite.TIMEOUT_S: a run without figures

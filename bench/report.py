@@ -45,6 +45,12 @@ def targets(results: dict) -> list[dict]:
         cost, "<= 150 ms", cost is not None and cost <= 150, "ms")
     add("grade: attempts per minute, one at a time", flow.get("attempts_per_min"), "report",
         "report", "/min")
+    add("lab network per attempt: namespace made and removed, median", flow.get("lab_network_ms"),
+        "report", "report", "ms")
+    add("lab network: one call run inside it (an attempt makes about six), median",
+        flow.get("lab_network_run_ms"), "report", "report", "ms")
+    add("lab network's share of the harness cost per attempt (made, removed, six calls)",
+        flow.get("lab_network_share"), "report", "report", "x")
     same = flow.get("verdicts_identical")
     add("grade: every clause, gate and outcome identical across the repeated grades", same,
         "identical", bool(same))

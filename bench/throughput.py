@@ -6,6 +6,12 @@ ATTEMPTS), read back from its archive: each attempt's wall time from its `setup`
 `done` phase, minus the wall time of its two client invocations (ClientExited.wall_ns: launch
 through the sandbox chain to the client's reaped exit). The median over the attempts.
 
+The lab network's share of it: LabNetwork.create + remove (probes/boundary/netns.py: a
+network namespace per attempt), and one `run` in it (a thread entering it: an attempt makes
+about six: capture, two launches, durability, restore), each timed NETWORKS times in this
+process, median. (The kernel frees a namespace after remove() returns, on its own workqueue:
+not an attempt's wall time.)
+
 Repeated REPEATS times: attempts per minute, whether every clause, gate and outcome was
 identical across the runs, and the peak summed RSS of the evlab process tree during the grade
 (sampled as bench/suite.py does). Attempts at once (--jobs) are bench/jobs.py's.
@@ -14,16 +20,19 @@ identical across the runs, and the peak summed RSS of the evlab process tree dur
 import json
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
-from bench.measure import median, say
+from bench.measure import median, ratio, say
 from bench.suite import EVLAB, run_evlab
+from probes.boundary.netns import LabNetwork
 from sessions.output.archive import load_archive
 from sessions.stream.events import ClientExited, PhaseChanged
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "fixture" / "build" / "client-baseline"
 ATTEMPTS = 3
+NETWORKS = 200
 
 
 def _grade(archive: Path) -> dict:
@@ -60,7 +69,24 @@ def _harness_ms(archive: Path) -> list[float]:
     return [(done[s] - start[s] - client.get(s, 0)) / 1e6 for s in done if s in start]
 
 
+def _network_ms() -> tuple[float | None, float | None]:
+    """Medians (ms): a lab network made and removed; one call run inside it."""
+    made, entered = [], []
+    for _ in range(NETWORKS):
+        t0 = time.perf_counter()
+        net = LabNetwork.create("bench")
+        t1 = time.perf_counter()
+        net.run(lambda: None)
+        t2 = time.perf_counter()
+        net.remove()
+        made.append((time.perf_counter() - t2 + t1 - t0) * 1e3)
+        entered.append((t2 - t1) * 1e3)
+    return median(made), median(entered)
+
+
 def measure(repeats: int) -> dict:
+    say(f"throughput: {NETWORKS} lab networks made and removed")
+    network_ms, run_in_ms = _network_ms()
     runs = []
     with tempfile.TemporaryDirectory(prefix="evlab-bench-throughput-") as tmp:
         for i in range(repeats):
@@ -70,6 +96,10 @@ def measure(repeats: int) -> dict:
         "command": f"evlab grade --client '{BASELINE} {{host}} {{port}} {{source}}' "
                    f"--attempts {ATTEMPTS} --headless",
         "harness_ms_per_attempt": median(ms for r in runs for ms in r["harness_ms"]),
+        "lab_network_ms": network_ms,
+        "lab_network_run_ms": run_in_ms,
+        "lab_network_share": ratio(network_ms + 6 * run_in_ms if network_ms else None,
+                                   median(ms for r in runs for ms in r["harness_ms"])),
         "attempts_per_grade": runs[0]["attempts"],
         "attempts_per_min": median(r["attempts_per_min"] for r in runs),
         "verdicts_identical": all(r["judged"] == runs[0]["judged"] for r in runs),
