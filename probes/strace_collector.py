@@ -28,6 +28,7 @@ from probes.kernel import (
 )
 from probes.owned_tmp import make_owned_dir
 from probes.tail import LineTail
+from probes.text import decoded
 
 UNOBSERVED = ("switches_out", "oncpu_ns", "file_ops", "busy_ns", "busy_stretches", "busy_max_ns",
               "source_mmaps", "leftover_tasks", "egress_lost", "busy_start_max_ns",
@@ -129,7 +130,7 @@ class StraceCollector(NoEgressView):
     # --- parsing -----------------------------------------------------------------------
     def _parse_new(self, trace: _Trace) -> None:
         for raw in trace.tail.new_lines():
-            self._parse_line(trace, raw.decode(errors="replace"))
+            self._parse_line(trace, decoded(raw))
 
     def _parse_line(self, trace: _Trace, line: str) -> None:
         m = _LINE.match(line)

@@ -10,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from sessions.judging.metrics import Metrics, OverallMetrics
+from sessions.output.escape import visible
 from sessions.output.grades import ClientGrade
 from sessions.output.vocabulary import figure, score_text, status_symbol, status_text
 from tui.model import DashboardModel
@@ -21,7 +22,7 @@ FINISHED = ("success", "failed", "invalid")
 
 class GradeScreen(ModalScreen):
     BINDINGS = [Binding("escape,q,g", "dismiss", "Back")]
-    border_text = "grade (g or esc: back)"
+    border_text: str | Text = "grade (g or esc: back)"
 
     def __init__(self, model: DashboardModel):
         super().__init__()
@@ -49,8 +50,8 @@ def grade_text(grade: ClientGrade | None) -> Text:
     k, c = grade.attempts_per_scenario, grade.identity
     statuses = grade.statuses()
     out = Text()
-    out.append("client  ", "bold").append(" ".join(grade.command) + "\n")
-    out.append(f"        {c['executable']}  sha256 {c['sha256'][:16]}…\n", "dim")
+    out.append("client  ", "bold").append(visible(" ".join(grade.command)) + "\n")
+    out.append(visible(f"        {c['executable']}  sha256 {c['sha256'][:16]}…") + "\n", "dim")
     out.append(f"        {k} attempt(s) per scenario, each from fresh state\n\n")
     for base, attempts in statuses.items():
         out.append(f"{base:<13}")
@@ -73,9 +74,9 @@ def _risks(out: Text, grade: ClientGrade, statuses: dict[str, list[tuple[str, st
     out.append(f"risk findings ({len(risks)}, reported, not judged)\n", "bold")
     for sid, r in risks[:30]:
         out.append(f"  {r.severity:<6} ", RISK_STYLE.get(r.severity, ""))
-        out.append(f"{sid} inv {r.invocation} {r.kind}: {r.detail}\n")
+        out.append(visible(f"{sid} inv {r.invocation} {r.kind}: {r.detail}") + "\n")
     for sid, detail in blind[:10]:
-        out.append("  scan   ", "yellow").append(f"{sid} {detail}\n")
+        out.append("  scan   ", "yellow").append(visible(f"{sid} {detail}") + "\n")
     if not risks and not blind:
         done = all(status in FINISHED
                    for attempts in statuses.values() for _, status in attempts)

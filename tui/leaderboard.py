@@ -13,12 +13,14 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from sessions.output.escape import visible
 from sessions.output.grades import ClientGrade
 from sessions.output.leaderboard import Board, Ranked
 from sessions.output.vocabulary import figure, score_text
 from tui.feed import Feed
 from tui.grade import GradeScreen
 from tui.model import DashboardModel
+from tui.styles import plain
 
 COLUMNS = ("#", "client", "Pass@1", "pass^k", "Best-of-N", "score ± SEM", "invalid",
            "risks h/m/l", "fails most")
@@ -110,7 +112,7 @@ class ClientGradeScreen(GradeScreen):
     def __init__(self, feed: Feed, client: str):
         super().__init__(feed.model)
         self.feed, self.client = feed, client
-        self.border_text = f"{client}: grade in the campaign (esc: leaderboard)"
+        self.border_text = plain(f"{client}: grade in the campaign (esc: leaderboard)")
 
     def grade(self) -> ClientGrade | None:
         board = self.feed.model.campaign_board()   # a replay stepped back: a new model
@@ -127,9 +129,9 @@ def leaderboard_row(row: Ranked) -> tuple:
     f, risks, most = row.figures, row.risks, row.fails_most
     risk_text = Text(f"{risks['high']}/{risks['medium']}/{risks['low']}",
                      "bold red" if risks["high"] else "yellow" if risks["medium"] else "")
-    return (str(row.rank), row.name, figure(f.pass_at_1), figure(f.pass_hat_k),
+    return (str(row.rank), plain(row.name), figure(f.pass_at_1), figure(f.pass_hat_k),
             figure(f.best_of_n), score_text(f, 2), str(row.invalid), risk_text,
-            f"{most.name} ×{most.count}" if most else "–")
+            plain(f"{most.name} ×{most.count}") if most else "–")
 
 
 def progress_text(board: Board | None, model: DashboardModel) -> Text:
@@ -139,14 +141,14 @@ def progress_text(board: Board | None, model: DashboardModel) -> Text:
         return Text("not a campaign: `evlab campaign FILE.toml` runs one", "dim")
     p = board.progress
     out = Text()
-    out.append(f"{board.name}", "bold").append(f" on {board.engine} · ")
+    out.append(visible(board.name), "bold").append(f" on {board.engine} · ")
     out.append(f"{p.done}/{p.total} attempts done", "bold")
     out.append(f" · {p.running} running · {p.queued} queued · {p.lost} lost")
     if p.given_up:
         out.append(f" ({p.given_up} given up)", "bold red")
     for node, n in sorted(p.nodes.items()):
-        out.append(f" · {node}: {n.done} done, {n.running} running"
-                   + (f", {n.lost} lost" if n.lost else ""))
+        out.append(visible(f" · {node}: {n.done} done, {n.running} running"
+                           + (f", {n.lost} lost" if n.lost else "")))
     ended = model.book.ended
     if ended is not None:
         out.append(" · ended: " + ended.reason, "bold" if ended.partial else "")

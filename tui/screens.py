@@ -1,13 +1,16 @@
 """The dashboard's modal screens: help, and the evidence behind one clause."""
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from sessions.output.escape import visible
 from sessions.output.vocabulary import status_text as t
 from tui.follow_log import FollowLog
+from tui.styles import plain
 
 HELP = f"""\
 [b]evlab dashboard[/b] — evidence, not claims
@@ -48,8 +51,10 @@ class EvidenceScreen(ModalScreen):
     BINDINGS = [Binding("escape,q", "dismiss", "Back")]
 
     def __init__(self, title: str, lines: list[str]):
+        """title: its first line, then the verdict's reason; each drawn as plain text."""
         super().__init__()
-        self.title_text, self.lines = title, lines
+        self.title_text = Text("\n").join(plain(line) for line in title.split("\n", 1))
+        self.lines = [visible(line) for line in lines]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="evidence-box"):

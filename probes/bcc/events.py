@@ -2,11 +2,11 @@
 events (probes/kernel.py). Numbers (event kinds, file operations, egress call kinds) are
 probes/bcc/abi.py's, the ones the .bpf.c was compiled with."""
 
-import os
 import socket
 
 from probes.bcc.abi import EgressKind, EventKind, FileOp
 from probes.kernel import ConnectEvent, EgressEvent, EgressTotals, FileEvent, ProcessEvent
+from probes.text import decoded
 
 _PROTOCOLS = {socket.IPPROTO_TCP: "tcp", socket.IPPROTO_UDP: "udp", socket.IPPROTO_ICMP: "icmp",
               socket.IPPROTO_ICMPV6: "icmpv6"}
@@ -25,7 +25,7 @@ def _name(enum, value: int) -> str:
 
 def event(e) -> ConnectEvent | EgressEvent | ProcessEvent:
     """One record of the `events` ring buffer."""
-    comm = e.comm.decode(errors="replace")
+    comm = decoded(e.comm)
     if e.kind == EventKind.CONNECT:
         return _connect_event(e, comm)
     if e.kind == EventKind.EGRESS:
@@ -37,15 +37,15 @@ def event(e) -> ConnectEvent | EgressEvent | ProcessEvent:
         e.ts, e.inv, _name(EventKind, e.kind), e.tgid, e.tid, comm,
         child_pid=e.other if e.kind == EventKind.FORK else None,
         root=e.kind == EventKind.EXIT and bool(e.ret),
-        filename=e.filename.decode(errors="replace") if e.kind == EventKind.EXEC else None)
+        filename=decoded(e.filename) if e.kind == EventKind.EXEC else None)
 
 
 def file_event(e) -> FileEvent:
     """One record of the `file_events` ring buffer."""
     return FileEvent(
-        e.ts, e.inv, e.tgid, e.tid, e.comm.decode(errors="replace"), _name(FileOp, e.op),
-        os.fsdecode(e.path), e.flags, e.dfd,
-        os.fsdecode(e.path2) if e.op == FileOp.RENAME else None, e.dfd2,
+        e.ts, e.inv, e.tgid, e.tid, decoded(e.comm), _name(FileOp, e.op),
+        decoded(e.path), e.flags, e.dfd,
+        decoded(e.path2) if e.op == FileOp.RENAME else None, e.dfd2,
         e.ret if e.op == FileOp.OPEN else None)
 
 

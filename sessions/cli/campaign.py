@@ -17,6 +17,7 @@ from sessions.cli.headless import record
 from sessions.cli.parser import UsageError
 from sessions.cli.plan import options_of
 from sessions.lab.cpus import default_jobs
+from sessions.output.escape import visible
 from sessions.output.leaderboard import Board, progress
 from sessions.output.vocabulary import figure
 from sessions.spec.campaign import Campaign, CampaignError, load_campaign
@@ -46,9 +47,9 @@ class CampaignProgress:
                                   + (f", {n.lost} lost" if n.lost else "")
                                   for name, n in sorted(p.nodes.items())) \
             if len(p.nodes) > 1 else ""
-        print(f"[{p.done}/{p.total}] {event.scenario:<28} on {where}: {what[:90]} "
-              f"({p.running} running, {p.queued} queued{eta}{nodes})", file=sys.stderr,
-              flush=True)
+        print(visible(f"[{p.done}/{p.total}] {event.scenario:<28} on {where}: {what[:90]} "
+                      f"({p.running} running, {p.queued} queued{eta}{nodes})"),
+              file=sys.stderr, flush=True)
 
 
 def campaign_dir(args, campaign: Campaign) -> Path:

@@ -8,6 +8,7 @@ from pathlib import Path
 from probes.interrupts import SIGNALS, interrupt_once
 from sessions.cli.outputs import Outputs
 from sessions.lab.schedule import run_session
+from sessions.output.escape import visible
 from sessions.output.judged import JudgedStream
 from sessions.stream.events import (
     Event,
@@ -39,8 +40,9 @@ class Progress:
             start = self.started.get(event.scenario)
             end = self.judging.get(event.scenario, start)
             took = (end - start) / 1e9 if start is not None and end is not None else 0.0
-            print(f"[{self.done}/{self.total}] {event.scenario:<18} {event.instrument_check:<12} "
-                  f"{took:4.1f} s  {event.detail}", file=sys.stderr, flush=True)
+            print(visible(f"[{self.done}/{self.total}] {event.scenario:<18} "
+                          f"{event.instrument_check:<12} {took:4.1f} s  {event.detail}"),
+                  file=sys.stderr, flush=True)
 
 
 def record_session(plan, args) -> Outputs | None:

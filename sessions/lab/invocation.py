@@ -23,15 +23,16 @@ from typing import Protocol
 from probes import procmetrics
 from probes.boundary.netns import Network
 from probes.kernel import ProcessEvent
-from sessions.lab.observations import claim_event, kernel_event, metrics_event
+from sessions.lab.observations import CLAIM_BYTES_MAX, claim_event, kernel_event, metrics_event
 from sessions.lab.parts import LabParts
 from sessions.lab.teardown import kill_group
 from sessions.spec.scenario import Scenario
-from sessions.stream.events import ClientExited, ClientLaunched
+from sessions.stream.events import ClientClaim, ClientExited, ClientLaunched
 
 POLL_S = 0.1            # counters, events, packets and records are pumped at 10 Hz
 METRICS_EVERY_S = 0.25  # psutil samples at 4 Hz
 KERNEL_EVENTS_MAX = 20_000   # kernel events kept per invocation (an honest client makes ~500)
+CLAIMS_MAX = 1_000           # claims kept per invocation (an honest client makes a handful)
 # Invocation ids (the collector's key for an invocation) are unique in the process, never per
 # session: a collector kept from an earlier session (probes.collectors.keep_collectors) must not
 # count anything left of that session's invocations as a new one's.
@@ -130,10 +131,24 @@ class Invocation:
                                                         role, pid))
 
     def _read_claims(self, stdout) -> None:
-        for raw in stdout:
-            claim = claim_event(raw, self.scenario.id, self.n)
+        """Its stdout, a line at a time, never more than CLAIM_BYTES_MAX of one held; past
+        CLAIMS_MAX claims the lines are counted, not kept."""
+        kept = dropped = 0
+        while line := stdout.readline(CLAIM_BYTES_MAX + 1):
+            if not line.endswith(b"\n") and len(line) > CLAIM_BYTES_MAX:
+                while (rest := stdout.readline(CLAIM_BYTES_MAX)) and not rest.endswith(b"\n"):
+                    pass   # the rest of an over-long line: read and dropped
+            if kept >= CLAIMS_MAX:
+                dropped += 1
+                continue
+            claim = claim_event(line, self.scenario.id, self.n)
             if claim is not None:
                 self.parts.stream.publish(claim)
+                kept += 1
+        if dropped:
+            self.parts.stream.publish(ClientClaim(
+                time.monotonic_ns(), self.scenario.id, self.n,
+                {"malformed": f"{dropped:,} more line(s) not kept (at most {CLAIMS_MAX:,})"}))
         stdout.close()
 
     def kernel_event(self, e) -> None:

@@ -21,6 +21,7 @@ import psutil
 
 from fixture.receiver import BACKUP_NAME, sha256_of
 from fixture.restore import check, fetch
+from probes.text import cleaned
 from sessions.judging.judgement import is_temp
 from sessions.stream.events import CleanupObserved, LifecycleCheck
 
@@ -79,7 +80,7 @@ def _describe(pid: int) -> str:
         cmd = " ".join(psutil.Process(pid).cmdline()) or psutil.Process(pid).name()
     except psutil.Error:
         cmd = "?"
-    return f"{pid} {cmd[:200]}"
+    return f"{pid} {cleaned(cmd[:200])}"
 
 
 def _listening(pids: set[int]) -> list[str]:
@@ -132,7 +133,7 @@ def _files(root: Path, skip: frozenset[str] | set[str] = frozenset()) -> tuple[s
                     names.append(str(rel / d) + "/")
             except OSError:
                 pass  # removed meanwhile by a process still running (listed as a leftover)
-    names.sort(key=lambda name: (not is_temp(name), name))
+    names = sorted((cleaned(name) for name in names), key=lambda name: (not is_temp(name), name))
     if len(names) > MAX_LISTED:
         names = names[:MAX_LISTED] + [f"... and {len(names) - MAX_LISTED} more"]
     return tuple(names)

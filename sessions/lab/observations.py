@@ -7,6 +7,8 @@ import time
 
 from probes.kernel import ConnectEvent, EgressEvent, FileEvent
 from probes.tail import LineTail
+from probes.text import cleaned, decoded
+from sessions.stream.codec import fits
 from sessions.stream.events import (
     ClientClaim,
     ConnectObserved,
@@ -69,18 +71,46 @@ def metrics_event(sample, scenario: str, n: int, role: str, pid: int) -> Process
                           sample.open_fds, sample.children)
 
 
+CLAIM_BYTES_MAX = 65_536   # one line of the client's stdout
+CLAIM_SHOWN = 500          # characters of a claim kept when it cannot be kept whole
+
+
 def claim_event(raw: bytes, scenario: str, n: int) -> ClientClaim | None:
-    """One line of the client's stdout: a claim, judged only by honest-outcome."""
-    text = raw.decode(errors="replace").strip()
+    """One line of the client's stdout: a claim, judged only by honest-outcome. A line that is
+    not a JSON object, is longer than CLAIM_BYTES_MAX, or holds what an event cannot carry
+    (nesting past the codec's bound, NaN, integers past 64 bits) is kept as a malformed claim
+    (its start, as text), never as structure evlab must carry."""
+    text = decoded(raw[:CLAIM_BYTES_MAX + 1]).strip()
     if not text:
         return None
-    try:
-        claim = json.loads(text)
-        if not isinstance(claim, dict):
-            raise ValueError
-    except ValueError:
-        claim = {"unparsed": text[:500]}
+    why = ""
+    if len(raw.rstrip(b"\r\n")) > CLAIM_BYTES_MAX:
+        why = f"longer than {CLAIM_BYTES_MAX:,} bytes"
+    else:
+        try:
+            claim = _cleaned(json.loads(text))
+            if not isinstance(claim, dict):
+                why = "not a JSON object"
+            elif not fits(claim, dict):
+                why = "nesting or numbers an event cannot carry"
+        except RecursionError:
+            why = "nested too deep to read"
+        except ValueError:
+            why = "not JSON"
+    if why:
+        claim = {"malformed": why, "text": text[:CLAIM_SHOWN]}
     return ClientClaim(time.monotonic_ns(), scenario, n, claim)
+
+
+def _cleaned(value):
+    """Every string of a claim (keys too) as probes/text.py carries client text."""
+    if isinstance(value, str):
+        return cleaned(value)
+    if isinstance(value, dict):
+        return {cleaned(str(k)): _cleaned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    return value
 
 
 def packet_stats(stats, scenario: str, n: int) -> PacketStats:

@@ -4,6 +4,8 @@ engine lost, then each client's grade. Rendered from the typed board
 
 import xml.etree.ElementTree as ET
 
+from sessions.output.escape import code, xml
+from sessions.output.escape import markdown as md
 from sessions.output.grade_report import grade_markdown
 from sessions.output.leaderboard import Board, Ranked
 from sessions.output.vocabulary import figure, score_text
@@ -15,7 +17,7 @@ def _risks(r: dict[str, int]) -> str:
 
 def _row(r: Ranked, with_extra: bool) -> str:
     m = r.figures
-    cells = [str(r.rank), f"`{r.name}`", figure(m.pass_at_1), figure(m.pass_hat_k),
+    cells = [str(r.rank), md(r.name), figure(m.pass_at_1), figure(m.pass_hat_k),
              figure(m.best_of_n), score_text(m), str(r.invalid)]
     if with_extra:
         most = r.fails_most
@@ -32,7 +34,7 @@ def _board(rows: tuple[Ranked, ...], with_extra: bool) -> list[str]:
 
 def campaign_markdown(c: Board, partial: bool, end_reason: str) -> list[str]:
     p = c.progress
-    out = [f"# evlab campaign report: {c.name}", "",
+    out = [f"# evlab campaign report: {md(c.name)}", "",
            f"- engine: **{c.engine}**; scenarios {', '.join(c.scenarios)}; "
            f"{c.attempts_per_scenario} attempt(s) each; an attempt the engine loses runs "
            f"again up to {c.retries} time(s)",
@@ -48,26 +50,26 @@ def campaign_markdown(c: Board, partial: bool, end_reason: str) -> list[str]:
     lost = [e for entry in c.clients.values() for e in entry.lost]
     if lost:
         out += ["## Attempts the engine lost (invalid, not the client's)", ""]
-        out += [f"- `{e.scenario}` run {e.run} on {e.node}: {e.reason} — "
+        out += [f"- {code(e.scenario)} run {e.run} on {md(e.node)}: {md(e.reason)} — "
                 + ("run again" if e.retried else "**not run again**") for e in lost]
         out.append("")
     for name, entry in c.clients.items():
-        out += [f"## Client `{name}`", "", *grade_markdown(entry.grade)[2:]]
+        out += [f"## Client {code(name)}", "", *grade_markdown(entry.grade)[2:]]
     return out
 
 
 def campaign_junit(c: Board) -> str:
     """A test suite per client, a test case per attempt: failure when the client failed it,
     skipped when the attempt was invalid."""
-    suites = ET.Element("testsuites", name=f"evlab campaign {c.name}")
+    suites = ET.Element("testsuites", name=xml(f"evlab campaign {c.name}"))
     for name, entry in c.clients.items():
-        suite = ET.SubElement(suites, "testsuite", name=name)
+        suite = ET.SubElement(suites, "testsuite", name=xml(name))
         failures = skipped = 0
         for base, s in entry.grade.scenarios.items():
             for run in s.runs:
-                case = ET.SubElement(suite, "testcase", classname=f"evlab.{name}.{base}",
-                                     name=run.id)
-                reason = run.judged.reason if run.judged else "not judged"
+                case = ET.SubElement(suite, "testcase", classname=xml(f"evlab.{name}.{base}"),
+                                     name=xml(run.id))
+                reason = xml(run.judged.reason) if run.judged else "not judged"
                 if run.status == "invalid":
                     ET.SubElement(case, "skipped", message=reason)
                     skipped += 1
@@ -76,9 +78,9 @@ def campaign_junit(c: Board) -> str:
                     failures += 1
                 ET.SubElement(case, "system-out").text = reason
         for e in entry.lost:
-            case = ET.SubElement(suite, "testcase", classname=f"evlab.{name}.engine",
-                                 name=f"{e.scenario} run {e.run}")
-            ET.SubElement(case, "skipped", message=f"lost on {e.node}: {e.reason}")
+            case = ET.SubElement(suite, "testcase", classname=xml(f"evlab.{name}.engine"),
+                                 name=xml(f"{e.scenario} run {e.run}"))
+            ET.SubElement(case, "skipped", message=xml(f"lost on {e.node}: {e.reason}"))
             skipped += 1
         suite.set("tests", str(len(suite)))
         suite.set("failures", str(failures))

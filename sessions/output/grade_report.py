@@ -3,6 +3,8 @@ risk findings. Rendered from the typed grade (sessions/output/grades.py)."""
 
 from sessions.judging.gates import GATES
 from sessions.judging.metrics import Metrics, OverallMetrics
+from sessions.output.escape import code
+from sessions.output.escape import markdown as md
 from sessions.output.grades import METRIC_DEFINITIONS, AttemptRow, ClientGrade
 from sessions.output.vocabulary import figure, score_text, status_symbol, status_text
 from sessions.spec.contract import CLAUSE_IDS
@@ -18,13 +20,13 @@ def _outcome(run: AttemptRow) -> str:
 
 def _identity(grade: ClientGrade) -> list[str]:
     c = grade.identity
-    out = [f"- command: `{' '.join(c['command'])}`",
-           f"- executable: `{c['executable']}` sha256 `{c['sha256']}`"]
-    out += [f"- file `{path}` sha256 `{digest}`" for path, digest in c["files"].items()]
-    out += [f"- shipped `{name}` sha256 `{digest}`"
+    out = [f"- command: {code(' '.join(c['command']))}",
+           f"- executable: {code(c['executable'])} sha256 `{c['sha256']}`"]
+    out += [f"- file {code(path)} sha256 `{digest}`" for path, digest in c["files"].items()]
+    out += [f"- shipped {code(name)} sha256 `{digest}`"
             for name, digest in c.get("shipped", {}).items()]
     if c["env"] is not None:   # None: a campaign client none of whose attempts came back
-        out.append("- environment: " + ", ".join(f"`{k}={v}`"
+        out.append("- environment: " + ", ".join(code(f"{k}={v}")
                                                  for k, v in sorted(c["env"].items())))
     return out
 
@@ -57,18 +59,19 @@ def _attempts_table(name: str, runs: tuple[AttemptRow, ...]) -> list[str]:
             for r in runs) + " |")
     out.append("| **attempt** | " + " | ".join(_outcome(r) for r in runs) + " |")
     out.append("")
-    out += [f"- @{r.attempt}: {r.judged.reason if r.judged else 'not judged'}" for r in runs]
-    out += [f"- @{r.attempt} gate `{g.gate}` {g.status}: {g.reason}"
+    out += [f"- @{r.attempt}: {md(r.judged.reason) if r.judged else 'not judged'}"
+            for r in runs]
+    out += [f"- @{r.attempt} gate `{g.gate}` {g.status}: {md(g.reason)}"
             for r in runs for g in r.gates if g.status != "pass"]
     return out + [""]
 
 
 def _risks(grade: ClientGrade) -> list[str]:
     runs = grade.runs
-    out = [f"- **{f.severity}** {f.kind} — {r.id} invocation {f.invocation}: "
-           f"{f.detail} (events {', '.join(map(str, f.evidence[:5]))})"
+    out = [f"- **{f.severity}** {f.kind} — {md(r.id)} invocation {f.invocation}: "
+           f"{md(f.detail)} (events {', '.join(map(str, f.evidence[:5]))})"
            for r in runs for f in r.risks]
-    out += [f"- **scan {r.scan_detail}** — {r.id}: findings there may be missing"
+    out += [f"- **scan {md(r.scan_detail)}** — {md(r.id)}: findings there may be missing"
             for r in runs if not r.scan_complete]
     if not out:
         out = ["No risk findings, and the kernel delivered every file, exec and connect event: "

@@ -6,6 +6,8 @@ import xml.etree.ElementTree as ET
 
 from sessions.output import document
 from sessions.output.campaign_report import campaign_junit, campaign_markdown
+from sessions.output.escape import code, xml
+from sessions.output.escape import markdown as md
 from sessions.output.grade_report import grade_markdown
 from sessions.output.grades import ClientGrade, grade_of
 from sessions.output.leaderboard import Board, board_of
@@ -77,17 +79,17 @@ def _table(doc: dict) -> str:
 
 def _scenario_section(s: dict, book: EvidenceBook) -> list[str]:
     faults = ", ".join(f"{f['kind']} (invocation {f['invocation']})" for f in s["faults"])
-    out = [f"## {s['id']}", "",
+    out = [f"## {md(s['id'])}", "",
            f"faults armed: {faults or 'none'}; noise: {', '.join(s['noise']) or 'off'}", "",
-           f"client `{s['client']['path']}` sha256 `{s['client']['sha256']}`; "
+           f"client {code(s['client']['path'])} sha256 `{s['client']['sha256']}`; "
            f"expected to fail: {', '.join(s['expected_failures']) or 'nothing'}; "
-           f"instrument check: **{s['instrument_check']}** ({s['instrument_detail']})", ""]
+           f"instrument check: **{s['instrument_check']}** ({md(s['instrument_detail'])})", ""]
     out += ["| clause | verdict | expected | reason | evidence |", "|---|---|---|---|---|"]
     for c in s["clauses"]:
         refs = ", ".join(f"#{n}" for n in c["evidence"][:8])
         more = f" (+{len(c['evidence']) - 8})" if len(c["evidence"]) > 8 else ""
         out.append(f"| `{c['id']}` | {status_text(c['status'])} | {c['expected']} "
-                   f"| {c['reason']} | {refs}{more} |")
+                   f"| {md(c['reason'])} | {refs}{more} |")
     out += ["", "| figure | " + " | ".join(f"inv {i['n']}" for i in s["invocations"]) + " |",
             "|---|" + "---|" * len(s["invocations"])]
     for label, get in _FIGURES:
@@ -161,7 +163,7 @@ def junit(book: EvidenceBook) -> str:
     doc = document.build(book, board=board)
     suites = ET.Element("testsuites", name="evlab")
     for s, ev in zip(doc["scenarios"], book.scenarios.values(), strict=True):
-        suite = ET.SubElement(suites, "testsuite", name=s["id"])
+        suite = ET.SubElement(suites, "testsuite", name=xml(s["id"]))
         failures = skipped = 0
         for c in s["clauses"]:
             wrong = ((c["expected"] == "fail" and c["status"] in ("pass", "not-applicable"))
@@ -182,7 +184,8 @@ def junit(book: EvidenceBook) -> str:
 def _case(suite, scenario: str, name: str, status: str, reason: str,
           failure: str | None) -> tuple[int, int]:
     """One test case; (failures, skipped) it adds."""
-    case = ET.SubElement(suite, "testcase", classname=f"evlab.{scenario}", name=name)
+    case = ET.SubElement(suite, "testcase", classname=xml(f"evlab.{scenario}"), name=name)
+    reason = xml(reason)
     if failure:
         ET.SubElement(case, "failure", message=failure).text = reason
     elif status == "inconclusive":

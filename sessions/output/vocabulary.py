@@ -5,6 +5,7 @@ status has a symbol and a word."""
 import json
 
 from sessions.judging.metrics import Metrics, OverallMetrics
+from sessions.output.escape import visible
 from sessions.stream.events import (
     CleanupObserved,
     ClientClaim,
@@ -62,7 +63,13 @@ RECORD_FIELDS = ("conn", "reason", "answer", "length", "payload_bytes", "peer_po
 def event_line(e: Event) -> str | None:
     """One line for an event worth reading, the same words wherever it is read: the report's
     timeline and the dashboard's panes each choose which events they show (in_timeline,
-    tui/lines.py). None for an event that has no line."""
+    tui/lines.py). None for an event that has no line. Client text in it is made visible
+    (sessions/output/escape.py): one line, nothing a terminal acts on."""
+    line = _event_line(e)
+    return None if line is None else visible(line)
+
+
+def _event_line(e: Event) -> str | None:
     match e:
         case PhaseChanged(phase=phase, invocation=n):
             return f"phase {phase}" + (f" {n}" if n else "")

@@ -30,6 +30,11 @@ INT_MAX = 2 ** 63            # every integer evlab records fits a signed 64-bit 
 NESTING_MAX = 8              # dicts and lists inside an event's fields
 
 
+def fits(value, hint) -> bool:
+    """Whether a value can be an event field of that type (what from_dict accepts back)."""
+    return _fits(value, hint)
+
+
 def _fits(value, hint, depth: int = 0) -> bool:
     """Does a JSON value have the field's declared type (bounded, finite, not too deep)?"""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -91,13 +96,29 @@ def from_dict(data: dict[str, Any]) -> Event:
                                    f"(got {type(value).__name__})")
         if isinstance(value, list):
             value = tuple(value)  # JSON arrays come back as the tuples they were written from
-        values[key] = value
+        values[key] = _text(value)
     if values.get("t_ns", 0) < 0:
         raise EventFormatError(f"{cls.__name__}.t_ns: negative")
     try:
         return cls(**values)
     except TypeError as e:
         raise EventFormatError(f"{cls.__name__}: {e}") from None
+
+
+def _text(value):
+    """Strings as evlab carries client text (probes/text.py): valid Unicode. Only a document
+    written elsewhere can hold a lone surrogate ("\\ud800"): it comes back as that escape."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {_text(k): _text(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_text(v) for v in value)
+    return value
 
 
 def _name(hint) -> str:

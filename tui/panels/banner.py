@@ -1,10 +1,12 @@
 """The warning banner: the feed's problem (the lab stopped) and missing capabilities, with
 their fix. Hidden while there is nothing to say."""
 
+from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
 from sessions.stream.events import CapabilityMissing
+from tui.styles import plain
 
 
 class Banner(Static):
@@ -26,4 +28,4 @@ class Banner(Static):
         lines += [f"⚠ missing: {m.name} — {m.detail}. Fix: {m.fix}" for m in self.missing[:4]]
         if self.missing:
             lines.append("Clauses that need it show '? inconclusive'.")
-        self.update("\n".join(lines))
+        self.update(Text("\n").join(plain(line) for line in lines))

@@ -8,7 +8,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable
 
 from tui.messages import RunRequested, ScenarioSelected
-from tui.styles import status_label
+from tui.styles import plain, status_label
 
 ID_WIDTH = (17, 32)   # the scenario column fits the longest id known, within these bounds
 
@@ -52,7 +52,7 @@ class ScenarioList(DataTable):
         self.add_column("scenario", width=width)
         self.add_column("" if self.compact else "status", width=1 if self.compact else 14)
         for sid in self._known:
-            self.add_row(sid, "", key=sid)
+            self.add_row(plain(sid), "", key=sid)
         self._fill()
         self.move_cursor(row=self._known.index(current) if current in self._known else 0)
 
@@ -65,7 +65,7 @@ class ScenarioList(DataTable):
         for sid, status in self.statuses:
             label = status_label(status, symbol_only=self.compact)
             if sid not in self.rows:
-                self.add_row(sid, label, key=sid)
+                self.add_row(plain(sid), label, key=sid)
                 self._known.append(sid)
             else:
                 self.update_cell(sid, self.ordered_columns[1].key, label)

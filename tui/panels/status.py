@@ -7,6 +7,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from tui.model import SessionFacts
+from tui.styles import plain
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class StatusLine(Static):
 
     def watch_facts(self, facts: StatusFacts | None) -> None:
         if facts is not None:
-            self.update(status_text(facts))
+            self.update(plain(status_text(facts)))
 
 
 def status_text(facts: StatusFacts) -> str:

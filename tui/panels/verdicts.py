@@ -9,7 +9,7 @@ from textual.widgets import DataTable
 from sessions.output.vocabulary import status_text
 from tui.messages import EvidenceRequested
 from tui.model import ScenarioView
-from tui.styles import status_label
+from tui.styles import plain, status_label
 
 
 class VerdictTable(DataTable):
@@ -37,15 +37,17 @@ class VerdictTable(DataTable):
             self._clauses = clauses
         for clause, verdict in view.rows:
             expected = "fail" if clause in view.expected_failures else "not-fail"
+            cells: tuple[Text, str, Text | str]
             if verdict is None:
                 cells = (Text("… pending", style="dim"), expected, "")
             else:  # a gate has no expectation of its own
                 cells = (status_label(verdict.status), getattr(verdict, "expected", expected),
-                         verdict.reason)
+                         plain(verdict.reason))
             for column, value in zip(("verdict", "expected", "reason"), cells, strict=True):
                 self.update_cell(clause, column, value)
-        self.border_subtitle = (f"{view.id}: {status_text(view.status)}"
-                                + (f" — {view.judged_detail}" if view.judged_detail else ""))
+        self.border_subtitle = plain(f"{view.id}: {status_text(view.status)}"
+                                     + (f" — {view.judged_detail}" if view.judged_detail
+                                        else ""))
 
     @on(DataTable.RowSelected)
     def _selected(self, event: DataTable.RowSelected) -> None:
