@@ -14,7 +14,7 @@ COUNTERS = (
     "read_calls",          # read-family calls that returned bytes
     "read_bytes",          # bytes read over all descriptors (incl. the loader's library reads)
     "source_read_bytes",   # bytes read from the source file's descriptors only
-    "source_opens",        # successful opens of the source path
+    "source_opens",        # successful opens of the source (by its path or its inode)
     "sock_sent_bytes",     # bytes sent over sockets (send*, write* on a socket fd, sendfile/splice)
     "sock_recv_bytes",     # bytes received over sockets
     "write_bytes",         # bytes written over all descriptors
@@ -35,6 +35,7 @@ COUNTERS = (
     "softirq_ns",          # softirqs the kernel ran on the tree's time (not in busy stretches)
     "switch_ins_missed",   # switches in of a tree's task that sched_switch did not report
                            # (its time then recovered from the scheduler's runtime)
+    "iouring_bytes",       # bytes io_uring requests of the tree moved (also in read/write/...)
 )
 
 # Counters that are maxima, not sums: per-CPU values merge with max().

@@ -7,6 +7,7 @@ Honest clients in three runtimes (C, Python, Node.js) must pass every clause and
 """
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from fixture.source import SIZE
 from probes.boundary.cgroup import PARENT, find_layout
 from probes.boundary.sandbox import Sandbox
 from probes.capability import Capability
@@ -164,6 +166,41 @@ def test_a_mapped_source_makes_hash_work_inconclusive_with_the_reason(egress, tm
     run, clauses = judged(f"{egress} mmap-rehash {{host}} {{port}} {{source}}", tmp_path)
     hw = clauses["hash-work"]
     assert hw["status"] == "inconclusive" and "mapped with mmap()" in hw["reason"], hw["reason"]
+
+
+# --- work hidden from the syscalls' view -------------------------------------------------------
+@root_only
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.parametrize("mode, clause, passes", [
+    ("dupfd-rehash", "hash-work", 256), ("alias-rehash", "hash-work", 64),
+    ("uring-rehash", "hash-work", 256), ("sqpoll-spin", "cpu-budget", None),
+])
+def test_work_by_another_path_is_counted_and_the_attempt_stays_valid(egress, tmp_path, mode,
+                                                                      clause, passes):
+    """The source read through an F_DUPFD copy, by another name, by io_uring; a SQPOLL thread
+    polling for nothing: each counted as the client's, failed, never an invalid attempt."""
+    run, clauses = judged(f"{egress} {mode} {{host}} {{port}} {{source}}", tmp_path)
+    assert run["valid"] and run["rule"] == "client-failed", run["reason"]
+    reason = clauses[clause]["reason"]
+    assert clauses[clause]["status"] == "fail", reason
+    if passes is None:   # the polling thread's stretch, or its CPU, is the client's
+        assert "without a syscall that makes progress" in reason or "of CPU" in reason, reason
+    else:
+        read = re.search(r"read ([\d,]+) source bytes", reason)
+        assert read and int(read[1].replace(",", "")) >= passes * SIZE, reason
+
+
+@root_only
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.parametrize("mode", ["uring-send", "sendmmsg-send", "sendfile-send"])
+def test_honest_clients_that_send_by_other_paths_pass_every_attempt(egress, tmp_path, mode):
+    doc = grade(f"{egress} {mode} {{host}} {{port}} {{source}}", tmp_path, attempts=1)
+    for scenario, metrics in doc["grade"]["scenarios"].items():
+        for run in metrics["runs"]:
+            assert run["valid"] and run["success"], (scenario, run["reason"])
+            assert run["rule"] == "all-passed"
 
 
 # --- honest clients in three runtimes -------------------------------------------------------------

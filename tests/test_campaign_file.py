@@ -146,7 +146,10 @@ def test_an_attempt_that_ran_other_bytes_than_the_campaign_named_is_invalid():
     assert "client.py is 000000000000, the campaign named ffffffffffff" in why
     assert identity_failures(_evidence(named, None)) == [
         "identity: the attempt does not record which client it ran"]
-    assert identity_failures(_evidence(None, changed)) == []    # not a campaign
+    # not a campaign: the attempt's own re-hash (ScenarioStarted's "aa") against the grade's
+    assert identity_failures(_evidence(None, changed)) == [
+        "identity: changed since the grade started: executable /usr/bin/python3 is now aa, "
+        "the grade started with eeeeeeeeeeee"]
 
 
 def test_ray_mode_says_what_it_needs_in_one_line_and_writes_nothing(tmp_path, monkeypatch,

@@ -29,7 +29,7 @@ def btf_id(tracepoint: str) -> int:
     return found
 
 
-BTF_KIND_STRUCT = 4
+BTF_KIND_STRUCT, BTF_KIND_UNION = 4, 5
 
 
 def member_offsets(*fields: tuple[str, ...]) -> list[int | None]:
@@ -57,20 +57,33 @@ def _offset(libbpf, btf, struct_name: str, path: list[str]) -> int | None:
     type_id = libbpf.btf__find_by_name_kind(btf, struct_name.encode(), BTF_KIND_STRUCT)
     offset_bits = 0
     for name in path:
-        if type_id <= 0:
+        found = _member(libbpf, btf, type_id, name.encode())
+        if found is None:
             return None
-        t = libbpf.btf__type_by_id(btf, type_id)   # name_off, info, size, then members
-        info = t[1]
-        if (info >> 24) & 0x1f != BTF_KIND_STRUCT:
-            return None
-        members = [(t[3 + 3 * i], t[4 + 3 * i], t[5 + 3 * i]) for i in range(info & 0xffff)]
-        found = [(mtype, moff) for noff, mtype, moff in members
-                 if libbpf.btf__name_by_offset(btf, noff) == name.encode()]
-        if not found:
-            return None
-        type_id, moff = found[0]
-        offset_bits += moff & 0xffffff if info >> 31 else moff
+        type_id, bits = found
+        offset_bits += bits
     return offset_bits // 8
+
+
+def _member(libbpf, btf, type_id: int, name: bytes) -> tuple[int, int] | None:
+    """(type id, bit offset) of a struct's member by name, looking inside its anonymous
+    structs and unions (io_kiocb's file is in one)."""
+    if type_id <= 0:
+        return None
+    t = libbpf.btf__type_by_id(btf, type_id)   # name_off, info, size, then members
+    info = t[1]
+    if (info >> 24) & 0x1f not in (BTF_KIND_STRUCT, BTF_KIND_UNION):
+        return None
+    for i in range(info & 0xffff):
+        noff, mtype, moff = t[3 + 3 * i], t[4 + 3 * i], t[5 + 3 * i]
+        bits = moff & 0xffffff if info >> 31 else moff
+        if libbpf.btf__name_by_offset(btf, noff) == name:
+            return mtype, bits
+        if noff == 0:   # an anonymous struct or union: its members are the parent's
+            inner = _member(libbpf, btf, mtype, name)
+            if inner is not None:
+                return inner[0], bits + inner[1]
+    return None
 
 
 def load(bpf, function: str, tracepoint: str) -> int:

@@ -41,6 +41,8 @@ struct config {
     u32 client_len;       // bytes in client_path: only an exec of this path is the client
     char source_path[PATH_MAX_LEN];
     char client_path[PATH_MAX_LEN];
+    u64 source_dev;       // the source file itself (the kernel's dev_t of its filesystem and
+    u64 source_ino;       // its inode): recognised whatever name or descriptor reaches it
 };
 BPF_ARRAY(config, struct config, 1);
 // Each invocation's own source and client paths (launcher_tgid and armed_* unused there):
@@ -89,7 +91,8 @@ BPF_PERCPU_ARRAY(counters, struct counters, INV_SLOTS);
 struct slot { u32 inv; u32 source_seen; };
 BPF_ARRAY(slots, struct slot, INV_SLOTS);
 
-enum fd_kind { FD_OTHER = 0, FD_SOURCE = 1, FD_SOCKET = 2 };
+// FD_UNKNOWN: closed here, so its next use says what it is by the file behind it.
+enum fd_kind { FD_OTHER = 0, FD_SOURCE = 1, FD_SOCKET = 2, FD_UNKNOWN = 3 };
 struct fdkey { u32 tgid; s32 fd; };
 BPF_HASH(fd_kinds, struct fdkey, u8, 65536);
 BPF_ARRAY(fd_gen, u64, 1);                 // moves whenever fd_kinds does: task caches go stale
@@ -207,22 +210,77 @@ static __always_inline struct event *reserve(u32 slot, u32 inv)
     return e;
 }
 
+// What a file is, by the inode behind it: a socket, the invocation's source (its device and
+// inode, whatever path, link, bind mount or descriptor reached it), or anything else. Pointer
+// chasing with probe reads, at this kernel's offsets (from its BTF); only on a descriptor's
+// first use, an open and an io_uring completion, never per read.
+#define S_IFMT_ 0170000
+#define S_IFSOCK_ 0140000
+static __always_inline u8 kind_of_file(u32 inv, u64 file)
+{
+    u64 inode = 0, sb = 0, ino = 0;
+    u16 mode = 0;
+    u32 dev = 0;
+    if (!file || bpf_probe_read_kernel(&inode, sizeof(inode), (void *)(file + FILE_INODE_OFF))
+        || !inode)
+        return FD_OTHER;
+    bpf_probe_read_kernel(&mode, sizeof(mode), (void *)(inode + INODE_MODE_OFF));
+    if ((mode & S_IFMT_) == S_IFSOCK_)
+        return FD_SOCKET;
+    struct config *cfg = inv_config.lookup(&inv);
+    if (!cfg || !cfg->source_ino)
+        return FD_OTHER;
+    bpf_probe_read_kernel(&ino, sizeof(ino), (void *)(inode + INODE_INO_OFF));
+    bpf_probe_read_kernel(&sb, sizeof(sb), (void *)(inode + INODE_SB_OFF));
+    if (sb)
+        bpf_probe_read_kernel(&dev, sizeof(dev), (void *)(sb + SB_DEV_OFF));
+    return ino == cfg->source_ino && dev == cfg->source_dev ? FD_SOURCE : FD_OTHER;
+}
+
+// The file behind the current task's descriptor fd (its files_struct's fd table), or 0.
+static __always_inline u64 file_of_fd(s64 fd)
+{
+    u64 task = bpf_get_current_task(), files = 0, fdt = 0, array = 0, file = 0;
+    u32 max = 0;
+    if (fd < 0 || bpf_probe_read_kernel(&files, sizeof(files), (void *)(task + TASK_FILES_OFF))
+        || !files)
+        return 0;
+    bpf_probe_read_kernel(&fdt, sizeof(fdt), (void *)(files + FILES_FDT_OFF));
+    if (!fdt)
+        return 0;
+    bpf_probe_read_kernel(&max, sizeof(max), (void *)(fdt + FDT_MAX_FDS_OFF));
+    if ((u64)fd >= max)
+        return 0;
+    bpf_probe_read_kernel(&array, sizeof(array), (void *)(fdt + FDT_FD_OFF));
+    if (array)
+        bpf_probe_read_kernel(&file, sizeof(file), (void *)(array + (u64)fd * 8));
+    return file;
+}
+
 // What kind of file is fd in tgid? A forked child inherits its parent's descriptors, so look
-// up the parent chain when the child has no entry of its own (closes leave an FD_OTHER mark).
-static __always_inline u8 fd_kind_of(u32 tgid, s64 fd)
+// up the parent chain when the child has no entry of its own. A descriptor nobody in the tree
+// is known to have made (dup, fcntl F_DUPFD, SCM_RIGHTS, pidfd_getfd, inherited from outside,
+// reused after a close) is what the file behind it is: resolved once, then remembered.
+static __always_inline u8 fd_kind_of(u32 inv, u32 tgid, s64 fd)
 {
     struct fdkey k = { .tgid = tgid, .fd = (s32)fd };
 #pragma unroll
     for (int depth = 0; depth < 4; depth++) {
         u8 *kind = fd_kinds.lookup(&k);
-        if (kind)
-            return *kind;
+        if (kind) {
+            if (*kind != FD_UNKNOWN)
+                return *kind;
+            break;
+        }
         u32 *parent = parent_of.lookup(&k.tgid);
         if (!parent)
-            return FD_OTHER;
+            break;
         k.tgid = *parent;
     }
-    return FD_OTHER;
+    u8 kind = kind_of_file(inv, file_of_fd(fd));
+    struct fdkey own = { .tgid = tgid, .fd = (s32)fd };
+    fd_kinds.update(&own, &kind);
+    return kind;
 }
 
 // The same, remembered by the task for the descriptor it used last (a read loop asks about
@@ -234,7 +292,7 @@ static __always_inline u8 fd_kind(struct task *t, s64 fd)
     u64 gen = genp ? *genp : 0;
     if (t->fd_gen == gen && t->fd == (s32)fd)
         return t->fd_kind;
-    u8 kind = fd_kind_of(bpf_get_current_pid_tgid() >> 32, fd);
+    u8 kind = fd_kind_of(t->inv, bpf_get_current_pid_tgid() >> 32, fd);
     t->fd_gen = gen;
     t->fd = (s32)fd;
     t->fd_kind = kind;
@@ -445,7 +503,9 @@ static __always_inline void opened(struct task *t, struct counters *c, struct sl
                                    struct fileop *f, int may_be_source, s64 ret)
 {
     if (ret >= 0) {
-        int source = may_be_source && is_source_path(t->inv, (const char *)f->path);
+        // by the path evlab gave (cheap), else by the file it opened (another name for it)
+        int source = may_be_source && (is_source_path(t->inv, (const char *)f->path)
+                                       || kind_of_file(t->inv, file_of_fd(ret)) == FD_SOURCE);
         set_fd_kind(ret, source ? FD_SOURCE : FD_OTHER);
         if (source) {
             c->c[CTR_SOURCE_OPENS]++;
@@ -525,6 +585,21 @@ static __always_inline void file_changed(struct task *t, struct counters *c, u64
     emit_file(t, c, &f, op, ret);
 }
 
+// The bytes of the first `count` messages of a sendmmsg/recvmmsg vector (struct mmsghdr: a
+// 56-byte msghdr, then the kernel's msg_len; 64 bytes each). UIO_MAXIOV (1024) at most.
+static __always_inline u64 mmsg_bytes(u64 vec, s64 count)
+{
+    u64 bytes = 0;
+    for (int i = 0; i < 1024; i++) {
+        if (i >= count)
+            break;
+        u32 len = 0;
+        bpf_probe_read_user(&len, sizeof(len), (void *)(vec + (u64)i * 64 + 56));
+        bytes += len;
+    }
+    return bytes;
+}
+
 // What a tracked task's syscall did, from its result and its arguments (still in the saved
 // registers at exit). Only the syscalls below: every other one was just counted.
 static __always_inline void syscall_done(struct task *t, struct counters *c, struct slot *s,
@@ -558,8 +633,15 @@ static __always_inline void syscall_done(struct task *t, struct counters *c, str
             c->c[CTR_SOCK_SENT_BYTES] += ret;
         }
         return;
+    case __NR_sendmmsg: case __NR_recvmmsg: {   // ret: messages; their bytes are in msg_len
+        u64 bytes = mmsg_bytes(REG(regs, si), ret);
+        c->c[nr == __NR_sendmmsg ? CTR_WRITE_BYTES : CTR_READ_BYTES] += bytes;
+        c->c[nr == __NR_sendmmsg ? CTR_SOCK_SENT_BYTES : CTR_SOCK_RECV_BYTES] += bytes;
+        return;
+    }
     case __NR_sendfile:        // sendfile(out_fd, in_fd, ...): bytes move in_fd -> out_fd
     case __NR_splice:          // splice(fd_in, off_in, fd_out, ...)
+    case __NR_copy_file_range: // copy_file_range(fd_in, off_in, fd_out, ...)
         if (ret > 0) {
             c->c[CTR_READ_BYTES] += ret;
             c->c[CTR_WRITE_BYTES] += ret;
@@ -613,9 +695,13 @@ static __always_inline void syscall_done(struct task *t, struct counters *c, str
         if (ret >= 0)
             set_fd_kind(ret, fd_kind(t, REG(regs, di)));
         return;
+    case __NR_fcntl:           // F_DUPFD, F_DUPFD_CLOEXEC: a copy, as dup
+        if (ret >= 0 && (REG(regs, si) == F_DUPFD || REG(regs, si) == F_DUPFD_CLOEXEC))
+            set_fd_kind(ret, fd_kind(t, REG(regs, di)));
+        return;
     case __NR_close:
         if (ret == 0)
-            set_fd_kind(REG(regs, di), FD_OTHER);
+            set_fd_kind(REG(regs, di), FD_UNKNOWN);
         return;
     case __NR_connect:
         connected(t, c, regs, ret);
@@ -661,6 +747,29 @@ int btf_sys_exit(struct bpf_raw_tracepoint_args *ctx)
     return 0;
 }
 
+static __always_inline int track(u32 tid, struct launch *l);
+
+// An io_uring worker or SQPOLL thread of a tracked process, seen for the first time as it goes
+// on the CPU: the kernel makes these threads without the fork tracepoint, and they work (and
+// spin) for the client, so they are tracked as its own. A flag test for every other task.
+#define PF_IO_WORKER 0x00000010
+static __always_inline struct task *adopted(u64 task)
+{
+    if (!(*(u32 *)(task + TASK_FLAGS_OFF) & PF_IO_WORKER))
+        return 0;
+    u32 tgid = *(u32 *)(task + TASK_TGID_OFF), tid = *(u32 *)(task + TASK_PID_OFF);
+    struct task *leader = tasks.lookup(&tgid);
+    if (!leader || !tid)
+        return 0;
+    struct launch l = { .inv = leader->inv, .slot = leader->slot };
+    struct task init = { .inv = l.inv, .slot = l.slot, .fd_gen = ~0ULL, .fd = -1 };
+    if (tasks.update(&tid, &init) || track(tid, &l)) {
+        add(l.slot, l.inv, CTR_LOST_EVENTS, 1);   // the view is incomplete
+        return 0;
+    }
+    return tasks.lookup(&tid);
+}
+
 // A tracked task's on-CPU clock runs from its switch in to its switch out (tp_btf: the
 // program gets both tasks).
 int btf_sched_switch(struct bpf_raw_tracepoint_args *ctx)
@@ -676,7 +785,7 @@ int btf_sched_switch(struct bpf_raw_tracepoint_args *ctx)
         clock_out(prev, c, ctx->args[1], now);
     }
     struct task *next = task_of(ctx->args[2]);
-    if (!next)
+    if (!next && !(next = adopted(ctx->args[2])))
         return 0;
     next->on_since = now ? now : bpf_ktime_get_ns();
     return 0;
@@ -902,6 +1011,53 @@ RAW_TRACEPOINT_PROBE(softirq_exit)
 
 // Function-entry counters: slot i counts symbol i's entries. One uprobe_multi program for
 // every slot, which its link's cookie names (probes/bcc/uprobes.py); on a kernel without
+#if HAVE_IO_URING
+// io_uring requests that move bytes, completed in a tracked task (the submitter, or one of its
+// adopted workers): the read and write families of the request's file, like their syscalls.
+// Opcodes are uapi/linux/io_uring.h's (read: READV READ_FIXED RECVMSG READ RECV
+// READ_MULTISHOT RECV_ZC READV_FIXED; write: WRITEV WRITE_FIXED SENDMSG WRITE SEND SEND_ZC
+// SENDMSG_ZC WRITEV_FIXED). A raw tracepoint: (struct io_ring_ctx *, void *req, cqe *).
+RAW_TRACEPOINT_PROBE(io_uring_complete)
+{
+    struct task *t = tracked_task();
+    if (!t)
+        return 0;
+    struct slot *s = 0;
+    struct counters *c = counters_of(t->slot, t->inv, &s);
+    if (!c || !s)
+        return 0;
+    s32 res = 0;
+    u8 op = 0;
+    u64 file = 0;
+    bpf_probe_read_kernel(&res, sizeof(res), (void *)(ctx->args[2] + 8));   // cqe->res
+    if (res <= 0)
+        return 0;
+    bpf_probe_read_kernel(&op, sizeof(op), (void *)(ctx->args[1] + IOKIOCB_OPCODE_OFF));
+    int in = op == 1 || op == 4 || op == 10 || op == 22 || op == 27 || op == 49 || op == 58
+             || op == 60;
+    int out = op == 2 || op == 5 || op == 9 || op == 23 || op == 26 || op == 47 || op == 48
+              || op == 61;
+    if (!in && !out)
+        return 0;
+    bpf_probe_read_kernel(&file, sizeof(file), (void *)(ctx->args[1] + IOKIOCB_FILE_OFF));
+    u8 kind = kind_of_file(t->inv, file);
+    c->c[CTR_IOURING_BYTES] += res;
+    if (in) {
+        c->c[CTR_READ_BYTES] += res;
+        if (kind == FD_SOURCE)
+            c->c[CTR_SOURCE_READ_BYTES] += res;
+        else if (kind == FD_SOCKET)
+            c->c[CTR_SOCK_RECV_BYTES] += res;
+    } else {
+        c->c[CTR_WRITE_BYTES] += res;
+        if (kind == FD_SOCKET)
+            c->c[CTR_SOCK_SENT_BYTES] += res;
+    }
+    end_stretch(t, c, s, bpf_ktime_get_ns());   // bytes moved: progress, as a syscall's
+    return 0;
+}
+#endif
+
 // uprobe_multi, one classic uprobe program per slot.
 static __always_inline int count_func(u32 slot)
 {

@@ -125,6 +125,10 @@ class BccCollector:
             setattr(cfg, f"{field}_len", len(value))
             offset = getattr(type(cfg), f"{field}_path").offset
             ctypes.memmove(ctypes.addressof(cfg) + offset, value + b"\0", len(value) + 1)
+        if source is not None:   # the file itself, whatever name reaches it (kernel dev_t)
+            st = os.stat(source)
+            cfg.source_dev = os.major(st.st_dev) << 20 | os.minor(st.st_dev)
+            cfg.source_ino = st.st_ino
         table[ctypes.c_uint(invocation)] = cfg
 
     # --- the client's cgroup -----------------------------------------------------------------

@@ -24,6 +24,18 @@ from probes.capability import Capability
 
 BPF_SOURCE = Path(__file__).with_name("collector.bpf.c")
 EXIT_FORMAT = Path("/sys/kernel/tracing/events/sched/sched_process_exit/format")
+IO_URING_COMPLETE = Path("/sys/kernel/tracing/events/io_uring/io_uring_complete")
+# What a descriptor or an io_uring request is, found from the file behind it (collector.bpf.c:
+# file_of_fd, kind_of_file), and whether a task is an io_uring worker of a tracked process.
+FILE_FIELDS = (("task_struct", "files"), ("files_struct", "fdt"), ("fdtable", "fd"),
+               ("fdtable", "max_fds"), ("file", "f_inode"), ("inode", "i_mode"),
+               ("inode", "i_ino"), ("inode", "i_sb"), ("super_block", "s_dev"),
+               ("task_struct", "flags"), ("task_struct", "tgid"), ("io_kiocb", "file"),
+               ("io_kiocb", "opcode"))
+FILE_MACROS = ("TASK_FILES_OFF", "FILES_FDT_OFF", "FDT_FD_OFF", "FDT_MAX_FDS_OFF",
+               "FILE_INODE_OFF", "INODE_MODE_OFF", "INODE_INO_OFF", "INODE_SB_OFF",
+               "SB_DEV_OFF", "TASK_FLAGS_OFF", "TASK_TGID_OFF", "IOKIOCB_FILE_OFF",
+               "IOKIOCB_OPCODE_OFF")
 
 
 class CollectorUnavailable(Exception):
@@ -160,12 +172,13 @@ def _compile():
             "tracefs", False, "tracefs is not mounted; BCC cannot read tracepoint formats",
             "mount -t tracefs nodev /sys/kernel/tracing"))
     try:
-        pid, runtime, filename = member_offsets(
+        pid, runtime, filename, *files = member_offsets(
             ("task_struct", "pid"), ("task_struct", "se", "sum_exec_runtime"),
-            ("linux_binprm", "filename"))
-        if pid is None or filename is None:
-            raise OSError("the kernel's BTF does not describe task_struct.pid and "
-                          "linux_binprm.filename")
+            ("linux_binprm", "filename"), *FILE_FIELDS)
+        if pid is None or filename is None or None in files:
+            missing = [".".join(f) for f, o in zip(FILE_FIELDS, files, strict=True) if o is None]
+            raise OSError("the kernel's BTF does not describe task_struct.pid, "
+                          "linux_binprm.filename" + "".join(f", {m}" for m in missing))
         if "group_dead" not in EXIT_FORMAT.read_text():   # the raw tracepoint's second argument
             raise OSError("this kernel's sched_process_exit tracepoint has no group_dead "
                           "argument (a newer kernel has it)")
@@ -173,6 +186,8 @@ def _compile():
             f"-DTASK_PID_OFF={pid}",
             f"-DTASK_RUNTIME_OFF={runtime if runtime is not None else -1}",
             f"-DBPRM_FILENAME_OFF={filename}",
+            *(f"-D{name}={offset}" for name, offset in zip(FILE_MACROS, files, strict=True)),
+            f"-DHAVE_IO_URING={int(IO_URING_COMPLETE.exists())}",
             f"-DTICK_NS={tick_ns()}",
             # no debug info, so no BTF of the program's own (~0.1 s of the compile): nothing
             # reads it, BCC describes the maps to Python itself

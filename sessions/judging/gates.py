@@ -7,7 +7,16 @@ evidence is missing is inconclusive, never pass.
 
 from collections.abc import Callable
 
-from sessions.judging.judgement import FAIL, NA, PASS, Judgement, failed, is_temp, unknown
+from sessions.judging.judgement import (
+    ENVIRONMENT,
+    FAIL,
+    NA,
+    PASS,
+    Judgement,
+    failed,
+    is_temp,
+    unknown,
+)
 from sessions.spec.contract import Thresholds
 from sessions.stream.events import Verdict
 from sessions.stream.evidence import ScenarioEvidence
@@ -71,7 +80,7 @@ def cleanup(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) ->
         if not c.kernel_view:
             return unknown(f"invocation {n}: no kernel view of its process tree (only its "
                            "session was scanned; a child that left it would be invisible)",
-                           evidence)
+                           evidence, ENVIRONMENT)
         temp = [f for f in c.cwd_files if is_temp(f)]
         for what, items in (("process(es) still running", c.leftover),
                             ("process(es) running when it ended", c.left_at_exit),

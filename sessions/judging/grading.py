@@ -1,24 +1,40 @@
 """Grading any client: one attempt's outcome.
 
-An attempt is *invalid* when something other than the client decided it — an armed fault that
-had its chance and never fired, or a clause or gate left inconclusive for an environment or
-harness reason (evidence missing, a port clash). Invalid attempts are shown and left out of
-every denominator (sessions/judging/metrics.py): they count neither as the client's success
-nor its failure.
+An attempt is *invalid* only when evlab, not the client, decided it: its own machinery failed
+by itself (a server that could not start or died without an injected crash, a proxy that
+failed), what it runs changed under it (identity), an armed fault had its chance and did not
+fire, or a clause or gate is inconclusive for a harness or environment reason (a capability
+this machine lacks; judgement.py says whose doing each inconclusive is, and an unknown cause is
+the client's). Everything else the client's behaviour causes is judged against it. Each
+attempt names the rule applied (RULES, the table in docs/grading.md). Invalid attempts are
+shown and left out of every denominator (sessions/judging/metrics.py).
 """
 
 from sessions.judging.fault_chance import could_fire
 from sessions.stream.events import AttemptJudged, GateResult, Verdict
 from sessions.stream.evidence import ScenarioEvidence
 
+# The rule that decided an attempt, by the first that applies, in this order.
+RULES = {
+    "harness-failed": "invalid: evlab's lab failed by itself (a server, the proxy)",
+    "identity-changed": "invalid: the graded program changed since the grade started",
+    "fault-unfired": "invalid: an armed fault had its chance and did not fire",
+    "evidence-missing": "invalid: a clause or gate inconclusive for a harness or environment "
+                        "reason",
+    "client-failed": "valid, failed: a clause or gate failed, or was inconclusive by the "
+                     "client's doing",
+    "all-passed": "valid, success: every clause and gate passed or did not apply",
+}
+
 
 def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[GateResult],
                   unfired: list[dict], now_ns: int) -> AttemptJudged:
     s = ev.started
-    broken = harness_failures(ev) + identity_failures(ev)
-    if broken:   # e.g. a port clash, a receiver that died by itself: not the client's doing
-        return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, False, False, None,
-                             "invalid: " + "; ".join(broken))
+    for rule, broken in (("harness-failed", harness_failures(ev)),
+                         ("identity-changed", identity_failures(ev))):
+        if broken:   # e.g. a port clash, a receiver that died by itself: not the client's doing
+            return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, False, False, None,
+                                 "invalid: " + "; ".join(broken), rule)
     judged: list[Verdict | GateResult] = [*verdicts, *gates]
     # Fail closed: an inconclusive that is not the client's own doing blocks the attempt.
     blocked = [j for j in judged if j.status == "inconclusive" and j.failure_class != "client"]
@@ -33,13 +49,14 @@ def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[Gat
                for f in had_chance]
         why += [f"{_name(j)} inconclusive ({j.failure_class}): {j.reason}" for j in blocked]
         return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, False, False, score,
-                             "invalid: " + "; ".join(why))
+                             "invalid: " + "; ".join(why),
+                             "fault-unfired" if had_chance else "evidence-missing")
     if failed:
         return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, True, False, score,
-                             "failed: " + ", ".join(_name(j) for j in failed))
+                             "failed: " + ", ".join(_name(j) for j in failed), "client-failed")
     return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, True, True, score,
                          f"every clause and gate passed ({len(passed)} judged, "
-                         f"{len(judged) - len(passed)} not applicable)")
+                         f"{len(judged) - len(passed)} not applicable)", "all-passed")
 
 
 def harness_failures(ev: ScenarioEvidence) -> list[str]:

@@ -14,11 +14,20 @@ class Judgement:
     failure_class: str | None = None   # client, environment, harness — for anything not a pass
 
 
+# Whose doing an inconclusive judgement is (docs/grading.md, "Invalid attempts"): the client's
+# (what it chose: a path the kernel gives no bytes for, a flood, an odd protocol exchange, and
+# any cause not known to be another's); the environment's (a capability this machine lacks,
+# recorded as missing: no kernel view, no socket layer); the harness's (evlab's own machinery
+# failed by itself: a verifier result or lifecycle check missing, the capture stopped by an
+# error). Only the last two make an attempt invalid.
+CLIENT, ENVIRONMENT, HARNESS = "client", "environment", "harness"
+
+
 def failed(reason, evidence=()):
-    return Judgement(FAIL, reason, tuple(evidence), "client")
+    return Judgement(FAIL, reason, tuple(evidence), CLIENT)
 
 
-def unknown(reason, evidence=(), failure_class="environment"):
+def unknown(reason, evidence=(), failure_class=CLIENT):
     return Judgement(INCONCLUSIVE, reason, tuple(evidence), failure_class)
 
 

@@ -58,6 +58,7 @@ class AttemptRow:
             "collector": self.collector, "packets": self.packets,
             "valid": a.valid if a else None, "success": a.success if a else None,
             "score": a.score if a else None, "reason": a.reason if a else "not judged",
+            "rule": a.rule if a else None,
             "clauses": dict(self.clauses),
             "gates": {g.gate: {"status": g.status, "reason": g.reason,
                                "failure_class": g.failure_class, "evidence": list(g.evidence)}

@@ -358,6 +358,7 @@ class AttemptJudged(Event):
     success: bool                   # valid, and every clause and gate passed (or n/a)
     score: float | None             # passed / (passed + failed) over clauses and gates
     reason: str
+    rule: str = ""                  # which rule decided valid/invalid (docs/grading.md)
 
 
 @dataclass(frozen=True)

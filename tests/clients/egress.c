@@ -44,6 +44,16 @@
  *   mem-rehash    hashing / CPU: SOURCE is read into memory once, then that buffer is hashed 512
  *                 times in a tight loop with no syscalls between passes (the last digest is
  *                 used): the file is read once, but hashed 512 times.
+ *   dupfd-rehash  hashing: SOURCE read whole REHASH_ROUNDS (256) times through a copy of its
+ *                 descriptor made with fcntl(F_DUPFD), before the honest backup.
+ *   alias-rehash  hashing: SOURCE read whole 64 times by another name (a symlink to it in the
+ *                 working directory), before the honest backup.
+ *   uring-rehash  hashing: SOURCE read whole 256 times by io_uring IORING_OP_READ (no read(2)).
+ *   sqpoll-spin   CPU: an io_uring SQPOLL ring whose kernel thread polls 300 ms with nothing to
+ *                 do (it works for the client, on the client's CPU), then the honest backup.
+ *   uring-send    honest: the payload is sent with io_uring IORING_OP_SEND.
+ *   sendmmsg-send honest: the payload is sent with sendmmsg(2), two messages a call.
+ *   sendfile-send honest: the payload is sent with sendfile(2) from the source.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -60,6 +70,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -77,7 +88,9 @@ enum { DIGEST_LEN = 32, HEX_LEN = 2 * DIGEST_LEN, CHUNK = 64 * 1024, MAX_ATTEMPT
 
 static const char *const MODES[] = { "honest", "udp-sendto", "udp-sendmsg", "udp-sendmmsg",
                                      "uring-connect", "udp6-sendto", "setsid-daemon",
-                                     "mmap-rehash", "fork-spin", "mem-rehash" };
+                                     "mmap-rehash", "fork-spin", "mem-rehash", "dupfd-rehash",
+                                     "alias-rehash", "uring-rehash", "sqpoll-spin",
+                                     "uring-send", "sendmmsg-send", "sendfile-send" };
 
 static const char *mode = "honest";
 
@@ -264,6 +277,239 @@ static int hash_buffer_rounds(const unsigned char *buf, size_t len, int rounds,
     }
     EVP_MD_CTX_free(ctx);
     return ok ? 0 : -1;
+}
+
+/* ---------- io_uring, by raw syscalls (no liburing) ---------- */
+
+struct ring {
+    int fd;
+    struct io_uring_params p;
+    unsigned char *sq, *cq;
+    struct io_uring_sqe *sqes;
+    size_t sq_size, cq_size, sqes_size;
+};
+
+static void ring_close(struct ring *r)
+{
+    if (r->sqes != MAP_FAILED && r->sqes)
+        munmap(r->sqes, r->sqes_size);
+    if (r->cq != MAP_FAILED && r->cq && r->cq != r->sq)
+        munmap(r->cq, r->cq_size);
+    if (r->sq != MAP_FAILED && r->sq)
+        munmap(r->sq, r->sq_size);
+    if (r->fd >= 0)
+        close(r->fd);
+}
+
+/* A ring of 4 entries; flags IORING_SETUP_SQPOLL with idle_ms for a polling kernel thread. */
+static int ring_open(struct ring *r, unsigned flags, unsigned idle_ms)
+{
+    memset(r, 0, sizeof *r);
+    r->p.flags = flags;
+    r->p.sq_thread_idle = idle_ms;
+    r->fd = (int)syscall(__NR_io_uring_setup, 4, &r->p);
+    if (r->fd < 0)
+        return -1;
+    r->sq_size = r->p.sq_off.array + r->p.sq_entries * sizeof(unsigned);
+    r->cq_size = r->p.cq_off.cqes + r->p.cq_entries * sizeof(struct io_uring_cqe);
+    r->sqes_size = r->p.sq_entries * sizeof(struct io_uring_sqe);
+    int single = (r->p.features & IORING_FEAT_SINGLE_MMAP) != 0;
+    if (single)
+        r->sq_size = r->cq_size = r->sq_size > r->cq_size ? r->sq_size : r->cq_size;
+    r->sq = mmap(NULL, r->sq_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd,
+                 IORING_OFF_SQ_RING);
+    r->cq = single ? r->sq : mmap(NULL, r->cq_size, PROT_READ | PROT_WRITE,
+                                  MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_CQ_RING);
+    r->sqes = mmap(NULL, r->sqes_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                   r->fd, IORING_OFF_SQES);
+    if (r->sq == MAP_FAILED || r->cq == MAP_FAILED || r->sqes == MAP_FAILED) {
+        ring_close(r);
+        r->fd = -1;
+        return -1;
+    }
+    return 0;
+}
+
+/* One request (op on fd, addr/len/off as the op reads them), submitted and waited for: its
+   result (bytes, or -errno). */
+static int ring_do(struct ring *r, int op, int fd, const void *addr, unsigned len, uint64_t off)
+{
+    unsigned *sq_tail = (unsigned *)(r->sq + r->p.sq_off.tail);
+    unsigned mask = *(unsigned *)(r->sq + r->p.sq_off.ring_mask);
+    unsigned *array = (unsigned *)(r->sq + r->p.sq_off.array);
+    unsigned tail = *sq_tail, idx = tail & mask;
+    struct io_uring_sqe *sqe = &r->sqes[idx];
+    memset(sqe, 0, sizeof *sqe);
+    sqe->opcode = (unsigned char)op;
+    sqe->fd = fd;
+    sqe->addr = (uint64_t)(uintptr_t)addr;
+    sqe->len = len;
+    sqe->off = off;
+    array[idx] = idx;
+    __atomic_store_n(sq_tail, tail + 1, __ATOMIC_RELEASE);
+    unsigned enter = IORING_ENTER_GETEVENTS, to_submit = 1;
+    if (r->p.flags & IORING_SETUP_SQPOLL) {   /* its thread submits; wake it if it sleeps */
+        to_submit = 0;
+        unsigned sq_flags = __atomic_load_n((unsigned *)(r->sq + r->p.sq_off.flags),
+                                            __ATOMIC_ACQUIRE);
+        if (sq_flags & IORING_SQ_NEED_WAKEUP)
+            enter |= IORING_ENTER_SQ_WAKEUP;
+    }
+    unsigned *cq_head = (unsigned *)(r->cq + r->p.cq_off.head);
+    unsigned *cq_tail = (unsigned *)(r->cq + r->p.cq_off.tail);
+    unsigned cq_mask = *(unsigned *)(r->cq + r->p.cq_off.ring_mask);
+    struct io_uring_cqe *cqes = (struct io_uring_cqe *)(r->cq + r->p.cq_off.cqes);
+    for (;;) {
+        unsigned head = *cq_head;
+        if (head != __atomic_load_n(cq_tail, __ATOMIC_ACQUIRE)) {
+            int res = cqes[head & cq_mask].res;
+            __atomic_store_n(cq_head, head + 1, __ATOMIC_RELEASE);
+            return res;
+        }
+        long n = syscall(__NR_io_uring_enter, r->fd, to_submit, 1, enter, NULL, 0);
+        if (n < 0 && errno != EINTR)
+            return -errno;
+        if (n >= 0)
+            to_submit = 0;
+    }
+}
+
+/* ---------- hidden work: the source read again by other paths ---------- */
+
+enum { REHASH_ROUNDS = 256, ALIAS_ROUNDS = 64, SQPOLL_IDLE_MS = 300 };
+
+/* Read the whole file behind fd `rounds` times with pread (offset 0 each round). */
+static long long read_rounds(int fd, int rounds)
+{
+    static unsigned char buf[CHUNK];
+    long long total = 0;
+    for (int i = 0; i < rounds; i++) {
+        off_t off = 0;
+        ssize_t n;
+        while ((n = pread(fd, buf, CHUNK, off)) > 0) {
+            off += n;
+            total += n;
+        }
+    }
+    return total;
+}
+
+static int extra_dupfd_rehash(const char *path, char *err, size_t cap, char *detail, size_t dcap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int copy = fd < 0 ? -1 : fcntl(fd, F_DUPFD, 10);
+    if (copy < 0) {
+        snprintf(err, cap, "open/F_DUPFD: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    long long total = read_rounds(copy, REHASH_ROUNDS);
+    close(copy);
+    close(fd);
+    snprintf(detail, dcap, "%lld bytes read through an F_DUPFD copy", total);
+    return 0;
+}
+
+static int extra_alias_rehash(const char *path, char *err, size_t cap, char *detail, size_t dcap)
+{
+    unlink("alias");
+    if (symlink(path, "alias") < 0) {
+        snprintf(err, cap, "symlink: %s", strerror(errno));
+        return -1;
+    }
+    int fd = open("alias", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, cap, "open alias: %s", strerror(errno));
+        return -1;
+    }
+    long long total = read_rounds(fd, ALIAS_ROUNDS);
+    close(fd);
+    unlink("alias");
+    snprintf(detail, dcap, "%lld bytes read by another name", total);
+    return 0;
+}
+
+static int extra_uring_rehash(const char *path, char *err, size_t cap, char *detail, size_t dcap)
+{
+    struct ring r;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ring_open(&r, 0, 0) < 0) {
+        snprintf(err, cap, "open/io_uring_setup: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    static unsigned char buf[CHUNK];
+    long long total = 0;
+    for (int i = 0; i < REHASH_ROUNDS; i++) {
+        uint64_t off = 0;
+        int n;
+        while ((n = ring_do(&r, IORING_OP_READ, fd, buf, CHUNK, off)) > 0) {
+            off += (uint64_t)n;
+            total += n;
+        }
+    }
+    ring_close(&r);
+    close(fd);
+    snprintf(detail, dcap, "%lld bytes read by IORING_OP_READ", total);
+    return 0;
+}
+
+static int extra_sqpoll_spin(char *err, size_t cap, char *detail, size_t dcap)
+{
+    struct ring r;
+    if (ring_open(&r, IORING_SETUP_SQPOLL, SQPOLL_IDLE_MS) < 0) {
+        snprintf(err, cap, "io_uring_setup SQPOLL: %s", strerror(errno));
+        return -1;
+    }
+    int res = ring_do(&r, IORING_OP_NOP, -1, NULL, 0, 0);
+    sleep_ms(SQPOLL_IDLE_MS + 50);   /* its thread polls meanwhile */
+    ring_close(&r);
+    snprintf(detail, dcap, "SQPOLL ring, NOP res %d, %d ms idle polling", res, SQPOLL_IDLE_MS);
+    return 0;
+}
+
+/* The payload's bytes on the socket, by the mode's path (send(2) unless it says otherwise). */
+static struct ring send_ring = { .fd = -1 };
+static int send_payload_chunk(int sock, const unsigned char *buf, size_t n)
+{
+    if (is("uring-send")) {
+        if (send_ring.fd < 0 && ring_open(&send_ring, 0, 0) < 0)
+            return -1;
+        size_t done = 0;
+        while (done < n) {
+            int res = ring_do(&send_ring, IORING_OP_SEND, sock, buf + done,
+                              (unsigned)(n - done), 0);
+            if (res <= 0)
+                return -1;
+            done += (size_t)res;
+        }
+        return 0;
+    }
+    if (is("sendmmsg-send")) {   /* two messages a call, each half of the chunk */
+        size_t done = 0;
+        while (done < n) {
+            size_t half = (n - done + 1) / 2;
+            struct iovec iov[2] = { { (void *)(buf + done), half },
+                                    { (void *)(buf + done + half), n - done - half } };
+            struct mmsghdr msgs[2];
+            memset(msgs, 0, sizeof msgs);
+            msgs[0].msg_hdr.msg_iov = &iov[0];
+            msgs[0].msg_hdr.msg_iovlen = 1;
+            msgs[1].msg_hdr.msg_iov = &iov[1];
+            msgs[1].msg_hdr.msg_iovlen = 1;
+            int sent = sendmmsg(sock, msgs, iov[1].iov_len ? 2 : 1, MSG_NOSIGNAL);
+            if (sent < 0 && errno == EINTR)
+                continue;
+            if (sent <= 0)
+                return -1;
+            for (int i = 0; i < sent; i++)
+                done += msgs[i].msg_len;
+        }
+        return 0;
+    }
+    return send_all(sock, buf, n);
 }
 
 /* mmap-rehash: hash the read-only mapping of path MMAP_ROUNDS times. */
@@ -782,7 +1028,18 @@ static int put(int sock, const char *path, const char *hex, long long length, ch
     static unsigned char buf[CHUNK];
     long long sent = 0;
     int rc = 0;
-    while (sent < length) {
+    while (is("sendfile-send") && sent < length) {   /* the kernel moves it: no read(2) */
+        ssize_t n = sendfile(sock, fd, NULL, (size_t)(length - sent));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            snprintf(err, cap, "sendfile: %s", n < 0 ? strerror(errno) : "source shrank");
+            rc = -1;
+            break;
+        }
+        sent += n;
+    }
+    while (sent < length && rc == 0) {
         size_t want = length - sent < CHUNK ? (size_t)(length - sent) : CHUNK;
         ssize_t n = read(fd, buf, want);
         if (n < 0 && errno == EINTR)
@@ -797,7 +1054,7 @@ static int put(int sock, const char *path, const char *hex, long long length, ch
             rc = -1;
             break;
         }
-        if (send_all(sock, buf, (size_t)n) < 0) {
+        if (send_payload_chunk(sock, buf, (size_t)n) < 0) {
             snprintf(err, cap, "connection error during upload: %s", strerror(errno));
             rc = -1;
             break;
@@ -937,7 +1194,16 @@ int main(int argc, char **argv)
         rc = extra_setsid_daemon(decoy_port, err, sizeof err, detail, sizeof detail);
     else if (is("fork-spin"))
         rc = extra_fork_spin(err, sizeof err, detail, sizeof detail);
-    if (!is("honest") && !is("mmap-rehash") && !is("mem-rehash"))
+    else if (is("dupfd-rehash"))
+        rc = extra_dupfd_rehash(source, err, sizeof err, detail, sizeof detail);
+    else if (is("alias-rehash"))
+        rc = extra_alias_rehash(source, err, sizeof err, detail, sizeof detail);
+    else if (is("uring-rehash"))
+        rc = extra_uring_rehash(source, err, sizeof err, detail, sizeof detail);
+    else if (is("sqpoll-spin"))
+        rc = extra_sqpoll_spin(err, sizeof err, detail, sizeof detail);
+    if (!is("honest") && !is("mmap-rehash") && !is("mem-rehash") && !is("uring-send")
+        && !is("sendmmsg-send") && !is("sendfile-send"))
         claim_extra(rc == 0, rc == 0 ? decoy_error : err, rc == 0 ? detail : NULL);
 
     unsigned char digest[DIGEST_LEN];

@@ -2,7 +2,7 @@
 hooks on the client's cgroup (every connect and datagram, whatever path produced it), with the
 connect() events, the decoy and the wire as cross-checks."""
 
-from sessions.judging.judgement import PASS, Judgement, failed, seqs, unknown
+from sessions.judging.judgement import ENVIRONMENT, PASS, Judgement, failed, seqs, unknown
 from sessions.judging.views import (
     RECEIVER_HOST,
     invocations,
@@ -83,7 +83,7 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     if not invs or any(s is None for s in summaries):
         return unknown("no socket-layer view of the client's cgroup: datagrams sent without "
                        "connect() and io_uring connects would be invisible; the decoy and the "
-                       "wire saw nothing", seqs(finals))
+                       "wire saw nothing", seqs(finals), ENVIRONMENT)
     # The socket hooks' totals are kept in the kernel: only destinations their tables could
     # not hold are missing (ring-buffer losses of other events do not matter here).
     lost = sum(f.counters.get("egress_lost", 0) for f in finals if f is not None)

@@ -32,8 +32,8 @@ def unchanged_no_upload(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                       "although it held the content", (*evidence, *seqs(rejected)))
     if wire is not None and wire > t.unchanged_wire_bytes_max:
         return unknown(f"the receiver consumed no payload but the wire carried {wire:,} bytes to "
-                       f"it (> {t.unchanged_wire_bytes_max}): the evidence disagrees", evidence,
-                       "harness")
+                       f"it (> {t.unchanged_wire_bytes_max}): requests beyond what a CHECK "
+                       "takes", evidence)
     lost = wire_lost(second)
     if lost:
         return unknown(lost, evidence, "harness")

@@ -1,7 +1,7 @@
 """Clauses about the work the client did, judged from the kernel's counters: hash-work (passes
 over the source) and cpu-budget (no busy-waiting, CPU within a budget from the bytes moved)."""
 
-from sessions.judging.judgement import PASS, Judgement, failed, seqs, unknown
+from sessions.judging.judgement import ENVIRONMENT, PASS, Judgement, failed, seqs, unknown
 from sessions.judging.views import blind, counter, invocations, mb
 from sessions.spec.contract import Thresholds
 from sessions.stream.evidence import ScenarioEvidence
@@ -36,7 +36,7 @@ def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                      f"{source / size if source is not None else float('nan'):.0f}x source read")
     if judged < len(ev.invocations) or not judged:
         return unknown("no kernel view of hashing: neither uprobe counts nor source-file reads "
-                       "were observed", evidence)
+                       "were observed", evidence, ENVIRONMENT)
     return Judgement(PASS, f"per invocation: {'; '.join(notes)}", tuple(evidence))
 
 
@@ -51,7 +51,7 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         if any(v is None for v in values.values()):
             missing = [n for n, v in values.items() if v is None]
             return unknown(f"invocation {inv.n}: no kernel view of {', '.join(missing)}",
-                           evidence)
+                           evidence, ENVIRONMENT)
         why = blind(inv, ev.started.receiver_port)
         if why:
             return unknown(why, evidence)
