@@ -58,6 +58,10 @@ class EvlabApp(App):
         Binding("minus", "speed(0.5)", "Slower", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("end", "follow", "Follow"),
+        Binding("1", "show('verdicts')", "Verdicts", show=False),
+        Binding("2", "show('packets')", "Packets", show=False),
+        Binding("3", "show('receiver')", "Events", show=False),
+        Binding("4", "show('claims')", "Claims", show=False),
         Binding("e", "export", "Export"),
         Binding("g", "grade", "Grade"),
         Binding("l", "leaderboard", "Leaderboard"),
@@ -65,7 +69,8 @@ class EvlabApp(App):
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
-    compact = reactive(False)     # below COMPACT_BELOW: symbols for statuses, no panes
+    compact = reactive(False)     # below COMPACT_BELOW: symbols, one panel below at a time
+    shown = reactive("verdicts")  # compact: that panel (keys 1-4: verdicts or a pane)
     filter_text = reactive("")    # what the panes show only lines containing
 
     def __init__(self, feed: Feed):
@@ -96,6 +101,7 @@ class EvlabApp(App):
     def on_mount(self) -> None:
         self.sub_title = self.feed.mode
         self.compact = _small(self.size.width, self.size.height)
+        self.add_class(f"show-{self.shown}")
         self.feed.start()
         self.run_worker(self.feed.serve, thread=True, name=self.feed.mode, group="feed",
                         exit_on_error=False)
@@ -125,6 +131,18 @@ class EvlabApp(App):
 
     def watch_compact(self, compact: bool) -> None:
         self.set_class(compact, "compact")
+
+    def watch_shown(self, old: str, new: str) -> None:
+        self.remove_class(f"show-{old}")
+        self.add_class(f"show-{new}")
+
+    def action_show(self, panel: str) -> None:
+        """Keys 1-4: the verdicts, or one evidence pane, in the room below the scenarios (a
+        small terminal shows one at a time; a larger one shows them all, and the key focuses
+        it)."""
+        self.shown = panel
+        target = "#verdicts" if panel == "verdicts" else f"#{panel}"
+        self.query_one(target).focus()
 
     # --- redraw (timer, UI thread) ------------------------------------------------------
     def refresh_view(self) -> None:

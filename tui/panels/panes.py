@@ -13,8 +13,9 @@ from tui.lines import CLAIMS, PACKETS, RECEIVER
 from tui.model import ScenarioView
 
 PANE_BURST = 200  # lines a pane takes per redraw
-TITLES = {PACKETS: "packets", RECEIVER: "receiver & kernel events",
-          CLAIMS: "client claims & exits"}
+# Each with the key that shows it (on a small terminal one panel at a time: 1 is the verdicts).
+TITLES = {PACKETS: "2 packets", RECEIVER: "3 receiver & kernel events",
+          CLAIMS: "4 client claims & exits"}
 
 
 class PanesPanel(Horizontal):

@@ -44,15 +44,21 @@ class ScenarioList(DataTable):
         return True
 
     def watch_compact(self) -> None:
+        """Full: the scenario, then its status in words. Compact (a small terminal): the status
+        symbol first, so a long id is what gets cut, never the status."""
         current = self.highlighted
         self.clear(columns=True)
         width = max(ID_WIDTH[0], min(ID_WIDTH[1], max(map(len, self._known), default=0)))
         if width > ID_WIDTH[0]:   # long ids (a campaign's CLIENT:BASE@N): a wider list
             self.styles.width = width + (7 if self.compact else 20)
-        self.add_column("scenario", width=width)
-        self.add_column("" if self.compact else "status", width=1 if self.compact else 14)
+        if self.compact:
+            self.add_column("", key="status", width=1)
+            self.add_column("scenario", key="scenario", width=width)
+        else:
+            self.add_column("scenario", key="scenario", width=width)
+            self.add_column("status", key="status", width=14)
         for sid in self._known:
-            self.add_row(plain(sid), "", key=sid)
+            self._add(sid, "")
         self._fill()
         self.move_cursor(row=self._known.index(current) if current in self._known else 0)
 
@@ -65,10 +71,14 @@ class ScenarioList(DataTable):
         for sid, status in self.statuses:
             label = status_label(status, symbol_only=self.compact)
             if sid not in self.rows:
-                self.add_row(plain(sid), label, key=sid)
+                self._add(sid, label)
                 self._known.append(sid)
             else:
-                self.update_cell(sid, self.ordered_columns[1].key, label)
+                self.update_cell(sid, "status", label)
+
+    def _add(self, sid: str, label) -> None:
+        cells = (label, plain(sid)) if self.compact else (plain(sid), label)
+        self.add_row(*cells, key=sid)
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -20,7 +20,7 @@ class VerdictTable(DataTable):
         self._clauses: list[str] = []
 
     def on_mount(self) -> None:
-        self.border_title = "verdicts"
+        self.border_title = "1 verdicts"   # the key that shows it (a small terminal: 1-4)
         self.add_column("clause", key="clause", width=19)
         self.add_column("verdict", key="verdict", width=14)
         self.add_column("expected", key="expected", width=8)
