@@ -16,6 +16,7 @@ A deferred interrupt is raised when the outermost `deferred` block ends.
 """
 
 import contextlib
+import os
 import signal
 import threading
 
@@ -56,7 +57,15 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 def interrupt_once(signum, frame) -> None:
     """A signal handler: the first of SIGNALS interrupts (raise_or_defer); the rest are then
-    ignored, so they cannot cut the teardown that the first one started."""
+    ignored, so they cannot cut the teardown that the first one started.
+
+    Landing in a callback the interpreter runs for itself (the import system's module-lock
+    weakref callback, during start-up's imports), an exception would be printed as "ignored"
+    and the interrupt lost: the signal is sent again, to be handled once the callback is done."""
+    if frame is not None and frame.f_code.co_name == "cb" \
+            and frame.f_globals.get("__name__") == "importlib._bootstrap":
+        os.kill(os.getpid(), signum)
+        return
     for sig in SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     raise_or_defer(Interrupted())

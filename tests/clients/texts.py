@@ -8,7 +8,6 @@ Usage: texts.py HOST PORT SOURCE
 """
 
 import ctypes
-import json
 import os
 import sys
 
