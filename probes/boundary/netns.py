@@ -1,10 +1,14 @@
 """A network of the lab's own: one network namespace per attempt, with loopback only.
 
     net = LabNetwork.create("grade-1")      # NetworkUnavailable when the host refuses
-    net.run(fn, *args)                      # fn in a thread inside it: its sockets are the lab's,
-                                            # and so is any process it starts
+    net.run(fn, *args)                      # fn in a thread inside it: its sockets are the lab's
+    argv = [*net.argv(), *command]          # a process started in it (nsenter, at its exec)
     net.path                                # for a process of its own to enter (setns)
     net.remove()
+
+Processes are started by `argv()`, never from `run`'s thread: a child whose parent thread ends
+gets its parent-death signal (bubblewrap's --die-with-parent), so a launch from a thread that
+ends at once could kill the client's sandbox under it.
 
 `HostNetwork` is the same interface where the host refuses (fn runs where it is called).
 
@@ -108,8 +112,13 @@ class LabNetwork:
             _unmount(path)
             raise
 
+    def argv(self) -> list[str]:
+        """The prefix that starts a command inside the lab network (as root)."""
+        return ["nsenter", f"--net={self.path}", "--"]
+
     def run(self, fn, *args):
-        """fn(*args) in a thread inside the lab network; what it returns or raises."""
+        """fn(*args) in a thread inside the lab network; what it returns or raises. For
+        sockets; a process is started with argv()."""
         return _in_thread(lambda: _check(_libc.setns(self._fd, CLONE_NEWNET),
                                          f"setns({self.name})"), fn, *args)
 
@@ -125,6 +134,9 @@ class HostNetwork:
 
     name = ""
     path: Path | None = None
+
+    def argv(self) -> list[str]:
+        return []
 
     def run(self, fn, *args):
         return fn(*args)

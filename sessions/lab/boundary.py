@@ -117,14 +117,17 @@ class Boundary:
 
     # --- one invocation ------------------------------------------------------------------------
     def enter(self, collector: Collector, inv: int, s: Scenario, argv: list[str], cwd: Path,
-              source_dir: Path, port: int, behind: int | None = None) -> list[str]:
-        """A fresh cgroup (limits, accounting, egress hooks) and the sandbox around the
-        client: the argv that launches it inside both. behind: the receiver's own port while
-        a fault proxy (at `port`) stands in front of it, refused to the client."""
+              source_dir: Path, port: int, network: Network,
+              behind: int | None = None) -> list[str]:
+        """A fresh cgroup (limits, accounting, egress hooks), the attempt's network and the
+        sandbox around the client: the argv that launches it inside all three. behind: the
+        receiver's own port while a fault proxy (at `port`) stands in front of it, refused to
+        the client."""
         lim = self.options.limits
         launch = argv
         if self.sandbox is not None:
             launch = self.sandbox.wrap(argv, cwd, source_dir, self._programs.get(s.id, []))
+        launch = [*network.argv(), *launch]   # entered as root, before the sandbox drops it
         if self.layout.capability() is None:
             confined = self.sandbox is not None
             cg = self._cgroups[inv] = ClientCgroup.create(self.layout, f"inv{inv}", Limits(

@@ -10,7 +10,6 @@ Kernel events come from one ring buffer for every invocation of the session (sev
 may run at once): `Invocations` hands each to the invocation that owns its id.
 """
 
-import functools
 import itertools
 import os
 import select
@@ -68,13 +67,12 @@ class Invocation:
         """In the attempt's network; behind: the receiver's port when `port` is a proxy's."""
         s, parts = self.scenario, self.parts
         launch = parts.boundary.enter(parts.collector, self.id, s, argv, cwd, source.parent,
-                                      port, behind)
+                                      port, network, behind)
         self._started = time.monotonic_ns()
         with parts.launch_lock:   # the collector arms one launch at a time
-            proc = network.run(functools.partial(
-                parts.collector.launch, self.id, launch, source, client=s.client, cwd=cwd,
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                env=_client_env(s, cwd)))
+            proc = parts.collector.launch(self.id, launch, source, client=s.client, cwd=cwd,
+                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                          stdin=subprocess.DEVNULL, env=_client_env(s, cwd))
         self.client, self.pid = proc, proc.pid
         parts.stream.publish(ClientLaunched(self._started, s.id, self.n, proc.pid, tuple(argv),
                                             str(cwd), str(source), s.own_files))

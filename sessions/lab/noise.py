@@ -176,12 +176,12 @@ class Noise:
                 if self._stop.is_set():
                     return
                 try:
-                    twin = self._twin = self.network.run(functools.partial(
-                        subprocess.Popen,
-                        [str(self.twin_path), HOST, str(port), str(self.twin_input)],
+                    twin = self._twin = subprocess.Popen(
+                        [*self.network.argv(), str(self.twin_path), HOST, str(port),
+                         str(self.twin_input)],
                         cwd=self.twin_path.parent, start_new_session=True,
                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL))
+                        stderr=subprocess.DEVNULL)
                 except OSError:
                     self._twin_record.add("start_errors")
             # Its exit status does not matter, only that it ran; this thread is the only one
@@ -204,12 +204,11 @@ class Noise:
                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
                                                            os.environ.get("PYTHONPATH")]))}
         with open(self.workdir / f"noise-{name}.log", "wb") as log:
-            self._helpers[name] = self.network.run(functools.partial(
-                subprocess.Popen,
-                [sys.executable, "-m", HELPER, kind, "--parent", str(os.getpid()),
-                 "--workdir", str(self.workdir), "--name", name, *args],
+            self._helpers[name] = subprocess.Popen(
+                [*self.network.argv(), sys.executable, "-m", HELPER, kind, "--parent",
+                 str(os.getpid()), "--workdir", str(self.workdir), "--name", name, *args],
                 cwd=self.workdir, env=env, start_new_session=True, pass_fds=pass_fds,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log))
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

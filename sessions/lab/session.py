@@ -28,6 +28,7 @@ from probes.capability import Capability
 from probes.collectors import Collector, open_collector
 from probes.interrupts import deferred
 from probes.owned_tmp import make_owned_dir, sweep_stale
+from probes.pace import pace_ns
 from probes.packets.capture import CaptureUnavailable, PacketCapture
 from sessions.lab.boundary import Boundary, BoundaryError
 from sessions.lab.invocation import Invocations
@@ -141,7 +142,8 @@ class Session:
         self.stream.publish(SessionStarted(
             time.monotonic_ns(), wall_ns=time.time_ns(), evlab_version=VERSION,
             kernel=platform.release(), collector=collector.name, packets=packets_mode,
-            contract_version=self.contract.version, scenarios=tuple(s.id for s in scenarios)))
+            contract_version=self.contract.version, scenarios=tuple(s.id for s in scenarios),
+            cpu_pace=round(pace_ns() / self.contract.thresholds.pace_reference_ns, 3)))
         for cap in missing:
             self.stream.publish(CapabilityMissing(time.monotonic_ns(), cap.name, cap.detail,
                                                   cap.fix))

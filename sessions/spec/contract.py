@@ -19,6 +19,9 @@ class Thresholds:
     cpu_stretch_allowance_ns: int
     cpu_startup_stretch_ns: int
     cpu_view_tolerance_ns: int
+    pace_reference_ns: int
+    pace_noise: float
+    pace_max: float
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,9 @@ class SessionStarted(Event):
     packets: str                    # "on", "off" or "unavailable"
     contract_version: str
     scenarios: tuple[str, ...]
+    cpu_pace: float = 1.0           # this machine's CPU time for the contract's reference work,
+                                    # relative to the reference machine's (>= 1: the CPU
+                                    # allowances scale by it; probes/pace.py)
 
 
 @dataclass(frozen=True)

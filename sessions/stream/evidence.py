@@ -124,6 +124,7 @@ class ScenarioEvidence:
     risks: list[RiskFinding] = field(default_factory=list)
     risk_scan: RiskScan | None = None
     attempt: AttemptJudged | None = None
+    cpu_pace: float = 1.0                 # where it ran (SessionStarted.cpu_pace)
 
     @property
     def id(self) -> str:
@@ -192,7 +193,8 @@ class EvidenceBook:
                     event, self.session.collector if self.session else "none",
                     self.session.packets if self.session else "off", list(self.missing),
                     self.grade, self.campaign.clients.get(event.client)
-                    if self.campaign is not None and event.client else None)
+                    if self.campaign is not None and event.client else None,
+                    cpu_pace=self.session.cpu_pace if self.session else 1.0)
             case CampaignStarted():
                 self.campaign = event
             case AttemptDispatched():
