@@ -52,23 +52,28 @@ def hostile() -> st.SearchStrategy[str]:
                      st.lists(st.sampled_from(NASTY), min_size=2, max_size=4).map("".join))
 
 
+NAME_MAX, CLAIM_MAX = 255, CLAIM_BYTES_MAX   # what the kernel and the claims' intake pass
+
+
 def _poison(events, text: str):
-    """The stream with text in every client-controlled field (and the user's command)."""
+    """The stream with text in every client-controlled field (and the user's command), each
+    as long as its way in lets it be (a path the kernel reports, a file name, a claim)."""
+    name, claim = text[:NAME_MAX], text[:CLAIM_MAX // 2]
     out = []
     for e in events:
         if isinstance(e, FileObserved):
-            e = dataclasses.replace(e, path=f"/tmp/{text}", op="open", writes=True)
+            e = dataclasses.replace(e, path=f"/tmp/{name}", op="open", writes=True)
         elif isinstance(e, ProcessObserved) and e.kind == "exec":
-            e = dataclasses.replace(e, filename=f"/bin/{text}")
+            e = dataclasses.replace(e, filename=f"/bin/{name}")
         elif isinstance(e, ClientClaim):
-            e = dataclasses.replace(e, claim={**e.claim, "note": text, text[:50]: [text]})
+            e = dataclasses.replace(e, claim={**e.claim, "note": claim, name[:50]: [name]})
         elif isinstance(e, CleanupObserved):
-            e = dataclasses.replace(e, leftover=(f"99 {text}",), cwd_files=(text,),
-                                    listening=(f"127.0.0.1:1 ({text})",), left_at_exit=(text,))
+            e = dataclasses.replace(e, leftover=(f"99 {name}",), cwd_files=(name,),
+                                    listening=(f"127.0.0.1:1 ({name})",), left_at_exit=(name,))
         elif isinstance(e, ServerRecord) and e.server == "receiver":
-            e = dataclasses.replace(e, fields={**e.fields, "sample": text})
+            e = dataclasses.replace(e, fields={**e.fields, "sample": name})
         elif isinstance(e, GradeStarted):
-            e = dataclasses.replace(e, command=(*e.command, text))
+            e = dataclasses.replace(e, command=(*e.command, claim))
         out.append(e)
     return out
 
