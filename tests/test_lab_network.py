@@ -227,3 +227,21 @@ def test_a_hostile_lab_beside_an_honest_one_changes_none_of_its_verdicts(tmp_pat
     assert all(t["bound"] > 0 for t in tries)
     flooded = runs(flood)[0]
     assert flooded["valid"] and not flooded["success"], flooded["reason"]
+
+
+@root_only
+@pytest.mark.slow
+@pytest.mark.live
+def test_without_a_lab_network_the_host_network_is_used_and_said_everywhere(tmp_path,
+                                                                            monkeypatch,
+                                                                            built_clients):
+    from probes.capability import Capability
+    refused = Capability("lab-network", False, "no network of the lab's own (refused)", "fix")
+    monkeypatch.setattr(netns, "capability", lambda: refused)
+    doc = grade(f"{built_clients / 'client-baseline'} {{host}} {{port}} {{source}}", tmp_path,
+                attempts=1, scenarios=("normal",))
+    assert runs(doc)[0]["success"], runs(doc)[0]["reason"]
+    assert doc["sandbox"]["own_network"] is False
+    assert doc["sandbox"]["network"].startswith("the host's network (no network of the lab's")
+    assert "lab-network" in {m["name"] for m in doc["capabilities"]["missing"]}
+    assert doc["scenarios"][0]["network"] == ""
