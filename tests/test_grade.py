@@ -502,3 +502,19 @@ def test_cli_grade_writes_json_archive_and_markdown(tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.root(reason="runs the lab")
+def test_a_one_shot_fault_cannot_be_absorbed_by_junk_uploads(tmp_path):
+    """No recovery logic, two uploads first (another digest in full, the source's cut short):
+    the drop still strikes the first upload of the source that reaches its offset, so the
+    client fails the scenario, and the attempt is valid."""
+    reach = Path(__file__).parent / "clients" / "reach.py"
+    doc = grade(f"/usr/bin/python3 {reach} junk-first {{host}} {{port}} {{source}}", tmp_path,
+                attempts=1, scenarios=("interrupted",))
+    run = runs(doc, "interrupted")[0]
+    assert run["valid"] and not run["success"] and run["rule"] == "client-failed", run["reason"]
+    assert run["clauses"]["bounded-recovery"] == "fail"
+    assert doc["scenarios"][0]["invocations"][0]["receiver"]["faults_fired"] == 1

@@ -9,7 +9,15 @@ from sessions.stream.events import ServerRecord
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
 
-def could_fire(fault: dict, inv, source_size: int) -> bool:
+def source_digest(ev: ScenarioEvidence) -> str | None:
+    """The source's sha256, as the verifier computed it (what receiver faults are armed for)."""
+    for v in [ev.before, *(i.verifier for i in ev.invocations.values())]:
+        if v is not None and v.source_sha256:
+            return v.source_sha256
+    return None
+
+
+def could_fire(fault: dict, inv, source_size: int, digest: str | None = None) -> bool:
     """Did an armed fault get its chance in an invocation (its InvocationEvidence, or None)?
 
     Either no correct client could have triggered it (the scenario's mistake), or this client
@@ -28,15 +36,16 @@ def could_fire(fault: dict, inv, source_size: int) -> bool:
         return False
     if fault["kind"] in WIRE_KINDS:
         return _wire_reached(fault, inv)
-    return _upload_reached(fault, inv)
-
-
-def _upload_reached(fault: dict, inv) -> bool:
-    uploads = inv.receiver_events("upload_started")
+    # The receiver strikes only uploads of the source (fixture/receiver_faults.py), from the
+    # k-th on until it fires: did any of them reach it?
+    uploads = [u for u in inv.receiver_events("upload_started")
+               if digest is None or u.fields.get("digest") == digest]
     k = fault.get("upload", 1)
-    if len(uploads) < k:
-        return False
-    start = uploads[k - 1]
+    chances = uploads[k - 1:] if digest is not None else uploads[k - 1:k]
+    return any(_upload_reached(fault, inv, start) for start in chances)
+
+
+def _upload_reached(fault: dict, inv, start: ServerRecord) -> bool:
     conn = start.fields.get("conn")
     ends = [r for r in inv.receiver if r.fields.get("conn") == conn
             and r.event in ("connection_closed", "rejected") and r.t_ns >= start.t_ns]

@@ -10,7 +10,7 @@ attempt names the rule applied (RULES, the table in docs/grading.md). Invalid at
 shown and left out of every denominator (sessions/judging/metrics.py).
 """
 
-from sessions.judging.fault_chance import could_fire
+from sessions.judging.fault_chance import could_fire, source_digest
 from sessions.stream.events import AttemptJudged, GateResult, Verdict
 from sessions.stream.evidence import ScenarioEvidence
 
@@ -38,8 +38,9 @@ def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[Gat
     judged: list[Verdict | GateResult] = [*verdicts, *gates]
     # Fail closed: an inconclusive that is not the client's own doing blocks the attempt.
     blocked = [j for j in judged if j.status == "inconclusive" and j.failure_class != "client"]
+    digest = source_digest(ev)
     had_chance = [f for f in unfired if could_fire(f, ev.invocations.get(f["invocation"]),
-                                                   s.source_size)]
+                                                   s.source_size, digest)]
     passed = [j for j in judged if j.status == "pass"]
     failed = [j for j in judged if j.status == "fail"
               or (j.status == "inconclusive" and j.failure_class == "client")]

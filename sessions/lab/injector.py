@@ -17,8 +17,9 @@ from sessions.spec.faults import RECEIVER_KINDS, WIRE_KINDS, for_invocation
 
 class Injector:
     def __init__(self, faults, workdir: Path, receiver: Server, spawner: Spawner | None = None,
-                 netns: Path | None = None):
+                 netns: Path | None = None, digest: str | None = None):
         self.faults = faults
+        self.digest = digest   # the source's: receiver faults strike only uploads of it
         self.netns = netns   # the lab network its servers live in (None: the host's)
         self.workdir = workdir
         self.receiver = receiver
@@ -28,14 +29,14 @@ class Injector:
 
     @classmethod
     def start(cls, faults, workdir: Path, spawner: Spawner | None = None,
-              netns: Path | None = None) -> "Injector":
+              netns: Path | None = None, digest: str | None = None) -> "Injector":
         """Start the scenario's receiver, wired to its fault file."""
         fault_file = workdir / "faults.json"
         fault_file.write_text("[]")
         receiver = start_receiver(workdir / "store", workdir / "receiver.jsonl",
                                   fault_file=fault_file, spawner=spawner,
                                   listen_key=str(workdir), netns=netns)
-        return cls(faults, workdir, receiver, spawner, netns)
+        return cls(faults, workdir, receiver, spawner, netns, digest)
 
     def _write(self, faults: list[dict]) -> None:
         tmp = self.fault_file.with_suffix(".tmp")
@@ -44,7 +45,8 @@ class Injector:
 
     def arm(self, n: int) -> int:
         """Arm invocation n's faults; returns the port the client must be given."""
-        self._write(for_invocation(self.faults, n, RECEIVER_KINDS))
+        self._write([{**f, "digest": self.digest} if self.digest else f
+                     for f in for_invocation(self.faults, n, RECEIVER_KINDS)])
         wire = for_invocation(self.faults, n, WIRE_KINDS)
         if not wire:
             return self.receiver.port

@@ -137,7 +137,8 @@ class ScenarioRun:
         if s.store == "stale":
             write_stale_backup(self.workdir / "store")
         net = self.network
-        self.injector = Injector.start(s.faults, self.workdir, parts.spawner, net.path)
+        self.injector = Injector.start(s.faults, self.workdir, parts.spawner, net.path,
+                                       sha256_of(self.source))
         self.decoy = start_decoy(self.workdir / "decoy.jsonl", parts.spawner, net.path)
         self.tails = {"receiver": Tail(self.injector.receiver.events_path),
                       "decoy": Tail(self.decoy.events_path)}

@@ -20,8 +20,12 @@ tests/clients/hostile.py) unless the mode says otherwise.
             can bind held, and a flood of connections to PORT; then an honest backup. Its claim
             says when it began and ended (wall clock) so a test can check the overlap.
   honest-slow  sleep TARGETS[0] seconds, then an honest backup (a victim beside `flood`)
+  junk-first   no recovery logic, but two uploads first to absorb a one-shot fault: 100,000
+               bytes under another digest, then 1,000 bytes under the source's (cut off); then
+               one plain backup
 """
 
+import hashlib
 import os
 import socket
 import sys
@@ -133,6 +137,20 @@ def flood(seconds: float, port: int) -> dict:
     return tries
 
 
+def junk_first(host: str, port: int, source: str) -> dict:
+    data = open(source, "rb").read()
+    tries = {}
+    for digest, size, sent in ((hashlib.sha256(b"other").hexdigest(), 100_000, 100_000),
+                               (hashlib.sha256(data).hexdigest(), len(data), 1_000)):
+        def upload(digest=digest, size=size, sent=sent) -> None:
+            with socket.create_connection((host, port), timeout=20) as s:
+                s.sendall(f"PUT {digest} {size}\n".encode() + os.urandom(sent))
+                if sent == size:
+                    s.makefile("rb").readline()
+        tries[f"{size} bytes, {sent} sent"] = attempt(upload)
+    return tries
+
+
 def main() -> int:
     mode, host, port, source, targets = (sys.argv[1], sys.argv[2], int(sys.argv[3]),
                                          sys.argv[4], sys.argv[5:])
@@ -151,6 +169,9 @@ def main() -> int:
         claim(claim="reach", mode=mode, tries=tries, receiver=receiver)
     elif mode == "flood":
         claim(claim="reach", mode=mode, tries=flood(float(targets[0]), port))
+        ok = backup(host, port, source)
+    elif mode == "junk-first":
+        claim(claim="reach", mode=mode, tries=junk_first(host, port, source))
         ok = backup(host, port, source)
     elif mode == "honest-slow":
         began = time.time()

@@ -1,7 +1,7 @@
 """Clauses about the transfers themselves, judged from the receiver's records and the wire:
 unchanged-no-upload and bounded-recovery."""
 
-from sessions.judging.fault_chance import could_fire, fired_records
+from sessions.judging.fault_chance import could_fire, fired_records, source_digest
 from sessions.judging.judgement import NA, PASS, Judgement, failed, seqs, unknown
 from sessions.judging.views import wire_lost
 from sessions.spec.contract import Thresholds
@@ -54,7 +54,8 @@ def bounded_recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                  if r.fields.get("fault", r.fields.get("kind")) in INTERRUPTIONS]
         if inv is None or not fired:   # no invocation: nothing fired (one and the same case)
             armed_here = [f for f in interruptions if f["invocation"] == n]
-            if not any(could_fire(f, inv, ev.started.source_size) for f in armed_here):
+            if not any(could_fire(f, inv, ev.started.source_size, source_digest(ev))
+                       for f in armed_here):
                 notes.append(f"invocation {n}: the client never got as far as the "
                              "interruption armed for it: nothing was interrupted")
                 continue
