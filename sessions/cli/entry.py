@@ -58,4 +58,12 @@ def main() -> int:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
+    if ahead and code == 130:
+        # Interrupted with the collector loaded: every output is written and every lab torn
+        # down by now, so leave without the interpreter's finalization, where libbcc's objects
+        # are freed after the modules they need (seen once: SIGSEGV after "partial results
+        # written", under load) and could change the exit status the run already decided.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code
