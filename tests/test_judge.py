@@ -286,12 +286,9 @@ CLAUSES = {   # clause: {case: its stream}; what the judge decides: tests/data/j
         "over-budget": edit(B(), E.BoundaryObserved, 2, cpu_ns=900_000_000),
         "no-scheduler-view": count(B(), 2, busy_max_ns=None, busy_start_max_ns=None),
         "cgroup-tree-disagree": edit(B(), E.BoundaryObserved, 1, cpu_ns=300_000_000),
-        # the allowances follow the machine's pace (SessionStarted.cpu_pace), capped at 3
+        # the pace is recorded, not applied yet (contract: pace_max = 1)
         "stretch-on-a-2x-slower-machine": edit(count(B(), 1, busy_max_ns=30_000_000),
-                                               E.SessionStarted, cpu_pace=2.0),
-        "stretch-on-the-reference-machine": count(B(), 1, busy_max_ns=30_000_000),
-        "spin-on-a-5x-slower-machine": edit(count(B(), 1, busy_start_max_ns=184_000_000),
-                                            E.SessionStarted, cpu_pace=5.0)},
+                                               E.SessionStarted, cpu_pace=2.0)},
 }
 RESTORE, DURABILITY = {"check": "restore"}, {"check": "durability"}
 GATES = {   # gate: {case: its stream} of a grading attempt

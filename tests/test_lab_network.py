@@ -202,7 +202,7 @@ def test_a_hostile_lab_beside_an_honest_one_changes_none_of_its_verdicts(tmp_pat
     the flood runs. The honest one passes everything."""
     hostile = subprocess.Popen(
         [EVLAB, "grade", "--client", f"/usr/bin/python3 {REACH} flood {{host}} {{port}} "
-         "{source} 4", "--attempts", "1", "--scenario", "normal", "--headless", "--json",
+         "{source} 10", "--attempts", "1", "--scenario", "normal", "--headless", "--json",
          str(tmp_path / "hostile.json")], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     time.sleep(1.5)   # its flood has begun (set-up takes well under that)
     honest = subprocess.run(
