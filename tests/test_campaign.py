@@ -212,8 +212,9 @@ def test_a_node_killed_mid_campaign_costs_lost_attempts_that_run_again(cluster, 
     c, workers = cluster
     text = CAMPAIGN.split("[[client]]")[0].replace('"normal", "interrupted"', '"normal"') \
         .replace("attempts = 2", "attempts = 4") + \
-        '[[client]]\nname = "sleepy"\ncommand = "python3 sleepy.py {host} {port} {source}"\n' \
-        'ship = ["client.py"]\n'
+        '[[client]]\nname = "sleepy"\n' \
+        'command = ["/bin/sh", "-c", "sleep 1.5; exec \\"$0\\" \\"$@\\"", "./client-baseline", ' \
+        '"{host}", "{port}", "{source}"]\n'   # asleep while the node goes: a light C client
     file = _campaign(tmp_path, text)
     watcher = _kill_when_busy(cluster, tmp_path / "dir" / "journal.jsonl", workers[0])
     rc, doc = _run(tmp_path, file, "--ray", c.address)

@@ -45,7 +45,8 @@ async def to_end(pilot) -> None:
 
 async def on_leaderboard(pilot) -> None:
     await to_end(pilot)
-    await until(pilot, lambda: isinstance(pilot.app.screen, LeaderboardScreen))
+    await until(pilot, lambda: isinstance(pilot.app.screen, LeaderboardScreen)
+                and "ended" in str(pilot.app.screen.query_one("#campaign-progress").render()))
     await pilot.pause(0.3)
 
 
