@@ -1,0 +1,270 @@
+"""A timeline of one scenario or attempt, from its evidence book alone (so a replay, which builds
+the same book, draws the same picture): time across, one row per process of the client's tree,
+then the receiver (and the fault proxy and decoy when they recorded anything).
+
+Times are nanoseconds from the scenario's start (its ScenarioStarted). Everything drawn has a
+timestamp in the book; what has none is left out rather than placed by guess:
+- a process's life (`alive`) needs its start (fork, or its first exec) and its exit event;
+- a server connection (`upload`) needs both its opened and closed records (a receiver killed by
+  an injected crash never closes its connections);
+- `busy` stretches are not drawn: the book holds the longest on-CPU stretch's length per
+  invocation (`busy_max_ns`), not when it ran, so it is given in the invocation's label;
+- a fork whose child never appears as a process of its own (a thread: its events are its
+  process's) gets no row.
+
+Labels hold client text (file names, claims, rejection details) made visible
+(sessions/output/escape.py): one line, nothing a terminal acts on. The dashboard draws this model
+(tui/timeline.py) and the HTML report draws it as SVG.
+"""
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from sessions.judging.views import is_given, receiver_ports
+from sessions.output.escape import visible
+from sessions.stream.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
+
+MARK_KINDS = ("exec", "exit", "upload-start", "commit", "reject", "fault", "connect-receiver",
+              "connect-other", "claim", "invocation-start", "invocation-end")
+SPAN_KINDS = ("invocation", "alive", "busy", "upload")
+SERVERS = ("receiver", "proxy", "decoy")
+LABEL_MAX = 160   # characters of a label (a claim can be long)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """An instant."""
+
+    t_ns: int       # ns from the scenario's start
+    row: str
+    kind: str       # one of MARK_KINDS
+    label: str
+
+
+@dataclass(frozen=True)
+class Span:
+    """A stretch of time."""
+
+    start_ns: int
+    end_ns: int
+    row: str
+    kind: str       # one of SPAN_KINDS
+    label: str
+
+
+@dataclass(frozen=True)
+class Timeline:
+    scenario: str              # the scenario's or attempt's id, as in the book
+    rows: tuple[str, ...]      # the client's processes, then "receiver", "proxy", "decoy"
+    spans: tuple[Span, ...]    # by start
+    marks: tuple[Mark, ...]    # by time
+    end_ns: int                # the scenario's end (its `done` phase) or its last thing drawn
+
+
+def timelines(book: EvidenceBook) -> list[Timeline]:
+    """Every scenario or attempt of the book, in the book's order."""
+    return [timeline_of(ev) for ev in book.scenarios.values()]
+
+
+def timeline_of(ev: ScenarioEvidence) -> Timeline:
+    b = _Builder(ev.started.t_ns)
+    for n in sorted(ev.invocations):
+        inv = ev.invocations[n]
+        root = _processes(b, inv)
+        _invocation(b, inv, root)
+        _connects(b, ev, inv)
+    b.rows.append("receiver")
+    for server in SERVERS:
+        _server(b, server, [r for n in sorted(ev.invocations)
+                            for r in getattr(ev.invocations[n], server)])
+    end = max([b.rel(ev.done_ns) or 0, *(s.end_ns for s in b.spans),
+               *(m.t_ns for m in b.marks)])
+    return Timeline(ev.id, tuple(dict.fromkeys(b.rows)),
+                    tuple(sorted(b.spans, key=lambda s: (s.start_ns, s.end_ns))),
+                    tuple(sorted(b.marks, key=lambda m: m.t_ns)), end)
+
+
+@dataclass
+class _Builder:
+    t0: int
+    rows: list[str] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
+    marks: list[Mark] = field(default_factory=list)
+    by_pid: dict[int, str] = field(default_factory=dict)   # the current invocation's rows
+
+    def rel(self, t_ns: int | None) -> int | None:
+        """ns from the start; None for a missing stamp (a record without one carries 0)."""
+        return None if t_ns is None or t_ns <= 0 else t_ns - self.t0
+
+    def mark(self, t_ns: int | None, row: str, kind: str, label: str) -> None:
+        t = self.rel(t_ns)
+        if t is not None:
+            self.marks.append(Mark(t, row, kind, visible(label, LABEL_MAX)))
+
+    def span(self, start_ns: int | None, end_ns: int | None, row: str, kind: str,
+             label: str) -> None:
+        start, end = self.rel(start_ns), self.rel(end_ns)
+        if start is not None and end is not None and end >= start:
+            self.spans.append(Span(start, end, row, kind, visible(label, LABEL_MAX)))
+
+    def row(self, pid: int, name: str, n: int) -> str:
+        """A process's row, named once (a pid reused by a later invocation gets its own)."""
+        if pid not in self.by_pid:
+            label = f"pid {pid} {visible(name)}".rstrip()
+            if label in self.rows:
+                label += f" (inv {n})"
+            self.by_pid[pid] = label
+            self.rows.append(label)
+        return self.by_pid[pid]
+
+
+@dataclass
+class _Process:
+    start: int | None = None
+    end: int | None = None
+    name: str = ""
+
+
+def _processes(b: _Builder, inv: InvocationEvidence) -> str | None:
+    """The invocation's process rows, their lives, execs and exits; returns its root's row."""
+    b.by_pid = {}
+    own = ({p.pid for p in inv.processes} | {c.pid for c in inv.connects}
+           | {e.pid for e in inv.egress} | {f.pid for f in inv.files})
+    procs: dict[int, _Process] = {}
+    events = sorted(inv.processes, key=lambda p: p.t_ns)
+    argv0 = inv.launched.argv[0] if inv.launched and inv.launched.argv else ""
+    for p in events:   # names first: a row is labelled by what its process ran
+        proc = procs.setdefault(p.pid, _Process())
+        if p.kind == "exec" and p.filename:
+            proc.name = os.path.basename(_whole(p.filename, argv0))
+        elif p.kind == "fork" and p.child_pid in own and p.child_pid not in procs:
+            procs[p.child_pid] = _Process(start=p.t_ns, name=proc.name)
+    for p in events:
+        proc, row = procs[p.pid], b.row(p.pid, procs[p.pid].name, inv.n)
+        if p.kind == "exec":
+            proc.start = proc.start or p.t_ns
+            b.mark(p.t_ns, row, "exec", f"exec {_whole(p.filename or '?', argv0)} (pid {p.pid})")
+        elif p.kind == "exit":
+            proc.end = p.t_ns
+            b.mark(p.t_ns, row, "exit", f"pid {p.pid} exited")
+        elif p.kind == "fork" and p.child_pid in procs:
+            b.row(p.child_pid, procs[p.child_pid].name, inv.n)
+    for pid, proc in procs.items():
+        if pid in b.by_pid:
+            b.span(proc.start, proc.end, b.by_pid[pid], "alive",
+                   f"{b.by_pid[pid]} alive {((proc.end or 0) - (proc.start or 0)) / 1e6:.1f} ms")
+    if b.by_pid:
+        return next(iter(b.by_pid.values()))
+    if inv.launched is not None:   # no kernel view of the tree: the process evlab launched
+        return b.row(inv.launched.pid, os.path.basename(argv0), inv.n)
+    return None
+
+
+FILENAME_KEPT = 63   # the collector keeps an exec's file name to 63 bytes (probes/bcc)
+
+
+def _whole(filename: str, argv0: str) -> str:
+    """An exec's file name as the kernel event kept it, made whole from the command evlab
+    launched when it is that command cut short; a name cut short otherwise ends in '…'."""
+    if len(filename.encode()) < FILENAME_KEPT:
+        return filename
+    return argv0 if argv0.startswith(filename) else filename + "…"
+
+
+def _invocation(b: _Builder, inv: InvocationEvidence, root: str | None) -> None:
+    """Its launch, exit, life and claims, on its root process's row."""
+    row = root or f"invocation {inv.n}"
+    b.rows.append(row)
+    launched, exited = inv.launched, inv.exited
+    if launched is not None:
+        b.mark(launched.t_ns, row, "invocation-start",
+               f"invocation {inv.n} launched (pid {launched.pid})")
+    if exited is not None:
+        how = ("killed at its timeout" if exited.timed_out else f"exit {exited.exit_code}")
+        b.mark(exited.t_ns, row, "invocation-end", f"invocation {inv.n}: {how}")
+        if launched is not None:
+            busy = inv.final.counters.get("busy_max_ns") if inv.final else None
+            b.span(launched.t_ns, launched.t_ns + exited.wall_ns, row, "invocation",
+                   f"invocation {inv.n}: {exited.wall_ns / 1e6:.1f} ms, {how}"
+                   + (f"; longest on-CPU stretch {busy / 1e6:.1f} ms" if busy else ""))
+    for c in inv.claims:
+        b.mark(c.t_ns, row, "claim",
+               "claim " + json.dumps(c.claim, sort_keys=True, ensure_ascii=False))
+
+
+def _connects(b: _Builder, ev: ScenarioEvidence, inv: InvocationEvidence) -> None:
+    """Every connect (the kernel's connect() events, and what the socket hooks saw that those
+    missed: datagrams, an io_uring connect), the receiver's in one kind, the rest in another."""
+    ports = receiver_ports(ev, inv)
+
+    def row(pid: int) -> str:
+        return b.by_pid.get(pid) or b.row(pid, "", inv.n)
+
+    seen = set()
+    for c in inv.connects:
+        seen.add((c.pid, c.address, c.port))
+        given = is_given(c.address, c.port, ports)
+        b.mark(c.t_ns, row(c.pid), "connect-receiver" if given else "connect-other",
+               f"connect {c.address}:{c.port}" + (" (the receiver)" if given else "")
+               + (f" failed ({c.result})" if c.result else ""))
+    for e in inv.egress:
+        if e.kind == "connect" and (e.pid, e.address, e.port) in seen:
+            continue
+        given = is_given(e.address, e.port, ports)
+        what = "datagram to" if e.kind == "sendmsg" else "connect"
+        b.mark(e.t_ns, row(e.pid), "connect-receiver" if given else "connect-other",
+               f"{what} {e.protocol} {e.address}:{e.port} (socket layer)"
+               + (" REFUSED" if e.refused else ""))
+
+
+_RECORD_MARKS = {"upload_started": "upload-start", "committed": "commit",
+                 "rejected": "reject", "fault_fired": "fault"}
+
+
+def _server(b: _Builder, server: str, records: list) -> None:
+    """A server's connections (opened..closed) and its upload, commit, reject and fault marks."""
+    if not records:
+        return
+    if server != "receiver":
+        b.rows.append(server)
+    opened: dict[object, tuple[int, list[str]]] = {}
+    for r in records:
+        conn = r.fields.get("conn")
+        if r.event == "connection_opened":
+            opened[conn] = (r.t_ns, [])   # a conn number again: the server was restarted
+        elif r.event == "connection_closed" and conn in opened:
+            start, did = opened.pop(conn)
+            b.span(start, r.t_ns, server, "upload",
+                   f"{server} conn {conn}: {', '.join(did) or 'opened and closed'}; "
+                   + _closed(r.fields))
+        elif conn in opened and r.event in ("check_request", "upload_started",
+                                            "restore_request"):
+            opened[conn][1].append(r.event.split("_")[0])
+        if r.event in _RECORD_MARKS:
+            b.mark(r.t_ns, server, _RECORD_MARKS[r.event], _record_label(server, r))
+
+
+def _closed(fields: dict) -> str:
+    if "payload_bytes" in fields:
+        return f"{fields['payload_bytes']:,} payload bytes"
+    if "bytes_up" in fields:
+        return (f"{fields['bytes_up']:,} bytes up, {fields.get('bytes_down', 0):,} down, "
+                f"ended {fields.get('end', '?')}")
+    return f"{fields.get('bytes', 0):,} bytes"
+
+
+def _record_label(server: str, r) -> str:
+    f, conn = r.fields, r.fields.get("conn", "?")
+    match r.event:
+        case "upload_started":
+            length = f.get("length")
+            return f"upload started (conn {conn}" + (
+                f", {length:,} bytes)" if isinstance(length, int) else ")")
+        case "committed":
+            return f"committed (conn {conn})"
+        case "rejected":
+            return f"rejected (conn {conn}): {f.get('reason', '?')}"
+    what = f.get("fault") or f.get("kind") or "?"
+    where = f", {f['direction']}" if "direction" in f else ""
+    return f"{server} fault fired: {what} ({f.get('id', '?')}{where}, conn {conn})"
