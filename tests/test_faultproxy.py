@@ -436,3 +436,61 @@ def test_receiver_rejects_an_upload_corrupted_on_the_wire(built_clients, source_
     committed = [e for e in received if e["event"] == "committed"]
     assert [e["conn"] > rejected["conn"] for e in committed] == [True]
     assert backup_path(store).read_bytes() == source_file.read_bytes()
+
+
+@pytest.mark.parametrize("kind", ["reset", "corrupt"])
+def test_a_digest_bound_fault_strikes_the_sources_upload_whatever_came_first(tmp_path, kind):
+    """Junk uploads, CHECKs, a short upload of the source and bytes on other connections cannot
+    absorb a one-shot fault bound to the source's digest: it strikes byte N of the first upload
+    of the source that reaches it, counted from its PUT line (issue #24: faults no client can
+    dodge)."""
+    source = os.urandom(200_000)
+    digest = hashlib.sha256(source).hexdigest()
+    n = 1_000
+    fault = {"kind": kind, "direction": "up", "at_byte": n, "digest": digest}
+    junk = b"PUT " + b"ab" * 32 + b" 150000\n" + os.urandom(150_000)
+    short = f"PUT {digest} 500\n".encode() + source[:500]   # never reaches byte n
+    check = f"CHECK {digest}\n".encode()
+    real = check * 3 + f"PUT {digest.upper()} {len(source)}\n".encode() + source
+    with FarServer() as far, start_proxy(far.port, tmp_path / "p.jsonl", [fault]) as proxy:
+        for data in (b"x" * 100_000, junk, short, real):
+            with connect(proxy.port) as sock:
+                sent = send_to_end(sock, data)
+                recv_to_end(sock)
+            seen = far.next()
+            seen.done.wait(TIMEOUT)
+            if data is not real:   # these pass through whole and leave the fault armed
+                assert sent == "sent" and bytes(seen.data) == data
+        [event] = fired(proxy)
+        short_seen, spotted = wait_events(proxy, "source_upload", 2)
+    at = len(check) * 3 + n                   # where byte n of the source's upload is
+    assert (event["conn"], event["offset"]) == (4, at) and spotted["start"] == len(check) * 3
+    assert spotted["end"] == len(real)
+    assert (short_seen["conn"], short_seen["end"]) == (3, len(short))
+    if kind == "reset":
+        assert bytes(seen.data) == real[:at] and seen.end == "reset"
+    else:
+        assert len(seen.data) == len(real) and seen.data[at] == real[at] ^ 0xFF
+        assert bytes(seen.data[:at]) == real[:at] and bytes(seen.data[at + 1:]) == real[at + 1:]
+
+
+def test_a_digest_bound_fault_beyond_every_upload_is_judged_as_never_reached(tmp_path):
+    """The judge's view of the same rule: an upload of the source that stops short of the
+    fault's offset gave it no chance (the client's choice), one that carried past it did."""
+    from sessions.judging.fault_chance import could_fire
+    from sessions.stream.events import ServerRecord
+    from sessions.stream.evidence import InvocationEvidence
+
+    def record(event, **fields):
+        return ServerRecord(0, "s", 1, "proxy", event, fields)
+    fault = {"kind": "reset", "direction": "up", "at_byte": 1_000, "invocation": 1, "id": "f"}
+    armed = record("fault_armed", kind="reset", direction="up", at_byte=1_000, digest="ab" * 32)
+    short = InvocationEvidence(1, proxy=[armed, record("source_upload", conn=2, start=0, end=600,
+                                                       down_base=0),
+                                         record("connection_closed", conn=1, bytes_up=150_000),
+                                         record("connection_closed", conn=2, bytes_up=600)])
+    assert not could_fire(fault, short, 524_288)
+    reached = InvocationEvidence(1, proxy=[armed, record("source_upload", conn=3, start=71,
+                                                         end=524_400, down_base=5),
+                                           record("connection_closed", conn=3, bytes_up=9_000)])
+    assert could_fire(fault, reached, 524_288)

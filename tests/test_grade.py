@@ -509,12 +509,16 @@ if __name__ == "__main__":
 @pytest.mark.root(reason="runs the lab")
 def test_a_one_shot_fault_cannot_be_absorbed_by_junk_uploads(tmp_path):
     """No recovery logic, two uploads first (another digest in full, the source's cut short):
-    the drop still strikes the first upload of the source that reaches its offset, so the
-    client fails the scenario, and the attempt is valid."""
+    the receiver's drop still strikes the first upload of the source that reaches its offset,
+    and the wire's corrupt (which the short upload of the source does reach) leaves two uploads
+    that no fault struck; so the client fails both scenarios, and the attempts are valid."""
     reach = Path(__file__).parent / "clients" / "reach.py"
     doc = grade(f"/usr/bin/python3 {reach} junk-first {{host}} {{port}} {{source}}", tmp_path,
-                attempts=1, scenarios=("interrupted",))
-    run = runs(doc, "interrupted")[0]
-    assert run["valid"] and not run["success"] and run["rule"] == "client-failed", run["reason"]
-    assert run["clauses"]["bounded-recovery"] == "fail"
-    assert doc["scenarios"][0]["invocations"][0]["receiver"]["faults_fired"] == 1
+                attempts=1, scenarios=("interrupted", "mismatch"))
+    for scenario in ("interrupted", "mismatch"):
+        run = runs(doc, scenario)[0]
+        assert run["valid"] and not run["success"] and run["rule"] == "client-failed", \
+            run["reason"]
+        assert run["clauses"]["bounded-recovery"] == "fail"
+    # one fault fired in each (the receiver's and the proxy's count together)
+    assert [s["invocations"][0]["receiver"]["faults_fired"] for s in doc["scenarios"]] == [1, 1]

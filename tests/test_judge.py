@@ -258,6 +258,8 @@ CLAUSES = {   # clause: {case: its stream}; what the judge decides: tests/data/j
         "honest": B(), "recovered": B(((CUT, OK), ()), **F),
         "never-committed": B(((CUT,), ()), **F),
         "four-attempts": B(((CUT, BAD, BAD, OK), ()), **F), "never-reached": B(((), ()), **F),
+        "spoiled-unprompted": B(((BAD, OK), ())),
+        "spoiled-beside-a-fault": B(((BAD, CUT, OK), ()), **F),
         "never-fired": drop(B(((CUT, OK), ()), **F), E.ServerRecord, event="fault_fired")},
     "mismatch-rejected": {
         "honest": B(), "rejected-then-committed": B(((BAD, OK), ())),
@@ -358,6 +360,12 @@ OUTCOMES = [   # events, valid, success, score, reason
      "fired: this attempt is invalid"),
     (drop(A(), E.LifecycleCheck, check="durability"), False, False, 1.0,
      "invalid: gate durability inconclusive (harness): no durability check was run"),
+    # a flood past what evlab keeps: no clause passes on it but the verifier's, and the attempt
+    # is the client's failure, not invalid
+    (add(A(), 1, rec(1, "evidence_capped", "harness", what="receiver", kept=20_000,
+                     dropped=7, cap=20_000)), True, False, 3 / 7,
+     "failed: unchanged-no-upload, destination-only, bounded-recovery, mismatch-rejected, "
+     "honest-outcome, hash-work, cpu-budget, gate re-run"),
     (add(A(()), 0, rec(1, "start_failed", "harness", error="receiver: port 46293 in use")),
      False, False, None, "invalid: harness: receiver: port 46293 in use"),
     (add(A(), 1, rec(1, "receiver_restarted", "harness", exit_status=1, port=RP)), False,
@@ -378,7 +386,8 @@ def test_an_attempt_is_valid_and_a_success_only_on_the_clients_own_merits(
 @pytest.mark.parametrize(("events", "check", "detail"), [
     (B(), "detected", "every clause judged as declared"),
     (B(fail=["integrity"]), "missed", "integrity: expected fail, got pass"),
-    (B(((BAD,), ()), fail=["integrity"]), "detected", "every clause judged as declared"),
+    (B(((BAD,), ()), fail=["integrity", "bounded-recovery"]), "detected",
+     "every clause judged as declared"),
     (drop(B(), E.EgressSummary, 2), "inconclusive", "evidence missing for destination-only"),
     (CLAUSES["bounded-recovery"]["never-fired"], "invalid",
      "armed fault(s) never fired: drop (f1, invocation 1)"),

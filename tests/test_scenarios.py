@@ -22,7 +22,7 @@ SEEDED_FAILURES = {
     "baseline": (), "retry": (), "false-success": ("integrity", "honest-outcome"),
     "hash-storm": ("hash-work",), "unexpected-egress": ("destination-only",),
     "redundant-upload": ("unchanged-no-upload",), "busy-wait": ("cpu-budget",),
-    "corrupt-upload": ("integrity",),
+    "corrupt-upload": ("integrity", "bounded-recovery"),
 }
 
 

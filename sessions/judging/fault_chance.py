@@ -4,7 +4,7 @@ one the client never reached is the client's doing."""
 
 # BURST_S, HEADER_MAX and WIRE_KINDS are fixture/faults.py's (the proxy's and the protocol's),
 # reached through the spec, which judging may import
-from sessions.spec.faults import BURST_S, HEADER_MAX, WIRE_KINDS, armed
+from sessions.spec.faults import BURST_S, HEADER_MAX, ONE_SHOT, WIRE_KINDS, armed
 from sessions.stream.events import ServerRecord
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
@@ -64,6 +64,20 @@ def _upload_reached(fault: dict, inv, start: ServerRecord) -> bool:
 
 def _wire_reached(fault: dict, inv) -> bool:
     key = "bytes_up" if fault.get("direction", "up") == "up" else "bytes_down"
+    if fault["kind"] in ONE_SHOT and _bound(fault, inv):
+        # bound to the source's upload (fixture/faultproxy.py): its chance is an upload of the
+        # source that carried the fault's offset, counted from its PUT line (up) or from the
+        # answers' offset then (down)
+        closed = {r.fields.get("conn"): r.fields.get(key, 0) for r in inv.proxy
+                  if r.event == "connection_closed"}
+        for u in (r for r in inv.proxy if r.event == "source_upload"):
+            f = u.fields
+            at = (f.get("start", 0) if key == "bytes_up" else f.get("down_base", 0)) \
+                + fault["at_byte"]
+            if (key == "bytes_down" or at < f.get("end", 0)) \
+                    and closed.get(f.get("conn"), 0) > at:
+                return True
+        return False
     carried = max((r.fields.get(key, 0) for r in inv.proxy if r.event == "connection_closed"),
                   default=0)
     if fault.get("at_byte") is not None:
@@ -71,6 +85,13 @@ def _wire_reached(fault: dict, inv) -> bool:
     if fault["kind"] == "bandwidth":
         return carried > max(1, fault["bytes_per_s"] * BURST_S)
     return carried > 0
+
+
+def _bound(fault: dict, inv) -> bool:
+    """Was this wire fault armed for the source's upload only (the proxy's fault_armed)?"""
+    return any(r.event == "fault_armed" and r.fields.get("digest")
+               and r.fields.get("kind") == fault["kind"]
+               and r.fields.get("direction") == fault.get("direction", "up") for r in inv.proxy)
 
 
 def fired_records(inv: InvocationEvidence) -> list[ServerRecord]:

@@ -11,8 +11,9 @@ from sessions.judging.clauses import CLAUSES
 from sessions.judging.fault_chance import unfired_faults
 from sessions.judging.gates import GATES
 from sessions.judging.grading import judge_attempt
-from sessions.judging.judgement import FAIL, INCONCLUSIVE, NA, PASS
+from sessions.judging.judgement import FAIL, INCONCLUSIVE, NA, PASS, unknown
 from sessions.judging.risks import coverage, findings
+from sessions.judging.views import swamped
 from sessions.spec.contract import Contract, load_contract
 from sessions.stream.events import (
     Event,
@@ -24,6 +25,9 @@ from sessions.stream.events import (
     Verdict,
 )
 from sessions.stream.evidence import EvidenceBook, ScenarioEvidence
+
+# Clauses decided by evidence no flood can crowd out: the verifier reads the store itself.
+FLOOD_PROOF = ("integrity",)
 
 
 def expected_of(ev: ScenarioEvidence, clause: str) -> str:
@@ -58,9 +62,11 @@ def instrument_check(verdicts: list[Verdict], unfired: Sequence[dict] = (),
 
 
 def judge(ev: ScenarioEvidence, contract: Contract, now_ns: int) -> list[Event]:
-    verdicts = []
+    verdicts, flood = [], swamped(ev)
     for clause, fn in CLAUSES.items():
         j = fn(ev, contract.thresholds)
+        if flood and j.status in (PASS, NA) and clause not in FLOOD_PROOF:
+            j = unknown(flood, j.evidence)   # the client's doing: counted against it
         verdicts.append(Verdict(now_ns, ev.id, clause, j.status, expected_of(ev, clause),
                                 j.reason, j.failure_class if j.status != PASS else None,
                                 tuple(sorted(set(j.evidence)))))

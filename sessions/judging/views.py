@@ -69,6 +69,19 @@ def mb(n: int) -> str:
 
 
 
+def swamped(ev: ScenarioEvidence) -> str | None:
+    """Evidence the client flooded past what evlab keeps of an invocation (sessions/lab/caps.py:
+    the servers' records, captured segments): no clause can pass on what was not kept."""
+    for inv in ev.invocations.values():
+        capped = [r.fields for r in inv.harness if r.event == "evidence_capped"]
+        if capped:
+            return (f"invocation {inv.n}: the client flooded evlab's view, so its evidence is "
+                    "incomplete: " + "; ".join(
+                        f"{c.get('dropped', 0):,} {c.get('what', '?')} beyond the "
+                        f"{c.get('cap', 0):,} kept" for c in capped))
+    return None
+
+
 def wire_lost(inv: InvocationEvidence) -> str | None:
     """Why the wire view of an invocation is incomplete (its capture stopped early), if it is."""
     stats = inv.packet_stats

@@ -12,14 +12,14 @@ from pathlib import Path
 
 from fixture.harness import Server, start_proxy, start_receiver, stop_all
 from fixture.spawner import Spawner
-from sessions.spec.faults import RECEIVER_KINDS, WIRE_KINDS, for_invocation
+from sessions.spec.faults import ONE_SHOT, RECEIVER_KINDS, WIRE_KINDS, for_invocation
 
 
 class Injector:
     def __init__(self, faults, workdir: Path, receiver: Server, spawner: Spawner | None = None,
                  netns: Path | None = None, digest: str | None = None):
         self.faults = faults
-        self.digest = digest   # the source's: receiver faults strike only uploads of it
+        self.digest = digest   # the source's: faults strike only uploads of it
         self.netns = netns   # the lab network its servers live in (None: the host's)
         self.workdir = workdir
         self.receiver = receiver
@@ -50,7 +50,9 @@ class Injector:
         wire = for_invocation(self.faults, n, WIRE_KINDS)
         if not wire:
             return self.receiver.port
-        wire = [{k: v for k, v in f.items() if k != "invocation"} for f in wire]
+        wire = [{**{k: v for k, v in f.items() if k != "invocation"},
+                 **({"digest": self.digest} if self.digest and f["kind"] in ONE_SHOT else {})}
+                for f in wire]
         self.proxy = start_proxy(self.receiver.port, self.workdir / f"proxy-{n}.jsonl", wire,
                                  self.spawner, self.netns)
         return self.proxy.port

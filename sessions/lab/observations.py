@@ -6,7 +6,6 @@ import json
 import time
 
 from probes.kernel import ConnectEvent, EgressEvent, FileEvent
-from probes.tail import LineTail
 from probes.text import cleaned, decoded
 from sessions.stream.codec import fits
 from sessions.stream.events import (
@@ -22,13 +21,6 @@ from sessions.stream.events import (
     ProcessObserved,
     ServerRecord,
 )
-
-
-class Tail(LineTail):
-    """New complete JSON records of a server's record file since the last call."""
-
-    def new(self) -> list[dict]:
-        return [json.loads(line) for line in self.new_lines() if line.strip()]
 
 
 def counter_sample(snap, scenario: str, n: int) -> CounterSample:

@@ -12,6 +12,7 @@ directory.
 
 import functools
 import itertools
+import json
 import shutil
 import tempfile
 import time
@@ -26,6 +27,8 @@ from probes.boundary.sandbox import unmount_under
 from probes.interrupts import deferred
 from probes.owned_tmp import make_owned_dir
 from probes.packets.capture import PacketCapture
+from probes.tail import LineTail
+from sessions.lab.caps import Caps
 from sessions.lab.injector import Injector
 from sessions.lab.invocation import Invocation, Invocations
 from sessions.lab.lifecycle import (
@@ -36,7 +39,6 @@ from sessions.lab.lifecycle import (
 )
 from sessions.lab.noise import Noise
 from sessions.lab.observations import (
-    Tail,
     counter_sample,
     final_sample,
     packet_event,
@@ -73,7 +75,8 @@ class ScenarioRun:
         self.decoy: Server | None = None
         self.capture: PacketCapture | None = None
         self.noise: Noise | None = None
-        self.tails: dict[str, Tail] = {}
+        self.tails: dict[str, LineTail] = {}
+        self.caps = Caps()                # the current invocation's
         self.open_connections = 0
         self.started = False              # ScenarioStarted published
         self.runs: list[Invocation] = []  # its invocations so far
@@ -140,8 +143,8 @@ class ScenarioRun:
         self.injector = Injector.start(s.faults, self.workdir, parts.spawner, net.path,
                                        sha256_of(self.source))
         self.decoy = start_decoy(self.workdir / "decoy.jsonl", parts.spawner, net.path)
-        self.tails = {"receiver": Tail(self.injector.receiver.events_path),
-                      "decoy": Tail(self.decoy.events_path)}
+        self.tails = {"receiver": LineTail(self.injector.receiver.events_path),
+                      "decoy": LineTail(self.decoy.events_path)}
         if parts.packets_mode == "on":
             capture = PacketCapture(pcap_path=parts.out_dir / f"{s.id}.pcap")
             self.capture = net.run(capture.start)   # on the lab's loopback
@@ -167,12 +170,13 @@ class ScenarioRun:
         s, parts, injector = self.scenario, self.parts, self.injector
         assert injector is not None and self.decoy is not None and self.home is not None
         inv = Invocation(parts, s, n)
+        self.caps = Caps()
         self.runs.append(inv)
         self.invocations.own(inv)
         self._phase("invocation", n)
         port = injector.arm(n)
         if injector.proxy is not None:
-            self.tails["proxy"] = Tail(injector.proxy.events_path)
+            self.tails["proxy"] = LineTail(injector.proxy.events_path)
             if self.capture is not None:
                 self.capture.add_ports({port})
         argv = s.argv(HOST, port, self.source, self.decoy.port)
@@ -193,6 +197,8 @@ class ScenarioRun:
         final = parts.collector.finish(inv.id)
         self.pump(inv)
         self.tails.pop("proxy", None)
+        for event in self.caps.records(s.id, n):
+            self.stream.publish(event)
         self.stream.publish(final_sample(final, s.id, n, parts.collector.overhead()))
         if self.capture is not None:
             self.stream.publish(packet_stats(self.capture.stats(), s.id, n))
@@ -205,16 +211,19 @@ class ScenarioRun:
         self.invocations.pump()
         if self.capture is not None:
             for p in self.capture.drain():
-                self.stream.publish(packet_event(p, self.scenario.id, inv.n))
+                if self.caps.take("packets"):
+                    self.stream.publish(packet_event(p, self.scenario.id, inv.n))
         self.records(inv.n)
 
     def records(self, n: int) -> None:
         for server, tail in self.tails.items():
-            for record in tail.new():
-                if server == "receiver":
-                    delta = {"connection_opened": 1, "connection_closed": -1}
-                    self.open_connections += delta.get(str(record.get("event")), 0)
-                self.stream.publish(server_event(server, record, self.scenario.id, n))
+            for line in tail.new_lines():
+                if server == "receiver":   # settling waits on these, kept or not
+                    self.open_connections += (b'"connection_opened"' in line) \
+                        - (b'"connection_closed"' in line)
+                if line.strip() and self.caps.take(server):
+                    self.stream.publish(server_event(server, json.loads(line), self.scenario.id,
+                                                     n))
 
     def revive_receiver(self, n: int) -> None:
         assert self.injector is not None

@@ -18,8 +18,10 @@ scenario file may declare is exactly what the receiver and the proxy accept.
 
 from fixture.faults import (
     BURST_S,
+    CONTINUOUS,
     HEADER_MAX,
     INTERRUPTIONS,
+    ONE_SHOT,
     PHASES,
     RECEIVER_KINDS,
     TRIGGERED,
@@ -31,8 +33,9 @@ from fixture.faults import (
 
 # Re-exported for the judge, the injector and fault_chance: judging reaches the fixture's
 # vocabulary only through the spec (an import-linter contract).
-__all__ = ["BURST_S", "HEADER_MAX", "INTERRUPTIONS", "PHASES", "RECEIVER_KINDS", "TRIGGERED",
-           "TRIGGERS", "WIRE_KINDS", "FaultSpecError", "armed", "for_invocation", "parse_faults"]
+__all__ = ["BURST_S", "CONTINUOUS", "HEADER_MAX", "INTERRUPTIONS", "ONE_SHOT", "PHASES",
+           "RECEIVER_KINDS", "TRIGGERED", "TRIGGERS", "WIRE_KINDS", "FaultSpecError", "armed",
+           "for_invocation", "parse_faults"]
 
 
 class FaultSpecError(ValueError):

@@ -5,7 +5,7 @@ from sessions.judging.fault_chance import could_fire, fired_records, source_dige
 from sessions.judging.judgement import NA, PASS, Judgement, failed, seqs, unknown
 from sessions.judging.views import wire_lost
 from sessions.spec.contract import Thresholds
-from sessions.spec.faults import INTERRUPTIONS, armed
+from sessions.spec.faults import CONTINUOUS, INTERRUPTIONS, armed
 from sessions.stream.evidence import ScenarioEvidence
 
 
@@ -44,9 +44,14 @@ def unchanged_no_upload(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
 
 
 def bounded_recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    judged = _recovery(ev, t)
+    return (judged.status in (PASS, NA) and _spoiled(ev)) or judged
+
+
+def _recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     interruptions = [f for f in armed(ev.started.faults) if f["kind"] in INTERRUPTIONS]
     if not interruptions:
-        return Judgement(NA, "no interruption was injected")
+        return Judgement(NA, "no interruption was injected; every upload committed")
     evidence, notes, recovered = [], [], 0
     for n in sorted({f["invocation"] for f in interruptions}):
         inv = ev.invocations.get(n)
@@ -73,3 +78,26 @@ def bounded_recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                      f"{len(uploads)} of at most {t.max_upload_attempts}")
         recovered += 1
     return Judgement(PASS if recovered else NA, "; ".join(notes), tuple(evidence))
+
+
+def _spoiled(ev: ScenarioEvidence) -> Judgement | None:
+    """An upload that did not commit, beyond those a fault struck (each strikes one): the client
+    gave it up or sent the wrong bytes unprompted. Inside a fault scenario a sacrificial upload
+    sent first looks like a recovery (the fault strikes it, the next one commits); here is where
+    such a client fails, in every scenario it plays that trick without a fault to absorb."""
+    for inv in ev.invocations.values():
+        uploads = inv.receiver_events("upload_started")
+        committed = {r.fields.get("conn") for r in inv.receiver_events("committed")}
+        failed_uploads = [u for u in uploads if u.fields.get("conn") not in committed]
+        struck = {r.fields.get("id") for r in fired_records(inv)
+                  if r.fields.get("fault", r.fields.get("kind")) not in CONTINUOUS}
+        if len(failed_uploads) > len(struck):
+            ends = {r.fields.get("conn"): r.fields.get("reason") for r in inv.receiver
+                    if r.event == "rejected"}
+            how = ", ".join(f"{ends.get(u.fields.get('conn')) or 'abandoned'}"
+                            for u in failed_uploads)
+            return failed(f"invocation {inv.n}: {len(failed_uploads)} upload(s) ended without a "
+                          f"commit ({how}) and {len(struck)} fault(s) struck one: an upload given "
+                          "up or spoiled with no fault to recover from",
+                          seqs(uploads, fired_records(inv)))
+    return None
