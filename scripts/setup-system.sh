@@ -5,7 +5,8 @@
 set -euo pipefail
 
 PKGS=(gcc make libssl-dev strace tmux iproute2 tcpdump tshark bpftrace
-      bpfcc-tools python3-bpfcc libbpfcc linux-headers-amd64 bubblewrap util-linux)
+      bpfcc-tools python3-bpfcc libbpfcc linux-headers-amd64 bubblewrap util-linux
+      chromium fonts-dejavu-core)   # the HTML report's browser test and screenshots (Playwright)
 # The tests grade an honest Node.js client: Debian's nodejs unless a node is already there.
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
 
