@@ -43,7 +43,10 @@ What is measured, each figure the median of repeated runs, each ratio of medians
    Debian when missing, built, and graded by a default `evlab grade` (3 attempts x the 4 grade
    scenarios): whether every attempt passed every clause and gate, and the evidence of any
    failure. A runtime that cannot be installed or built is skipped with the reason.
-11. The test suite (bench/make_test.py): `make test` once, set-up done: its wall time and
+11. The HTML report (bench/html_shots.py): a grade's page and the recorded campaign's in
+   Debian's chromium at 1280 and 390 pixels wide, screenshots in bench/shots/ for review; no
+   console error, every verdict the page carries equal to the JSON document's.
+12. The test suite (bench/make_test.py): `make test` once, set-up done: its wall time and
    whether it passed.
 
 Writes bench/results.json (raw samples and medians) and bench/results.md (the table, also
@@ -51,8 +54,8 @@ printed). Progress goes to stderr. About 20-23 minutes on a 2-core machine: abou
 the jobs section (120 evlab runs), 3 make test, most of the rest strace doing readloop's
 1,000,000 reads (40-105 s a run here, depending on CPU placement), and about 75 s of
 campaigns, about 1 of the other runtimes (plus any apt-get install). Options: --only
-overhead,suite,dashboard,grade,throughput,hooks,campaign,jobs,runtimes,tests runs some sections
-(for development).
+overhead,suite,dashboard,grade,throughput,hooks,campaign,jobs,runtimes,html,tests runs some
+sections (for development).
 """
 
 import argparse
@@ -71,6 +74,7 @@ from bench import (
     flood,
     grade,
     hooks,
+    html_shots,
     jobs,
     make_test,
     overhead,
@@ -85,7 +89,7 @@ from bench.measure import median, say
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ("overhead", "suite", "dashboard", "grade", "throughput", "hooks", "campaign",
-            "jobs", "runtimes", "tests")
+            "jobs", "runtimes", "html", "tests")
 HASH_STORM_REPEATS = {"untraced": 10, "evlab": 10, "strace": 5, "bpftrace": 10,
                       "evlab-idle": 5, "bpf-floor": 5}
 READLOOP_REPEATS = {"untraced": 3, "evlab": 3, "strace": 1, "bpftrace": 3,
@@ -213,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                  campaign=campaign.measure(CAMPAIGN_REPEATS)))],
              "jobs": [("jobs", lambda r: r.update(jobs=jobs.measure(JOBS_REPEATS)))],
              "runtimes": [("runtimes", lambda r: r.update(runtimes=runtimes.measure()))],
+             "html": [("html", lambda r: r.update(html=html_shots.measure()))],
              "tests": [("tests", lambda r: r.update(tests=make_test.measure()))]}
     for section in only:
         for name, step in steps[section]:

@@ -9,7 +9,7 @@ from sessions.cli.outputs import check_outputs, deliver, write_atomic
 from sessions.cli.parser import UsageError
 from sessions.cli.plan import plan_of
 from sessions.judging.metrics import OverallMetrics
-from sessions.output import document, report
+from sessions.output import document, html, report
 from sessions.output.archive import ArchiveError, load_archive
 from sessions.output.grades import ClientGrade, grade_of
 from sessions.output.judged import JudgedStream
@@ -82,10 +82,20 @@ def untrusted(archive: Path, work):
 
 
 def cmd_report(args) -> int:
+    """--format to stdout (or --output); --html PATH writes the page as run, grade and campaign
+    do (alone, it prints nothing)."""
+    check_outputs(("--output", args.output), ("--html", args.html))
     loaded = load_archive(args.archive)
-    text = untrusted(args.archive, lambda: report.render(loaded.events, args.format))
+    fmt = args.format or (None if args.html else "md")
+    page = (untrusted(args.archive, lambda: html.page(EvidenceBook.of(loaded.events)))
+            if args.html or fmt == "html" else "")
+    if args.html:
+        deliver("--html", args.html, lambda p: write_atomic(p, page))
+    if fmt is None:
+        return 0
+    text = page if fmt == "html" else untrusted(args.archive,
+                                                lambda: report.render(loaded.events, fmt))
     if args.output:
-        check_outputs(("--output", args.output))
         deliver("--output", args.output, lambda p: write_atomic(p, text))
     else:
         sys.stdout.write(text)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from probes.owned_tmp import make_owned_dir
 from sessions.cli.parser import UsageError
-from sessions.output import document, report
+from sessions.output import document, html, report
 from sessions.output.archive import ArchiveWriter
 from sessions.output.grades import ClientGrade, grade_of
 from sessions.output.judged import JudgedStream
@@ -60,9 +60,9 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 class Outputs:
-    """What a headless command was asked to write (--json, --report, --archive): checked before
-    anything runs, written whatever happens once it has run, each on its own (one that cannot
-    be made is one line naming it, and the others are still written).
+    """What a headless command was asked to write (--json, --report, --html, --archive):
+    checked before anything runs, written whatever happens once it has run, each on its own
+    (one that cannot be made is one line naming it, and the others are still written).
 
         with Outputs(args, stream) as outputs:
             work(stream, outputs.staging)
@@ -75,7 +75,8 @@ class Outputs:
     def __init__(self, args, stream: JudgedStream, staging: Path | None = None):
         self.json, self.report, self.archive = (args.json, getattr(args, "report", None),
                                                 args.archive)
-        check_outputs(("--json", self.json), ("--report", self.report),
+        self.html = getattr(args, "html", None)
+        check_outputs(("--json", self.json), ("--report", self.report), ("--html", self.html),
                       ("--archive", self.archive))
         self.book = stream.book
         self._temporary = staging is None
@@ -111,6 +112,9 @@ class Outputs:
         if self.report:
             _each("--report", self.report, lambda p: write_atomic(
                 p, report.markdown(self.book, self.grade, self.board)))
+        if self.html:
+            _each("--html", self.html, lambda p: write_atomic(
+                p, html.page(self.book, self.grade, self.board)))
         if self.archive:
             path = _each("--archive", self.archive, self._writer.finish)
             if path is not None:

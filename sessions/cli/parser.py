@@ -14,6 +14,7 @@ EPILOG = """examples:
   evlab run baseline retry --headless --json out.json --archive s.tar.gz
   evlab run my-client.toml --headless           a scenario file of your own
   evlab report s.tar.gz --format junit          JUnit XML from a saved session
+  evlab report s.tar.gz --html report.html      one page to open in a browser (self-contained)
   evlab replay s.tar.gz --headless              re-judge a saved session from its events
   evlab grade --client 'python3 my_client.py {host} {port} {source}' --headless
                                                 grade a client of your own, 3 attempts each
@@ -83,12 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
                    f"{','.join(NOISE_KINDS)} (default with --noise: all)")
     r.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
     r.add_argument("--archive", type=Path, metavar="PATH", help="write the session archive here")
+    _html_argument(r)
     _jobs_argument(r)
     _boundary_arguments(r)
     rp = sub.add_parser("report", help="render a saved session's report")
     rp.add_argument("archive", type=Path)
-    rp.add_argument("--format", choices=("md", "json", "junit"), default="md")
+    rp.add_argument("--format", choices=("md", "json", "junit", "html"), default=None,
+                    help="what to print (or write to --output): md (the default unless --html "
+                    "is given), json, junit or html")
     rp.add_argument("--output", "-o", type=Path, help="write here instead of stdout")
+    _html_argument(rp)
     rl = sub.add_parser("replay", help="replay a saved session")
     rl.add_argument("archive", type=Path)
     rl.add_argument("--headless", action="store_true", help="re-judge and print, no dashboard")
@@ -115,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     _campaign_parser(sub)
     _doctor_parser(sub)
     return p
+
+
+def _html_argument(parser) -> None:
+    parser.add_argument("--html", type=Path, metavar="PATH",
+                        help="write the HTML report here (one self-contained page)")
 
 
 def _jobs_argument(parser) -> None:
@@ -158,6 +168,7 @@ def _attempt_arguments(parser, noise_help: str) -> None:
     parser.add_argument("--archive", type=Path, metavar="PATH", help="write the archive here")
     parser.add_argument("--report", type=Path, metavar="PATH",
                         help="write the Markdown report here")
+    _html_argument(parser)
     parser.add_argument("--noise", nargs="?", const=",".join(NOISE_KINDS), default="",
                         metavar="KINDS", help=noise_help)
     _boundary_arguments(parser)

@@ -10,11 +10,14 @@ Text from a client (claims, process names, argv, paths) is carried as valid Unic
                  heading, a table cell, a link or an HTML tag
     code(s)      visible, as a Markdown code span whose fence no backtick inside can close
     xml(s)       visible (so only characters XML allows remain); ElementTree escapes the rest
+    html(s)      visible, then `&`, `<`, `>` and both quotes as character references: text in
+                 an element or a quoted attribute of the HTML report, never a tag or an attribute
 
 Evlab's own words pass through unchanged (they hold no control characters).
 """
 
 import re
+from html import escape as _html_escape
 
 # What a terminal would act on or an encoder refuse: C0 controls, DEL and C1 controls,
 # surrogates, and the two non-characters XML forbids.
@@ -54,3 +57,7 @@ def code(text: str) -> str:
 
 def xml(text: str) -> str:
     return visible(text)
+
+
+def html(text: str) -> str:
+    return _html_escape(visible(text), quote=True)
