@@ -73,7 +73,8 @@ def _invocation_one():
         ProcessObserved(_at(19), "s", 1, "exit", 102),
         ClientClaim(_at(19.5), "s", 1, {"claim": "completed\x1b[2J"}),
         ProcessObserved(_at(20), "s", 1, "exit", 100),
-        CounterSample(_at(21), "s", 1, {"busy_max_ns": 3 * MS}, {}, (), final=True),
+        CounterSample(_at(21), "s", 1, {"busy_max_ns": 3 * MS, "busy_start_max_ns": 200 * MS},
+                      {}, (), final=True),
         ClientExited(_at(22), "s", 1, 0, False, 21 * MS, None),
     ]
 
@@ -116,7 +117,8 @@ def test_spans_are_invocations_lives_and_server_connections_with_both_ends_known
                      (13.2, 13.4, "decoy", "upload"),
                      (15.5, 18.5, "receiver", "upload")]
     invocation = t.spans[0]
-    assert "exit 0" in invocation.label and "longest on-CPU stretch 3.0 ms" in invocation.label
+    assert "exit 0" in invocation.label   # the stretches' lengths: when they ran is not known
+    assert "on-CPU stretch without progress 3.0 ms (200.0 ms in start-up)" in invocation.label
     assert "upload" in t.spans[-1].label and "524,288 payload bytes" in t.spans[-1].label
     assert t.end_ns == 22 * MS
 
@@ -169,6 +171,7 @@ def test_a_wire_fault_proxy_is_a_row_and_its_port_is_the_receivers_for_the_clien
     assert kinds == [(1, "pid 100 c", "exec"), (2, "pid 100 c", "connect-receiver"),
                      (2.5, "pid 100 c", "connect-other"), (4, "proxy", "fault")]
     assert "failed (-111)" in t.marks[2].label and "up" in t.marks[3].label
+    assert t.marks[1].label.endswith("(the receiver, through the fault proxy)")
     assert [(s.row, s.kind) for s in t.spans] == [("proxy", "upload")]
 
 

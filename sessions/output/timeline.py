@@ -7,8 +7,9 @@ timestamp in the book; what has none is left out rather than placed by guess:
 - a process's life (`alive`) needs its start (fork, or its first exec) and its exit event;
 - a server connection (`upload`) needs both its opened and closed records (a receiver killed by
   an injected crash never closes its connections);
-- `busy` stretches are not drawn: the book holds the longest on-CPU stretch's length per
-  invocation (`busy_max_ns`), not when it ran, so it is given in the invocation's label;
+- `busy` stretches are not drawn: the book holds the longest on-CPU stretches' lengths per
+  invocation (`busy_max_ns`, `busy_start_max_ns`), not when they ran, so they are given in the
+  invocation's label;
 - a fork whose child never appears as a process of its own (a thread: its events are its
   process's) gets no row.
 
@@ -184,13 +185,22 @@ def _invocation(b: _Builder, inv: InvocationEvidence, root: str | None) -> None:
         how = ("killed at its timeout" if exited.timed_out else f"exit {exited.exit_code}")
         b.mark(exited.t_ns, row, "invocation-end", f"invocation {inv.n}: {how}")
         if launched is not None:
-            busy = inv.final.counters.get("busy_max_ns") if inv.final else None
             b.span(launched.t_ns, launched.t_ns + exited.wall_ns, row, "invocation",
-                   f"invocation {inv.n}: {exited.wall_ns / 1e6:.1f} ms, {how}"
-                   + (f"; longest on-CPU stretch {busy / 1e6:.1f} ms" if busy else ""))
+                   f"invocation {inv.n}: {exited.wall_ns / 1e6:.1f} ms, {how}{_busy(inv)}")
     for c in inv.claims:
         b.mark(c.t_ns, row, "claim",
                "claim " + json.dumps(c.claim, sort_keys=True, ensure_ascii=False))
+
+
+def _busy(inv: InvocationEvidence) -> str:
+    """The longest on-CPU stretches without a progress syscall, as the collector measured them
+    (cpu-budget's evidence): their lengths, not when they ran."""
+    counters = inv.final.counters if inv.final else {}
+    work, start = counters.get("busy_max_ns"), counters.get("busy_start_max_ns")
+    if work is None and start is None:
+        return ""
+    return (f"; longest on-CPU stretch without progress {(work or 0) / 1e6:.1f} ms"
+            f" ({(start or 0) / 1e6:.1f} ms in start-up)")
 
 
 def _connects(b: _Builder, ev: ScenarioEvidence, inv: InvocationEvidence) -> None:
@@ -206,7 +216,7 @@ def _connects(b: _Builder, ev: ScenarioEvidence, inv: InvocationEvidence) -> Non
         seen.add((c.pid, c.address, c.port))
         given = is_given(c.address, c.port, ports)
         b.mark(c.t_ns, row(c.pid), "connect-receiver" if given else "connect-other",
-               f"connect {c.address}:{c.port}" + (" (the receiver)" if given else "")
+               f"connect {c.address}:{c.port}" + (_given(ev, c.port) if given else "")
                + (f" failed ({c.result})" if c.result else ""))
     for e in inv.egress:
         if e.kind == "connect" and (e.pid, e.address, e.port) in seen:
@@ -216,6 +226,11 @@ def _connects(b: _Builder, ev: ScenarioEvidence, inv: InvocationEvidence) -> Non
         b.mark(e.t_ns, row(e.pid), "connect-receiver" if given else "connect-other",
                f"{what} {e.protocol} {e.address}:{e.port} (socket layer)"
                + (" REFUSED" if e.refused else ""))
+
+
+def _given(ev: ScenarioEvidence, port: int | None) -> str:
+    return (" (the receiver)" if port == ev.started.receiver_port
+            else " (the receiver, through the fault proxy)")
 
 
 _RECORD_MARKS = {"upload_started": "upload-start", "committed": "commit",
