@@ -38,9 +38,11 @@ from tui.panels import (
     VerdictTable,
 )
 from tui.screens import EvidenceScreen, HelpScreen
+from tui.timeline import TimelineScreen
 
 REFRESH_S = 0.2   # 5 redraws a second at most
-DASHBOARD_ONLY = ("move", "run_all", "filter", "follow")   # not on the leaderboard
+# the dashboard's own keys (its list, panes, filter): not on the leaderboard or the timeline
+DASHBOARD_ONLY = ("move", "run_all", "filter", "follow", "show", "timeline")
 COMPACT_BELOW = (100, 32)
 
 
@@ -62,6 +64,7 @@ class EvlabApp(App):
         Binding("2", "show('packets')", "Packets", show=False),
         Binding("3", "show('receiver')", "Events", show=False),
         Binding("4", "show('claims')", "Claims", show=False),
+        Binding("t", "timeline", "Timeline"),
         Binding("e", "export", "Export"),
         Binding("g", "grade", "Grade"),
         Binding("l", "leaderboard", "Leaderboard"),
@@ -131,6 +134,8 @@ class EvlabApp(App):
 
     def watch_compact(self, compact: bool) -> None:
         self.set_class(compact, "compact")
+        # a small terminal: ctrl+p in the help only (room for t, g and q in the footer)
+        self.query_one(Footer).show_command_palette = not compact
 
     def watch_shown(self, old: str, new: str) -> None:
         self.remove_class(f"show-{old}")
@@ -301,7 +306,8 @@ class EvlabApp(App):
             return model.campaign is not None
         if action == "run_all" and model.campaign is not None:
             return False
-        return not (action in DASHBOARD_ONLY and isinstance(self.screen, LeaderboardScreen))
+        return not (action in DASHBOARD_ONLY
+                    and isinstance(self.screen, LeaderboardScreen | TimelineScreen))
 
     def action_grade(self) -> None:
         self.push_screen(GradeScreen(self.feed.model))
@@ -311,6 +317,10 @@ class EvlabApp(App):
             self.notify("the leaderboard is for campaigns: evlab campaign FILE.toml")
         elif not isinstance(self.screen, LeaderboardScreen):
             self.push_screen(LeaderboardScreen(self.feed))
+
+    def action_timeline(self) -> None:
+        if not isinstance(self.screen, TimelineScreen):
+            self.push_screen(TimelineScreen(self.feed.model, self.selected))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
@@ -329,6 +339,8 @@ class EvlabApp(App):
             ("Pause / resume", "pause live updates (replay: play/pause)", self.action_pause),
             ("Filter panes", "filter packets, receiver events and claims", self.action_filter),
             ("Follow panes", "resume following after scrolling up", self.action_follow),
+            ("Timeline", "the selected scenario's timeline: processes, receiver, marks",
+             self.action_timeline),
             ("Export archive", "write the session archive (.tar.gz)", self.action_export),
             ("Leaderboard", "a campaign's clients, ranked", self.action_leaderboard),
             ("Help", "keys and symbols", self.action_help),

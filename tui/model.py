@@ -19,6 +19,7 @@ from sessions.judging.gates import GATES
 from sessions.output.grades import ClientGrade, grade_of, outcome_word
 from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import Board, board_of
+from sessions.output.timeline import Timeline, timeline_of
 from sessions.spec.contract import CLAUSE_IDS
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
 from sessions.stream.events import (
@@ -260,6 +261,12 @@ class DashboardModel:
     def verdict_rows(self, sid: str) -> list[tuple[str, Verdict | GateResult | None]]:
         with self._lock:
             return verdict_rows(self.book.scenarios.get(sid))
+
+    def timeline(self, sid: str) -> Timeline | None:
+        """A started scenario's timeline (sessions.output.timeline, as the HTML report's)."""
+        with self._lock:
+            ev = self.book.scenarios.get(sid)
+            return timeline_of(ev) if ev is not None else None
 
     def client_grade(self) -> ClientGrade | None:
         """`evlab grade`'s grade so far (sessions.output.grades, as the reports have it)."""

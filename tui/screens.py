@@ -26,6 +26,8 @@ HELP = f"""\
   end             resume following: the panes' newest lines and the running scenario
   1 2 3 4         verdicts · packets · receiver & kernel events · claims (a small
                   terminal shows one of them below the scenarios; a larger one all)
+  t               timeline of the selected scenario: a lane per process and the receiver;
+                  + / - zoom, ← / → move, 0 the whole, j / k scenario; t or esc: back
   e               export the session archive (.tar.gz)
   g               grade view (`evlab grade`): attempts as dots, Pass@1, pass^k, Best-of-N
   l               leaderboard (`evlab campaign`): clients ranked, progress; enter: a
