@@ -46,7 +46,10 @@ What is measured, each figure the median of repeated runs, each ratio of medians
 11. The HTML report (bench/html_shots.py): a grade's page and the recorded campaign's in
    Debian's chromium at 1280 and 390 pixels wide, screenshots in bench/shots/ for review; no
    console error, every verdict the page carries equal to the JSON document's.
-12. The test suite (bench/make_test.py): `make test` once, set-up done: its wall time and
+12. Floods (bench/client_floods.py): one grade attempt of a client flooding evlab's view per
+   kind of flood (CHECKs, one-byte segments, kernel events, claims, connections): the evlab
+   tree's peak memory and the wall time against their bounds, and the attempt's outcome.
+13. The test suite (bench/make_test.py): `make test` once, set-up done: its wall time and
    whether it passed.
 
 Writes bench/results.json (raw samples and medians) and bench/results.md (the table, also
@@ -54,7 +57,8 @@ printed). Progress goes to stderr. About 20-23 minutes on a 2-core machine: abou
 the jobs section (120 evlab runs), 3 make test, most of the rest strace doing readloop's
 1,000,000 reads (40-105 s a run here, depending on CPU placement), and about 75 s of
 campaigns, about 1 of the other runtimes (plus any apt-get install). Options: --only
-overhead,suite,dashboard,grade,throughput,hooks,campaign,jobs,runtimes,html,tests runs some
+overhead,suite,dashboard,grade,throughput,hooks,campaign,jobs,runtimes,html,floods,
+tests runs some
 sections (for development).
 """
 
@@ -69,6 +73,7 @@ from pathlib import Path
 
 from bench import (
     campaign,
+    client_floods,
     collector_cost,
     exactness,
     flood,
@@ -89,7 +94,7 @@ from bench.measure import median, say
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ("overhead", "suite", "dashboard", "grade", "throughput", "hooks", "campaign",
-            "jobs", "runtimes", "html", "tests")
+            "jobs", "runtimes", "html", "floods", "tests")
 HASH_STORM_REPEATS = {"untraced": 10, "evlab": 10, "strace": 5, "bpftrace": 10,
                       "evlab-idle": 5, "bpf-floor": 5}
 READLOOP_REPEATS = {"untraced": 3, "evlab": 3, "strace": 1, "bpftrace": 3,
@@ -218,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
              "jobs": [("jobs", lambda r: r.update(jobs=jobs.measure(JOBS_REPEATS)))],
              "runtimes": [("runtimes", lambda r: r.update(runtimes=runtimes.measure()))],
              "html": [("html", lambda r: r.update(html=html_shots.measure()))],
+             "floods": [("floods", lambda r: r.update(floods=client_floods.measure()))],
              "tests": [("tests", lambda r: r.update(tests=make_test.measure()))]}
     for section in only:
         for name, step in steps[section]:

@@ -1,6 +1,6 @@
 """results.json -> the Markdown table: targets first, then each section's figures."""
 
-from bench import campaign, hooks, jobs, make_test, runtimes
+from bench import campaign, client_floods, hooks, jobs, make_test, runtimes
 from bench.measure import median
 from bench.overhead import CONDITIONS
 
@@ -82,6 +82,16 @@ def targets(results: dict) -> list[dict]:
     add("honest clients in Java, Go, Rust, Perl, Bash: runtimes whose every attempt passed "
         "every clause and gate", graded, "all graded",
         graded is not None and graded.split(" of ")[0] == graded.split(" of ")[1])
+    floods = results.get("floods", {}).get("floods")
+    held = (f"{sum(client_floods.held(r) for r in floods.values())} of {len(floods)}"
+            if floods else None)
+    add("floods: within 400 MB and timeouts + 10 s, judged valid and failed", held,
+        "every flood", held is not None and held.split(" of ")[0] == held.split(" of ")[1])
+    pages = results.get("html", {}).get("pages")
+    shown = (all(not p["problems"] and all(v for k, v in p.items() if k.startswith(
+        "verdicts_equal")) for p in pages.values()) if pages else None)
+    add("HTML report in chromium: no console error, every verdict equal to the JSON's", shown,
+        "yes", bool(shown))
     return (out + _campaign_targets(results.get("campaign", {}))
             + jobs.targets(results.get("jobs", {}))
             + make_test.targets(results.get("tests", {})))
@@ -146,6 +156,7 @@ def markdown(results: dict) -> str:
     lines += campaign.report_lines(results.get("campaign"), _value)
     lines += jobs.report_lines(results.get("jobs"), _value)
     lines += runtimes.report_lines(results.get("runtimes"), _value)
+    lines += client_floods.report_lines(results.get("floods"), _value)
     lines += ["", "## Notes", ""] + [f"- {n}" for n in results.get("notes", [])]
     return "\n".join(lines) + "\n"
 

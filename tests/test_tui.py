@@ -247,7 +247,10 @@ async def test_the_counters_show_the_clients_process_metrics():
     app = replay_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await _step_to(pilot, 3)  # baseline: invocation 1 verified, 2 not started
-        assert cell(app, "#counters", "client RSS · CPU", 1) == "1.6 MiB 0%"
+        recorded = [e for e in load_archive(DATA).events if isinstance(e, ProcessMetrics)
+                    and (e.scenario, e.invocation, e.role) == ("baseline", 1, "client")]
+        shown = cell(app, "#counters", "client RSS · CPU", 1)
+        assert shown.startswith(f"{recorded[-1].rss_bytes / 2**20:.1f} MiB "), shown
         assert cell(app, "#counters", "client RSS · CPU", 2) == ""  # not started yet
 
 

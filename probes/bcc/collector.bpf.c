@@ -327,11 +327,17 @@ static __always_inline int is_source_path(u32 inv, const char *user_path)
 
 // A file operation's record: its paths are read from the caller's memory at the syscall's exit.
 struct fileop { u64 path; u64 path2; s32 dfd; s32 dfd2; u32 flags; };
+#define FILE_EVENTS_PER_CPU 20000
 
 static __always_inline void emit_file(struct task *t, struct counters *c, struct fileop *f,
                                       u32 op, s64 ret)
 {
     c->c[CTR_FILE_OPS]++;
+    // Filtered early: past the cap a flood is counted here and never crosses to user space,
+    // where evlab keeps at most KERNEL_EVENTS_MAX of an invocation's events anyway
+    // (sessions/lab/invocation.py). Per CPU, so an invocation sends at most cap x CPUs.
+    if (c->c[CTR_FILE_OPS] > FILE_EVENTS_PER_CPU)
+        return;
     struct file_event *e = file_events.ringbuf_reserve(sizeof(struct file_event));
     if (!e) {
         c->c[CTR_LOST_EVENTS]++;

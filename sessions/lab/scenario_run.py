@@ -217,7 +217,7 @@ class ScenarioRun:
 
     def records(self, n: int) -> None:
         for server, tail in self.tails.items():
-            for line in tail.new_lines():
+            for line in tail.lines():
                 if server == "receiver":   # settling waits on these, kept or not
                     self.open_connections += (b'"connection_opened"' in line) \
                         - (b'"connection_closed"' in line)

@@ -1,0 +1,55 @@
+"""A client cannot swamp the judge (issue #24, item 4): whatever it floods, what evlab keeps of
+an invocation is capped (sessions/lab/caps.py, claims and kernel events where they are read),
+what was dropped is on record, and the attempt is the client's failure: valid, never a pass.
+The bounds on evlab's memory and time are `make bench` figures (its flood section)."""
+
+from pathlib import Path
+
+import pytest
+
+from sessions.lab.caps import CAPS
+from sessions.lab.invocation import CLAIMS_MAX
+from sessions.stream.evidence import EvidenceBook
+from tests.support import grade, runs
+
+FLOOD = Path(__file__).parent / "clients" / "flood.py"
+
+
+def _flooded(mode: str, count: int, tmp_path: Path) -> tuple[dict, EvidenceBook]:
+    book = EvidenceBook()
+    doc = grade(f"/usr/bin/python3 {FLOOD} {mode} {{host}} {{port}} {{source}} {count}", tmp_path,
+                book=book, attempts=1, scenarios=("normal",))
+    return runs(doc, "normal")[0], book
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.root(reason="runs the lab")
+def test_pipelined_checks_are_capped_and_held_against_the_client(tmp_path):
+    run, book = _flooded("checks", 30_000, tmp_path)
+    [ev] = book.scenarios.values()
+    capped = [r.fields for inv in ev.invocations.values() for r in inv.harness
+              if r.event == "evidence_capped"]
+    assert capped and all(c["what"] == "receiver" and c["kept"] == CAPS["receiver"]
+                          and c["dropped"] > 0 for c in capped), capped
+    assert all(len(inv.receiver) <= CAPS["receiver"] for inv in ev.invocations.values())
+    assert run["valid"] and not run["success"] and run["rule"] == "client-failed"
+    # the backup itself was made, and the verifier (which no flood crowds out) says so; no
+    # other clause passes on the swamped evidence (inconclusive, counted against the client,
+    # or failed: this client also reads its source twice where once would do)
+    assert run["clauses"]["integrity"] == "pass"
+    others = {c: v for c, v in run["clauses"].items() if c != "integrity"}
+    assert set(others.values()) <= {"inconclusive", "fail"} and "inconclusive" in \
+        others.values(), others
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.root(reason="runs the lab")
+def test_a_flood_of_claims_is_counted_not_kept(tmp_path):
+    run, book = _flooded("claims", 5_000, tmp_path)
+    [ev] = book.scenarios.values()
+    for inv in ev.invocations.values():
+        assert len(inv.claims) == CLAIMS_MAX + 1   # the last says how many more were dropped
+        assert "4,001 more line(s) not kept" in inv.claims[-1].claim["malformed"]
+    assert run["valid"], run["reason"]
