@@ -49,7 +49,9 @@ What is measured, each figure the median of repeated runs, each ratio of medians
 12. Floods (bench/client_floods.py): one grade attempt of a client flooding evlab's view per
    kind of flood (CHECKs, one-byte segments, kernel events, claims, connections): the evlab
    tree's peak memory and the wall time against their bounds, and the attempt's outcome.
-13. The test suite (bench/make_test.py): `make test` once, set-up done: its wall time and
+13. CPU budget under load (bench/cpu_budget.py): honest C, Python and Node.js clients graded
+   beside a CPU hog on every core, 100 attempts each: cpu-budget false alarms (goal 0).
+14. The test suite (bench/make_test.py): `make test` once, set-up done: its wall time and
    whether it passed.
 
 Writes bench/results.json (raw samples and medians) and bench/results.md (the table, also
@@ -58,7 +60,7 @@ the jobs section (120 evlab runs), 3 make test, most of the rest strace doing re
 1,000,000 reads (40-105 s a run here, depending on CPU placement), and about 75 s of
 campaigns, about 1 of the other runtimes (plus any apt-get install). Options: --only
 overhead,suite,dashboard,grade,throughput,hooks,campaign,jobs,runtimes,html,floods,
-tests runs some
+cpu,tests runs some
 sections (for development).
 """
 
@@ -75,6 +77,7 @@ from bench import (
     campaign,
     client_floods,
     collector_cost,
+    cpu_budget,
     exactness,
     flood,
     grade,
@@ -94,7 +97,7 @@ from bench.measure import median, say
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ("overhead", "suite", "dashboard", "grade", "throughput", "hooks", "campaign",
-            "jobs", "runtimes", "html", "floods", "tests")
+            "jobs", "runtimes", "html", "floods", "cpu", "tests")
 HASH_STORM_REPEATS = {"untraced": 10, "evlab": 10, "strace": 5, "bpftrace": 10,
                       "evlab-idle": 5, "bpf-floor": 5}
 READLOOP_REPEATS = {"untraced": 3, "evlab": 3, "strace": 1, "bpftrace": 3,
@@ -224,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
              "runtimes": [("runtimes", lambda r: r.update(runtimes=runtimes.measure()))],
              "html": [("html", lambda r: r.update(html=html_shots.measure()))],
              "floods": [("floods", lambda r: r.update(floods=client_floods.measure()))],
+             "cpu": [("cpu", lambda r: r.update(cpu=cpu_budget.measure()))],
              "tests": [("tests", lambda r: r.update(tests=make_test.measure()))]}
     for section in only:
         for name, step in steps[section]:

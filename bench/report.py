@@ -1,6 +1,6 @@
 """results.json -> the Markdown table: targets first, then each section's figures."""
 
-from bench import campaign, client_floods, hooks, jobs, make_test, runtimes
+from bench import campaign, client_floods, cpu_budget, hooks, jobs, make_test, runtimes
 from bench.measure import median
 from bench.overhead import CONDITIONS
 
@@ -87,6 +87,9 @@ def targets(results: dict) -> list[dict]:
             if floods else None)
     add("floods: within 400 MB and timeouts + 10 s, judged valid and failed", held,
         "every flood", held is not None and held.split(" of ")[0] == held.split(" of ")[1])
+    alarms = cpu_budget.false_alarms(results.get("cpu"))
+    add("cpu-budget false alarms: honest C, Python, Node beside a hog on every core", alarms,
+        "0", alarms is not None and alarms.startswith("0 of"))
     pages = results.get("html", {}).get("pages")
     shown = (all(not p["problems"] and all(v for k, v in p.items() if k.startswith(
         "verdicts_equal")) for p in pages.values()) if pages else None)
@@ -157,6 +160,7 @@ def markdown(results: dict) -> str:
     lines += jobs.report_lines(results.get("jobs"), _value)
     lines += runtimes.report_lines(results.get("runtimes"), _value)
     lines += client_floods.report_lines(results.get("floods"), _value)
+    lines += cpu_budget.report_lines(results.get("cpu"), _value)
     lines += ["", "## Notes", ""] + [f"- {n}" for n in results.get("notes", [])]
     return "\n".join(lines) + "\n"
 

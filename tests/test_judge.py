@@ -288,9 +288,15 @@ CLAUSES = {   # clause: {case: its stream}; what the judge decides: tests/data/j
         "over-budget": edit(B(), E.BoundaryObserved, 2, cpu_ns=900_000_000),
         "no-scheduler-view": count(B(), 2, busy_max_ns=None, busy_start_max_ns=None),
         "cgroup-tree-disagree": edit(B(), E.BoundaryObserved, 1, cpu_ns=300_000_000),
-        # the pace is recorded, not applied yet (contract: pace_max = 1)
+        # allowances scale with the machine's pace: a 30 ms stretch is honest work on a CPU
+        # 2x slower, 200 ms of spinning is waste on it too, and a pace within the measure's
+        # spread scales nothing
         "stretch-on-a-2x-slower-machine": edit(count(B(), 1, busy_max_ns=30_000_000),
-                                               E.SessionStarted, cpu_pace=2.0)},
+                                               E.SessionStarted, cpu_pace=2.0),
+        "spin-on-a-2x-slower-machine": edit(count(B(), 1, busy_start_max_ns=200_000_000),
+                                            E.SessionStarted, cpu_pace=2.0),
+        "stretch-at-pace-noise": edit(count(B(), 1, busy_max_ns=30_000_000),
+                                      E.SessionStarted, cpu_pace=1.2)},
 }
 RESTORE, DURABILITY = {"check": "restore"}, {"check": "durability"}
 GATES = {   # gate: {case: its stream} of a grading attempt

@@ -129,6 +129,7 @@ def session_header(book: EvidenceBook) -> dict:
         "collector": session.collector if session else None,
         "packets": session.packets if session else None,
         "contract_version": session.contract_version if session else None,
+        "cpu_pace": session.cpu_pace if session else None,
         "capabilities": {"missing": [{"name": m.name, "detail": m.detail, "fix": m.fix}
                                      for m in book.missing]},
         "sandbox": ({"enabled": book.sandbox.enabled, "summary": book.sandbox.summary,
