@@ -66,15 +66,16 @@ def test_every_command_reads_and_writes_relative_paths_in_the_users_directory(tm
     # (command, the exit statuses it may end with: a grade says 1 when an attempt failed,
     # which is the client's business here, not the paths')
     runs = [
-        (("run", "mine.toml", "--headless", "--json", "run.json", "--archive", "run.tar.gz"),
-         {0}),
+        (("run", "mine.toml", "--headless", "--json", "run.json", "--archive", "run.tar.gz",
+          "--html", "run.html"), {0}),
         (("grade", "grade.toml", "--headless", "--json", "grade.json", "--report", "grade.md",
           "--archive", "grade.tar.gz"), {0, 1}),
         (("grade", "--client", "python3 client.py {host} {port} {source}", "--attempts", "1",
           "--scenario", "normal", "--headless", "--json", "flag.json"), {0, 1}),
         (("campaign", "clients.toml", "--headless", "--json", "board.json",
-          "--report", "board.md", "--archive", "board.tar.gz"), {0}),
+          "--report", "board.md", "--archive", "board.tar.gz", "--html", "board.html"), {0}),
         (("report", "run.tar.gz", "--format", "junit", "--output", "run.xml"), {0}),
+        (("report", "grade.tar.gz", "--html", "grade.html"), {0}),
         (("replay", "grade.tar.gz", "--headless"), {0, 1}),
     ]
     for args, statuses in runs:
@@ -84,8 +85,9 @@ def test_every_command_reads_and_writes_relative_paths_in_the_users_directory(tm
 
     assert sorted(p.name for p in home.iterdir()) == sorted([
         "client.py", "mine.toml", "grade.toml", "clients.toml", "run.json", "run.tar.gz",
-        "grade.json", "grade.md", "grade.tar.gz", "flag.json", "board.json", "board.md",
-        "board.tar.gz", "run.xml", "evlab-campaign-rel"])
+        "run.html", "grade.json", "grade.md", "grade.tar.gz", "grade.html", "flag.json",
+        "board.json", "board.md", "board.tar.gz", "board.html", "run.xml",
+        "evlab-campaign-rel"])
     assert json.loads((home / "grade.json").read_text())["grade"]["scenarios"]
     assert (home / "evlab-campaign-rel" / "journal.jsonl").is_file()
     assert _watched() == watched   # nothing was created in the kernel headers

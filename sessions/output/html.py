@@ -28,8 +28,7 @@ from sessions.output.escape import visible
 from sessions.output.grades import METRIC_DEFINITIONS, AttemptRow, ClientGrade, grade_of
 from sessions.output.html_page import wrap
 from sessions.output.leaderboard import Board, Ranked, board_of
-from sessions.output.report import _FIGURES as FIGURES
-from sessions.output.report import _fmt as fmt
+from sessions.output.report import FIGURES, fmt
 from sessions.output.timeline import timeline_of
 from sessions.output.timeline_svg import legend, svg
 from sessions.output.vocabulary import fields_line, figure, score_text, status_text

@@ -92,15 +92,15 @@ def _scenario_section(s: dict, book: EvidenceBook) -> list[str]:
                    f"| {md(c['reason'])} | {refs}{more} |")
     out += ["", "| figure | " + " | ".join(f"inv {i['n']}" for i in s["invocations"]) + " |",
             "|---|" + "---|" * len(s["invocations"])]
-    for label, get in _FIGURES:
-        out.append(f"| {label} | " + " | ".join(_fmt(get(i)) for i in s["invocations"]) + " |")
+    for label, get in FIGURES:
+        out.append(f"| {label} | " + " | ".join(fmt(get(i)) for i in s["invocations"]) + " |")
     out += ["", "Timeline (ms from scenario start):", "", "```"]
     out += _timeline(book, s["id"])
     out += ["```", ""]
     return out
 
 
-_FIGURES = (
+FIGURES = (
     ("exit code (claim)", lambda i: i["exit_code"]),
     ("connects (kernel)", lambda i: i["kernel"]["connects"]),
     ("destinations (kernel)", lambda i: ", ".join(i["kernel"]["connect_destinations"])
@@ -135,7 +135,7 @@ def _egress(egress: dict | None) -> str | None:
                      for c in egress["calls"]) or "none"
 
 
-def _fmt(value) -> str:
+def fmt(value) -> str:
     if value is None:
         return "not observed"
     if isinstance(value, int) and not isinstance(value, bool):
