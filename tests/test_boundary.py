@@ -174,11 +174,13 @@ def test_a_mapped_source_makes_hash_work_inconclusive_with_the_reason(egress, tm
 @pytest.mark.live
 @pytest.mark.parametrize("mode, clause, passes", [
     ("dupfd-rehash", "hash-work", 256), ("alias-rehash", "hash-work", 64),
+    ("scm-rehash", "hash-work", 256),
     ("uring-rehash", "hash-work", 256), ("sqpoll-spin", "cpu-budget", None),
 ])
 def test_work_by_another_path_is_counted_and_the_attempt_stays_valid(egress, tmp_path, mode,
                                                                       clause, passes):
-    """The source read through an F_DUPFD copy, by another name, by io_uring; a SQPOLL thread
+    """The source read through an F_DUPFD copy, by another name, through a descriptor another
+    process passed by SCM_RIGHTS, by io_uring; a SQPOLL thread
     polling for nothing: each counted as the client's, failed, never an invalid attempt."""
     run, clauses = judged(f"{egress} {mode} {{host}} {{port}} {{source}}", tmp_path)
     assert run["valid"] and run["rule"] == "client-failed", run["reason"]

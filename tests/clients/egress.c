@@ -46,6 +46,9 @@
  *                 used): the file is read once, but hashed 512 times.
  *   dupfd-rehash  hashing: SOURCE read whole REHASH_ROUNDS (256) times through a copy of its
  *                 descriptor made with fcntl(F_DUPFD), before the honest backup.
+ *   scm-rehash    hashing: a forked child opens SOURCE and passes the descriptor over a socket
+ *                 pair (SCM_RIGHTS) and exits; the parent, which never opened it, reads it whole
+ *                 256 times through that descriptor, before the honest backup.
  *   alias-rehash  hashing: SOURCE read whole 64 times by another name (a symlink to it in the
  *                 working directory), before the honest backup.
  *   uring-rehash  hashing: SOURCE read whole 256 times by io_uring IORING_OP_READ (no read(2)).
@@ -89,7 +92,8 @@ enum { DIGEST_LEN = 32, HEX_LEN = 2 * DIGEST_LEN, CHUNK = 64 * 1024, MAX_ATTEMPT
 static const char *const MODES[] = { "honest", "udp-sendto", "udp-sendmsg", "udp-sendmmsg",
                                      "uring-connect", "udp6-sendto", "setsid-daemon",
                                      "mmap-rehash", "fork-spin", "mem-rehash", "dupfd-rehash",
-                                     "alias-rehash", "uring-rehash", "sqpoll-spin",
+                                     "alias-rehash", "scm-rehash", "uring-rehash",
+                                     "sqpoll-spin",
                                      "uring-send", "sendmmsg-send", "sendfile-send" };
 
 static const char *mode = "honest";
@@ -408,6 +412,51 @@ static int extra_dupfd_rehash(const char *path, char *err, size_t cap, char *det
     close(copy);
     close(fd);
     snprintf(detail, dcap, "%lld bytes read through an F_DUPFD copy", total);
+    return 0;
+}
+
+static int extra_scm_rehash(const char *path, char *err, size_t cap, char *detail, size_t dcap)
+{
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, pair) < 0) {
+        snprintf(err, cap, "socketpair: %s", strerror(errno));
+        return -1;
+    }
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {   /* opens the source and hands the descriptor over */
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        char byte = 'f';
+        struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+        union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } ctl = { 0 };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                              .msg_controllen = sizeof ctl.buf };
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        _exit(fd >= 0 && sendmsg(pair[1], &msg, 0) == 1 ? 0 : 1);
+    }
+    close(pair[1]);
+    char byte;
+    struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } ctl;
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                          .msg_controllen = sizeof ctl.buf };
+    ssize_t got = recvmsg(pair[0], &msg, MSG_CMSG_CLOEXEC);
+    struct cmsghdr *c = got == 1 ? CMSG_FIRSTHDR(&msg) : NULL;
+    close(pair[0]);
+    waitpid(child, NULL, 0);
+    if (c == NULL || c->cmsg_type != SCM_RIGHTS) {
+        snprintf(err, cap, "no descriptor received: %s", got < 0 ? strerror(errno) : "none");
+        return -1;
+    }
+    int fd;
+    memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    long long total = read_rounds(fd, REHASH_ROUNDS);
+    close(fd);
+    snprintf(detail, dcap, "%lld bytes read through a descriptor received by SCM_RIGHTS", total);
     return 0;
 }
 
@@ -1198,6 +1247,8 @@ int main(int argc, char **argv)
         rc = extra_dupfd_rehash(source, err, sizeof err, detail, sizeof detail);
     else if (is("alias-rehash"))
         rc = extra_alias_rehash(source, err, sizeof err, detail, sizeof detail);
+    else if (is("scm-rehash"))
+        rc = extra_scm_rehash(source, err, sizeof err, detail, sizeof detail);
     else if (is("uring-rehash"))
         rc = extra_uring_rehash(source, err, sizeof err, detail, sizeof detail);
     else if (is("sqpoll-spin"))
