@@ -36,6 +36,8 @@ COUNTERS = (
     "switch_ins_missed",   # switches in of a tree's task that sched_switch did not report
                            # (its time then recovered from the scheduler's runtime)
     "iouring_bytes",       # bytes io_uring requests of the tree moved (also in read/write/...)
+    "unattributed_bytes",  # bytes io_uring spliced from a registered (fixed) file: which file it
+                           # was, the source or not, is not in the kernel's view of the request
 )
 
 # Counters that are maxima, not sums: per-CPU values merge with max().

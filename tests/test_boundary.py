@@ -174,7 +174,7 @@ def test_a_mapped_source_makes_hash_work_inconclusive_with_the_reason(egress, tm
 @pytest.mark.live
 @pytest.mark.parametrize("mode, clause, passes", [
     ("dupfd-rehash", "hash-work", 256), ("alias-rehash", "hash-work", 64),
-    ("scm-rehash", "hash-work", 256),
+    ("scm-rehash", "hash-work", 256), ("uring-splice-rehash", "hash-work", 256),
     ("uring-rehash", "hash-work", 256), ("sqpoll-spin", "cpu-budget", None),
 ])
 def test_work_by_another_path_is_counted_and_the_attempt_stays_valid(egress, tmp_path, mode,

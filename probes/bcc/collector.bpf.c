@@ -1022,7 +1022,9 @@ RAW_TRACEPOINT_PROBE(softirq_exit)
 // adopted workers): the read and write families of the request's file, like their syscalls.
 // Opcodes are uapi/linux/io_uring.h's (read: READV READ_FIXED RECVMSG READ RECV
 // READ_MULTISHOT RECV_ZC READV_FIXED; write: WRITEV WRITE_FIXED SENDMSG WRITE SEND SEND_ZC
-// SENDMSG_ZC WRITEV_FIXED). A raw tracepoint: (struct io_ring_ctx *, void *req, cqe *).
+// SENDMSG_ZC WRITEV_FIXED); SPLICE and TEE move bytes from their input descriptor
+// (splice_fd_in) to the request's file, a read of one and a write of the other. A raw
+// tracepoint: (struct io_ring_ctx *, void *req, cqe *).
 RAW_TRACEPOINT_PROBE(io_uring_complete)
 {
     struct task *t = tracked_task();
@@ -1043,12 +1045,35 @@ RAW_TRACEPOINT_PROBE(io_uring_complete)
              || op == 60;
     int out = op == 2 || op == 5 || op == 9 || op == 23 || op == 26 || op == 47 || op == 48
               || op == 61;
-    if (!in && !out)
+    int splice = op == 30 || op == 33;
+    if (!in && !out && !splice)
         return 0;
     bpf_probe_read_kernel(&file, sizeof(file), (void *)(ctx->args[1] + IOKIOCB_FILE_OFF));
     u8 kind = kind_of_file(t->inv, file);
     c->c[CTR_IOURING_BYTES] += res;
-    if (in) {
+    if (splice) {
+        u8 from = FD_OTHER;
+#if SPLICE_FD_IN_OFF >= 0
+        s32 fd_in = -1;
+        u32 flags = 0;
+        bpf_probe_read_kernel(&fd_in, sizeof(fd_in), (void *)(ctx->args[1] + SPLICE_FD_IN_OFF));
+        bpf_probe_read_kernel(&flags, sizeof(flags), (void *)(ctx->args[1] + SPLICE_FLAGS_OFF));
+        if (!(flags & (1U << 31)))   // SPLICE_F_FD_IN_FIXED: a registered file, not a descriptor
+            from = kind_of_file(t->inv, file_of_fd(fd_in));   // io-wq shares the client's table
+        else
+            c->c[CTR_UNATTRIBUTED_BYTES] += res;
+#else
+        c->c[CTR_UNATTRIBUTED_BYTES] += res;
+#endif
+        c->c[CTR_READ_BYTES] += res;
+        c->c[CTR_WRITE_BYTES] += res;
+        if (from == FD_SOURCE)
+            c->c[CTR_SOURCE_READ_BYTES] += res;
+        else if (from == FD_SOCKET)
+            c->c[CTR_SOCK_RECV_BYTES] += res;
+        if (kind == FD_SOCKET)
+            c->c[CTR_SOCK_SENT_BYTES] += res;
+    } else if (in) {
         c->c[CTR_READ_BYTES] += res;
         if (kind == FD_SOURCE)
             c->c[CTR_SOURCE_READ_BYTES] += res;

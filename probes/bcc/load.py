@@ -38,6 +38,11 @@ FILE_MACROS = ("TASK_FILES_OFF", "FILES_FDT_OFF", "FDT_FD_OFF", "FDT_MAX_FDS_OFF
                "IOKIOCB_OPCODE_OFF")
 
 
+# io_uring SPLICE and TEE requests: their input descriptor (the output is the request's file).
+# A kernel whose BTF lacks them counts those requests' bytes as moved, not from the source.
+SPLICE_FIELDS = (("io_kiocb", "cmd"), ("io_splice", "splice_fd_in"), ("io_splice", "flags"))
+
+
 class CollectorUnavailable(Exception):
     """BPF could not be loaded; carries the capability record that says why and how to fix it."""
 
@@ -172,9 +177,10 @@ def _compile():
             "tracefs", False, "tracefs is not mounted; BCC cannot read tracepoint formats",
             "mount -t tracefs nodev /sys/kernel/tracing"))
     try:
-        pid, runtime, filename, *files = member_offsets(
+        pid, runtime, filename, cmd, fd_in, flags, *files = member_offsets(
             ("task_struct", "pid"), ("task_struct", "se", "sum_exec_runtime"),
-            ("linux_binprm", "filename"), *FILE_FIELDS)
+            ("linux_binprm", "filename"), *SPLICE_FIELDS, *FILE_FIELDS)
+        splice = None not in (cmd, fd_in, flags)
         if pid is None or filename is None or None in files:
             missing = [".".join(f) for f, o in zip(FILE_FIELDS, files, strict=True) if o is None]
             raise OSError("the kernel's BTF does not describe task_struct.pid, "
@@ -188,6 +194,8 @@ def _compile():
             f"-DBPRM_FILENAME_OFF={filename}",
             *(f"-D{name}={offset}" for name, offset in zip(FILE_MACROS, files, strict=True)),
             f"-DHAVE_IO_URING={int(IO_URING_COMPLETE.exists())}",
+            f"-DSPLICE_FD_IN_OFF={cmd + fd_in if splice else -1}",
+            f"-DSPLICE_FLAGS_OFF={cmd + flags if splice else -1}",
             f"-DTICK_NS={tick_ns()}",
             # no debug info, so no BTF of the program's own (~0.1 s of the compile): nothing
             # reads it, BCC describes the maps to Python itself

@@ -52,6 +52,8 @@
  *   alias-rehash  hashing: SOURCE read whole 64 times by another name (a symlink to it in the
  *                 working directory), before the honest backup.
  *   uring-rehash  hashing: SOURCE read whole 256 times by io_uring IORING_OP_READ (no read(2)).
+ *   uring-splice-rehash  hashing: SOURCE moved whole 256 times into a pipe by io_uring
+ *                 IORING_OP_SPLICE (the pipe drained with read(2)), before the honest backup.
  *   sqpoll-spin   CPU: an io_uring SQPOLL ring whose kernel thread polls 300 ms with nothing to
  *                 do (it works for the client, on the client's CPU), then the honest backup.
  *   uring-send    honest: the payload is sent with io_uring IORING_OP_SEND.
@@ -93,7 +95,7 @@ static const char *const MODES[] = { "honest", "udp-sendto", "udp-sendmsg", "udp
                                      "uring-connect", "udp6-sendto", "setsid-daemon",
                                      "mmap-rehash", "fork-spin", "mem-rehash", "dupfd-rehash",
                                      "alias-rehash", "scm-rehash", "uring-rehash",
-                                     "sqpoll-spin",
+                                     "uring-splice-rehash", "sqpoll-spin",
                                      "uring-send", "sendmmsg-send", "sendfile-send" };
 
 static const char *mode = "honest";
@@ -334,21 +336,52 @@ static int ring_open(struct ring *r, unsigned flags, unsigned idle_ms)
     return 0;
 }
 
+/* The next submission entry, zeroed (ring_submit publishes it). */
+static struct io_uring_sqe *ring_sqe(struct ring *r)
+{
+    unsigned tail = *(unsigned *)(r->sq + r->p.sq_off.tail);
+    unsigned mask = *(unsigned *)(r->sq + r->p.sq_off.ring_mask);
+    struct io_uring_sqe *sqe = &r->sqes[tail & mask];
+    memset(sqe, 0, sizeof *sqe);
+    return sqe;
+}
+
+static int ring_submit(struct ring *r);
+
 /* One request (op on fd, addr/len/off as the op reads them), submitted and waited for: its
    result (bytes, or -errno). */
 static int ring_do(struct ring *r, int op, int fd, const void *addr, unsigned len, uint64_t off)
 {
-    unsigned *sq_tail = (unsigned *)(r->sq + r->p.sq_off.tail);
-    unsigned mask = *(unsigned *)(r->sq + r->p.sq_off.ring_mask);
-    unsigned *array = (unsigned *)(r->sq + r->p.sq_off.array);
-    unsigned tail = *sq_tail, idx = tail & mask;
-    struct io_uring_sqe *sqe = &r->sqes[idx];
-    memset(sqe, 0, sizeof *sqe);
+    struct io_uring_sqe *sqe = ring_sqe(r);
     sqe->opcode = (unsigned char)op;
     sqe->fd = fd;
     sqe->addr = (uint64_t)(uintptr_t)addr;
     sqe->len = len;
     sqe->off = off;
+    return ring_submit(r);
+}
+
+/* IORING_OP_SPLICE of len bytes from fd_in (at off_in; -1: a pipe) to fd_out (at off_out). */
+static int ring_splice(struct ring *r, int fd_in, int64_t off_in, int fd_out, int64_t off_out,
+                       unsigned len)
+{
+    struct io_uring_sqe *sqe = ring_sqe(r);
+    sqe->opcode = IORING_OP_SPLICE;
+    sqe->fd = fd_out;
+    sqe->off = (uint64_t)off_out;
+    sqe->splice_fd_in = fd_in;
+    sqe->splice_off_in = (uint64_t)off_in;
+    sqe->len = len;
+    return ring_submit(r);
+}
+
+/* Publish the entry ring_sqe gave and wait for its completion: its result. */
+static int ring_submit(struct ring *r)
+{
+    unsigned *sq_tail = (unsigned *)(r->sq + r->p.sq_off.tail);
+    unsigned mask = *(unsigned *)(r->sq + r->p.sq_off.ring_mask);
+    unsigned *array = (unsigned *)(r->sq + r->p.sq_off.array);
+    unsigned tail = *sq_tail, idx = tail & mask;
     array[idx] = idx;
     __atomic_store_n(sq_tail, tail + 1, __ATOMIC_RELEASE);
     unsigned enter = IORING_ENTER_GETEVENTS, to_submit = 1;
@@ -502,6 +535,40 @@ static int extra_uring_rehash(const char *path, char *err, size_t cap, char *det
     ring_close(&r);
     close(fd);
     snprintf(detail, dcap, "%lld bytes read by IORING_OP_READ", total);
+    return 0;
+}
+
+static int extra_uring_splice_rehash(const char *path, char *err, size_t cap, char *detail,
+                                     size_t dcap)
+{
+    struct ring r;
+    int pipefd[2] = { -1, -1 };
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || pipe2(pipefd, O_CLOEXEC) < 0 || ring_open(&r, 0, 0) < 0) {
+        snprintf(err, cap, "open/pipe/io_uring_setup: %s", strerror(errno));
+        return -1;
+    }
+    static unsigned char buf[CHUNK];
+    long long total = 0;
+    for (int i = 0; i < REHASH_ROUNDS; i++) {
+        int64_t off = 0;
+        int n;
+        while ((n = ring_splice(&r, fd, off, pipefd[1], -1, CHUNK)) > 0) {
+            off += n;
+            total += n;
+            for (int left = n; left > 0;) {   /* drain the pipe: the bytes are in the pipe */
+                ssize_t got = read(pipefd[0], buf, (size_t)left);
+                if (got <= 0)
+                    break;
+                left -= (int)got;
+            }
+        }
+    }
+    ring_close(&r);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    close(fd);
+    snprintf(detail, dcap, "%lld bytes spliced from the source by IORING_OP_SPLICE", total);
     return 0;
 }
 
@@ -1251,6 +1318,8 @@ int main(int argc, char **argv)
         rc = extra_scm_rehash(source, err, sizeof err, detail, sizeof detail);
     else if (is("uring-rehash"))
         rc = extra_uring_rehash(source, err, sizeof err, detail, sizeof detail);
+    else if (is("uring-splice-rehash"))
+        rc = extra_uring_splice_rehash(source, err, sizeof err, detail, sizeof detail);
     else if (is("sqpoll-spin"))
         rc = extra_sqpoll_spin(err, sizeof err, detail, sizeof detail);
     if (!is("honest") && !is("mmap-rehash") && !is("mem-rehash") && !is("uring-send")

@@ -31,6 +31,11 @@ def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
             return unknown(f"invocation {inv.n}: the source was mapped with mmap(); reads "
                            "through the mapping are page faults, not counted (cpu-budget is "
                            "the backstop)", evidence, "client")
+        if counter(inv, "unattributed_bytes"):
+            return unknown(f"invocation {inv.n}: {counter(inv, 'unattributed_bytes'):,} bytes "
+                           "were spliced by io_uring from a registered file, which the kernel's "
+                           "view of the request does not name: the source's reads are not "
+                           "counted", evidence, "client")
         judged += 1
         notes.append(f"{entries if entries is not None else '?'} hash_file / "
                      f"{source / size if source is not None else float('nan'):.0f}x source read")
