@@ -51,6 +51,7 @@ class ScenarioList(DataTable):
         width = max(ID_WIDTH[0], min(ID_WIDTH[1], max(map(len, self._known), default=0)))
         if width > ID_WIDTH[0]:   # long ids (a campaign's CLIENT:BASE@N): a wider list
             self.styles.width = width + (7 if self.compact else 20)
+        self.show_header = not self.compact   # at 80x24 its row holds the eighth scenario
         if self.compact:
             self.add_column("", key="status", width=1)
             self.add_column("scenario", key="scenario", width=width)
