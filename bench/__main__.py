@@ -50,7 +50,7 @@ What is measured, each figure the median of repeated runs, each ratio of medians
    kind of flood (CHECKs, one-byte segments, kernel events, claims, connections): the evlab
    tree's peak memory and the wall time against their bounds, and the attempt's outcome.
 13. CPU budget under load (bench/cpu_budget.py): honest C, Python and Node.js clients graded
-   beside a CPU hog on every core, 100 attempts each: cpu-budget false alarms (goal 0).
+   beside a CPU hog on every core, 50 attempts each: cpu-budget false alarms (goal 0).
 14. The test suite (bench/make_test.py): `make test` once, set-up done: its wall time and
    whether it passed.
 

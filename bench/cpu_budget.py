@@ -17,7 +17,7 @@ from bench.suite import run_evlab
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS = ROOT / "tests" / "clients"
-ATTEMPTS = 100
+ATTEMPTS = 50   # a grade takes at most 50 attempts per scenario
 COMMANDS = {
     "c": f"{ROOT / 'fixture' / 'build' / 'client-baseline'} {{host}} {{port}} {{source}}",
     "python": f"/usr/bin/python3 {CLIENTS / 'backup_client.py'} {{host}} {{port}} {{source}}",
