@@ -180,7 +180,9 @@ def _compile():
         pid, runtime, filename, cmd, fd_in, flags, *files = member_offsets(
             ("task_struct", "pid"), ("task_struct", "se", "sum_exec_runtime"),
             ("linux_binprm", "filename"), *SPLICE_FIELDS, *FILE_FIELDS)
-        splice = None not in (cmd, fd_in, flags)
+        splice_in = splice_flags = -1
+        if cmd is not None and fd_in is not None and flags is not None:
+            splice_in, splice_flags = cmd + fd_in, cmd + flags
         if pid is None or filename is None or None in files:
             missing = [".".join(f) for f, o in zip(FILE_FIELDS, files, strict=True) if o is None]
             raise OSError("the kernel's BTF does not describe task_struct.pid, "
@@ -194,8 +196,8 @@ def _compile():
             f"-DBPRM_FILENAME_OFF={filename}",
             *(f"-D{name}={offset}" for name, offset in zip(FILE_MACROS, files, strict=True)),
             f"-DHAVE_IO_URING={int(IO_URING_COMPLETE.exists())}",
-            f"-DSPLICE_FD_IN_OFF={cmd + fd_in if splice else -1}",
-            f"-DSPLICE_FLAGS_OFF={cmd + flags if splice else -1}",
+            f"-DSPLICE_FD_IN_OFF={splice_in}",
+            f"-DSPLICE_FLAGS_OFF={splice_flags}",
             f"-DTICK_NS={tick_ns()}",
             # no debug info, so no BTF of the program's own (~0.1 s of the compile): nothing
             # reads it, BCC describes the maps to Python itself
