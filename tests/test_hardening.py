@@ -60,9 +60,9 @@ def test_a_run_killed_with_sigkill_is_cleaned_up_by_the_next(tmp_path, built_cli
         assert f"removed stale {path}" in nxt.stderr
         assert not path.exists()
     assert wait_gone(left) == []
-    # and the lab networks it left
-    for path in networks:
-        assert f"removed stale lab network {path}" in nxt.stderr
+    # and the lab networks it left: /run/netns is the machine's, so an evlab of another test
+    # running beside this one may be the one that sweeps them; either way they are gone
+    assert [p for p in networks if p.exists()] == []
     assert list(RUN_DIR.glob(f"evlab-{killed.pid}-*")) == []
     # BPF programs die with their process's descriptors: nothing pinned, nothing left attached
     assert programs and programs.isdisjoint(loaded_prog_ids())
