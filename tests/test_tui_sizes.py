@@ -47,7 +47,19 @@ async def on_leaderboard(pilot) -> None:
     await to_end(pilot)
     await until(pilot, lambda: isinstance(pilot.app.screen, LeaderboardScreen)
                 and "ended" in str(pilot.app.screen.query_one("#campaign-progress").render()))
+    # and its columns sized to the rows (the table measures new rows when it next idles,
+    # which a loaded machine can put off past a fixed pause)
+    await until(pilot, lambda: _measured(pilot.app.screen.query_one("#leaderboard", DataTable)))
     await pilot.pause(0.3)
+
+
+def _measured(table: DataTable) -> bool:
+    """Every column of the table is as wide as the longest cell it holds."""
+    for n, column in enumerate(table.ordered_columns):
+        cells = [str(row[n]) for row in (table.get_row_at(i) for i in range(table.row_count))]
+        if table.row_count and column.content_width < max(len(c) for c in cells):
+            return False
+    return table.row_count > 0
 
 
 async def on_a_grade(pilot) -> None:
