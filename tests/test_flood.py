@@ -3,12 +3,16 @@ an invocation is capped (sessions/lab/caps.py, claims and kernel events where th
 what was dropped is on record, and the attempt is the client's failure: valid, never a pass.
 The bounds on evlab's memory and time are `make bench` figures (its flood section)."""
 
+import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from sessions.lab.caps import CAPS
+from probes.tail import LineTail
+from sessions.lab.caps import CAPS, Caps
 from sessions.lab.invocation import CLAIMS_MAX
+from sessions.lab.scenario_run import ScenarioRun
 from sessions.stream.evidence import EvidenceBook
 from tests.support import grade, runs
 
@@ -53,3 +57,26 @@ def test_a_flood_of_claims_is_counted_not_kept(tmp_path):
         assert len(inv.claims) == CLAIMS_MAX + 1   # the last says how many more were dropped
         assert "4,001 more line(s) not kept" in inv.claims[-1].claim["malformed"]
     assert run["valid"], run["reason"]
+
+
+def test_settling_counts_the_receivers_connections_by_event_not_by_a_clients_text(tmp_path):
+    """A record's fields may hold the client's text (an unknown verb named connection_closed):
+    only the record's event moves the count of open connections settling waits on, kept
+    records or not (past the cap too)."""
+    path = tmp_path / "receiver.jsonl"
+    lines = [{"event": "connection_opened", "conn": 1},
+             {"event": "rejected", "conn": 1, "reason": "unknown-verb",
+              "detail": "connection_closed"},
+             {"event": "connection_opened", "conn": 2}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    published: list = []
+    for cap in (CAPS["receiver"], 1):   # every record kept; then past the cap
+        run = ScenarioRun.__new__(ScenarioRun)
+        run.tails, run.caps = {"receiver": LineTail(path)}, Caps()
+        run.caps.kept["receiver"] = CAPS["receiver"] - cap
+        run.stream = SimpleNamespace(publish=published.append)
+        run.scenario = SimpleNamespace(id="s")
+        run.open_connections = 0
+        run.records(1)
+        assert run.open_connections == 2, cap
+    assert len(published) == 3 + 1

@@ -58,6 +58,7 @@ from sessions.stream.events import (
 
 SETTLE_S = 3.0          # how long to wait for the receiver to finish with a client's connections
 SETTLE_POLL_S = 0.002   # how often the records are read while a connection is still open
+OPEN_DELTA = {"connection_opened": 1, "connection_closed": -1}   # the receiver's, per record
 _LABS = itertools.count(1)   # lab networks are named per process (their owner tag says which)
 
 
@@ -218,12 +219,20 @@ class ScenarioRun:
     def records(self, n: int) -> None:
         for server, tail in self.tails.items():
             for line in tail.lines():
-                if server == "receiver":   # settling waits on these, kept or not
-                    self.open_connections += (b'"connection_opened"' in line) \
-                        - (b'"connection_closed"' in line)
-                if line.strip() and self.caps.take(server):
-                    self.stream.publish(server_event(server, json.loads(line), self.scenario.id,
-                                                     n))
+                if not line.strip():
+                    continue
+                keep = self.caps.take(server)
+                # settling counts the receiver's connections, kept or not; past the cap only a
+                # line that may be one is parsed (by its event: a client's text in a record's
+                # field, a verb named connection_closed say, must not count)
+                counted = server == "receiver" and b'"connection_' in line
+                if not (keep or counted):
+                    continue
+                record = json.loads(line)
+                if counted:
+                    self.open_connections += OPEN_DELTA.get(str(record.get("event")), 0)
+                if keep:
+                    self.stream.publish(server_event(server, record, self.scenario.id, n))
 
     def revive_receiver(self, n: int) -> None:
         assert self.injector is not None
