@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Header, Static
 
-from sessions.output.timeline import Timeline
+from sessions.output.timeline import Timeline, round_step
 from tui.model import DashboardModel
 from tui.styles import plain
 
@@ -92,10 +92,8 @@ def when(t_ns: float, step_ns: float, scale_ns: float | None = None) -> str:
 
 
 def _step(span_ns: int, width: int) -> int:
-    """A round interval between ticks (1, 2 or 5 x 10^k ns), one every ~14 columns at most."""
-    rough = span_ns * 14 / max(1, width)
-    power = 10 ** math.floor(math.log10(max(rough, 1)))
-    return int(next(m * power for m in (1, 2, 5, 10) if m * power >= rough))
+    """A round interval between ticks, one every ~14 columns at most."""
+    return int(round_step(max(span_ns * 14 / max(1, width), 1)))
 
 
 def axis(window: Window, label_w: int, width: int) -> Text:

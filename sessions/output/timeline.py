@@ -19,6 +19,7 @@ Labels hold client text (file names, claims, rejection details) made visible
 """
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -61,6 +62,13 @@ class Timeline:
     spans: tuple[Span, ...]    # by start
     marks: tuple[Mark, ...]    # by time
     end_ns: int                # the scenario's end (its `done` phase) or its last thing drawn
+
+
+def round_step(rough_ns: float) -> float:
+    """The round interval between ticks at or above rough_ns: 1, 2 or 5 x 10^k ns (both
+    drawings' axes: the dashboard's and the HTML report's)."""
+    power = 10 ** math.floor(math.log10(rough_ns))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= rough_ns)
 
 
 def timelines(book: EvidenceBook) -> list[Timeline]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from sessions.output.escape import html as esc
 from sessions.output.escape import visible
+from sessions.output.timeline import round_step
 
 if TYPE_CHECKING:
     from sessions.output.timeline import Mark, Span, Timeline
@@ -75,10 +76,8 @@ def _ms(t_ns: int, digits: int = 1) -> str:
 
 
 def _step(end_ns: int) -> int:
-    """A round tick interval (1, 2 or 5 × 10^k ns) giving at most 8 ticks."""
-    raw = max(end_ns, 1) / 8
-    power = 10 ** math.floor(math.log10(raw))
-    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    """A round tick interval giving at most 8 ticks (at least 1 ns)."""
+    return int(round_step(max(end_ns / 8, 1)))
 
 
 class _Scale:

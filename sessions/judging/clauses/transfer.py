@@ -89,7 +89,8 @@ def _spoiled(ev: ScenarioEvidence) -> Judgement | None:
         uploads = inv.receiver_events("upload_started")
         committed = {r.fields.get("conn") for r in inv.receiver_events("committed")}
         failed_uploads = [u for u in uploads if u.fields.get("conn") not in committed]
-        struck = {r.fields.get("id") for r in fired_records(inv)
+        fired = fired_records(inv)
+        struck = {r.fields.get("id") for r in fired
                   if r.fields.get("fault", r.fields.get("kind")) not in CONTINUOUS}
         if len(failed_uploads) > len(struck):
             ends = {r.fields.get("conn"): r.fields.get("reason") for r in inv.receiver
@@ -99,5 +100,5 @@ def _spoiled(ev: ScenarioEvidence) -> Judgement | None:
             return failed(f"invocation {inv.n}: {len(failed_uploads)} upload(s) ended without a "
                           f"commit ({how}) and {len(struck)} fault(s) struck one: an upload given "
                           "up or spoiled with no fault to recover from",
-                          seqs(uploads, fired_records(inv)))
+                          seqs(uploads, fired))
     return None
