@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from fixture.harness import ServerStartError, client_path
-from sessions.cli.commands import grade_status
+from sessions.cli.endings import grade_status
 from sessions.judging.judgement import is_temp
 from sessions.judging.metrics import OverallMetrics, overall_metrics, scenario_metrics
 from sessions.judging.risks import findings as risk_findings

@@ -7,7 +7,8 @@ finds this through the `evlab.front_ends` entry point, so headless use never imp
 import sys
 from typing import TYPE_CHECKING
 
-from sessions.cli.campaign import open_campaign, summary_line
+from sessions.cli.campaign import open_campaign
+from sessions.cli.endings import summary_line
 from sessions.cli.plan import plan_of
 from sessions.output.archive import load_archive
 

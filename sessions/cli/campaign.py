@@ -1,9 +1,6 @@
 """`evlab campaign FILE.toml`: several clients graded and ranked, here or on a Ray cluster.
 
-Exit status: 0 every attempt of every client was judged (whatever the clients scored: the
-leaderboard says that); 3 an attempt was given up (the engine lost it more often than the
-campaign's retries) or the campaign was cut short (resume it with --resume); 2 usage error;
-130 interrupted.
+Its summary line and exit status: sessions/cli/endings.py.
 """
 
 import sys
@@ -18,8 +15,8 @@ from sessions.cli.parser import UsageError
 from sessions.cli.plan import options_of
 from sessions.lab.cpus import default_jobs
 from sessions.output.escape import visible
-from sessions.output.leaderboard import Board, progress
-from sessions.output.vocabulary import figure
+from sessions.output.judged import JudgedStream
+from sessions.output.leaderboard import progress
 from sessions.spec.campaign import Campaign, CampaignError, load_campaign
 from sessions.stream.campaign_events import AttemptLost, CampaignStarted
 from sessions.stream.events import AttemptJudged, Event
@@ -84,17 +81,14 @@ def cmd_campaign(args) -> int:
         raise UsageError("sessions.cli is headless only: add --headless (`evlab campaign` "
                          "without it opens the dashboard)")
     campaign, _options, engine, journal, resumed = open_campaign(args)
+    stream = JudgedStream(journal)
     try:
-        out = record(args, CampaignProgress, lambda stream, book, staging: run_campaign(
-            stream, book, campaign, journal, engine, resumed), staging=journal.evidence,
-            consumers=[journal])
+        return record(args, stream, CampaignProgress(stream.book),
+                      lambda staging: run_campaign(stream, stream.book, campaign, journal,
+                                                   engine, resumed),
+                      staging=journal.evidence, directory=journal.dir)
     finally:
         engine.close()
-    if out is None:
-        return 130
-    assert out.board is not None   # run_campaign publishes CampaignStarted before anything
-    print(summary_line(out.board, journal.dir), file=sys.stderr)
-    return campaign_exit(out.board, out.document["partial"])
 
 
 def open_campaign(args):
@@ -117,22 +111,7 @@ def open_campaign(args):
     return campaign, options, engine, journal, resumed
 
 
-def campaign_exit(board: Board, partial: bool) -> int:
-    p = board.progress
-    return 0 if p.done == p.total and not p.given_up and not partial else 3
-
-
 def campaign_options(args, campaign: Campaign):
     if not args.noise and campaign.noise:
         args.noise = ",".join(campaign.noise)
     return options_of(args, True, campaign.sandbox)
-
-
-def summary_line(board: Board, directory: Path | None = None) -> str:
-    top = board.leaderboard[0] if board.leaderboard else None
-    best = (f"; first: {top.name} (pass^k {figure(top.figures.pass_hat_k)}, Pass@1 "
-            f"{figure(top.figures.pass_at_1)})" if top else "")
-    p = board.progress
-    return (f"evlab: campaign {board.name}: {p.done} of {p.total} attempts done, "
-            f"{p.lost} lost to the engine{best}"
-            + (f"; directory {directory}" if directory else ""))

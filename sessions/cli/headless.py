@@ -1,15 +1,24 @@
-"""A headless session: the scenarios run with progress lines on stderr, and the JSON document,
-the report and the archive written whatever happens (an interrupt leaves partial results)."""
+"""A headless session: the scenarios run with progress lines on stderr, the JSON document,
+the report, the HTML page and the archive written whatever happens (an interrupt leaves
+partial results), then its summary line and exit status (endings.py)."""
 
+import json
+import shutil
 import signal
 import sys
 from pathlib import Path
 
 from probes.interrupts import SIGNALS, interrupt_once
-from sessions.cli.outputs import Outputs
+from probes.owned_tmp import make_owned_dir
+from sessions.cli.endings import ending
+from sessions.cli.outputs import check_outputs, write_atomic, write_each
 from sessions.lab.schedule import run_session
+from sessions.output import document, html, report
+from sessions.output.archive import ArchiveWriter
 from sessions.output.escape import visible
+from sessions.output.grades import grade_of
 from sessions.output.judged import JudgedStream
+from sessions.output.leaderboard import board_of
 from sessions.stream.events import (
     Event,
     PhaseChanged,
@@ -17,6 +26,7 @@ from sessions.stream.events import (
     ScenarioStarted,
     StaleCleaned,
 )
+from sessions.stream.stream import Consumer
 
 
 class Progress:
@@ -45,28 +55,91 @@ class Progress:
                   file=sys.stderr, flush=True)
 
 
-def record_session(plan, args) -> Outputs | None:
-    """Run a plan (sessions/cli/plan.py) headless, writing --json, --archive (and --report)
-    whatever happens; what was written, or None when interrupted."""
-    return record(args, lambda book: Progress(len(plan.scenarios)),
-                  lambda stream, book, staging: run_session(
-                      stream, plan.scenarios, staging, plan.options, plan.grade, plan.jobs,
-                      plan.spec))
+def record_session(plan, args) -> int:
+    """Run a plan (sessions/cli/plan.py) headless: its exit status (130 when interrupted)."""
+    stream = JudgedStream()
+    return record(args, stream, Progress(len(plan.scenarios)),
+                  lambda staging: run_session(stream, plan.scenarios, staging, plan.options,
+                                              plan.grade, plan.jobs, plan.spec))
 
 
-def record(args, progress_of, work, staging: Path | None = None,
-           consumers=()) -> Outputs | None:
-    """Run work(stream, book, staging) headless with the outputs written whatever happens,
-    progress_of(book) printing its lines; what was written (the document, the typed grade or
-    board), or None when interrupted."""
-    stream = JudgedStream(*consumers)
-    stream.subscribe(progress_of(stream.book))
-    with Outputs(args, stream, staging) as outputs:
+def record(args, stream: JudgedStream, progress: Consumer, work,
+           staging: Path | None = None, directory: Path | None = None) -> int:
+    """Run work(staging) headless with the outputs written whatever happens and progress
+    printing its lines; the exit status (130 when interrupted). `directory` is named in the
+    summary line (a campaign's)."""
+    stream.subscribe(progress)
+    with Outputs(args, stream, staging, directory) as outputs:
         # deferred inside BCC's callbacks, where an exception would be lost (probes/interrupts.py)
         previous = {sig: signal.signal(sig, interrupt_once) for sig in SIGNALS}
         try:
-            work(stream, stream.book, outputs.staging)
+            work(outputs.staging)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-    return None if outputs.interrupted else outputs
+    return outputs.status
+
+
+class Outputs:
+    """What a headless command was asked to write (--json, --report, --html, --archive):
+    checked before anything runs, written whatever happens once it has run, each on its own
+    (one that cannot be made is one line naming it, and the others are still written); then
+    the session's summary line, and its exit status in `status`.
+
+        with Outputs(args, stream) as outputs:
+            work(outputs.staging)
+        outputs.status            # 130 when interrupted (Ctrl-C, SIGTERM): partial results
+
+    The staging directory (pcaps and records for the archive) is a temporary one unless given
+    (a campaign's directory keeps its own)."""
+
+    def __init__(self, args, stream: JudgedStream, staging: Path | None = None,
+                 directory: Path | None = None):
+        self.json, self.report, self.archive = (args.json, getattr(args, "report", None),
+                                                args.archive)
+        self.html = getattr(args, "html", None)
+        check_outputs(("--json", self.json), ("--report", self.report), ("--html", self.html),
+                      ("--archive", self.archive))
+        self.book = stream.book
+        self._temporary = staging is None
+        self.staging = staging or make_owned_dir("evlab-archive-")
+        self._writer = ArchiveWriter(self.staging, self.book, stream)
+        self.directory = directory
+        self.status = 130   # until the session's end is known
+
+    def __enter__(self) -> "Outputs":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        """Writes every output, then says how the session ended; an interrupt (Ctrl-C,
+        SIGTERM) ends here, said once."""
+        try:
+            line, status = self._write_all()
+        finally:
+            if self._temporary:
+                shutil.rmtree(self.staging, ignore_errors=True)
+        if isinstance(error, KeyboardInterrupt):
+            print("evlab: interrupted; partial results written", file=sys.stderr)
+            return True
+        if error is None:
+            print(line, file=sys.stderr)
+            self.status = status
+        return False
+
+    def _write_all(self) -> tuple[str, int]:
+        grade, board = grade_of(self.book), board_of(self.book)
+        doc = document.build(self.book, grade, board)
+        if self.json:
+            write_each("--json", self.json,
+                  lambda p: write_atomic(p, json.dumps(doc, indent=2) + "\n"))
+        if self.report:
+            write_each("--report", self.report, lambda p: write_atomic(
+                p, report.markdown(self.book, grade, board)))
+        if self.html:
+            write_each("--html", self.html, lambda p: write_atomic(
+                p, html.page(self.book, grade, board)))
+        if self.archive:
+            path = write_each("--archive", self.archive, self._writer.finish)
+            if path is not None:
+                print(f"evlab: archive written to {path}", file=sys.stderr)
+        return ending(doc, grade, board, self.directory)

@@ -1,19 +1,12 @@
-"""Where the results go: checked before a run, written whole or not at all, never lost."""
+"""Where the results go: checked before a run, written whole or not at all, never lost
+(headless.py's Outputs says which are asked for)."""
 
-import json
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from probes.owned_tmp import make_owned_dir
 from sessions.cli.parser import UsageError
-from sessions.output import document, html, report
-from sessions.output.archive import ArchiveWriter
-from sessions.output.grades import ClientGrade, grade_of
-from sessions.output.judged import JudgedStream
-from sessions.output.leaderboard import Board, board_of
 
 
 def check_outputs(*outputs: tuple[str, Path | None]) -> None:
@@ -59,69 +52,7 @@ def write_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
-class Outputs:
-    """What a headless command was asked to write (--json, --report, --html, --archive):
-    checked before anything runs, written whatever happens once it has run, each on its own
-    (one that cannot be made is one line naming it, and the others are still written).
-
-        with Outputs(args, stream) as outputs:
-            work(stream, outputs.staging)
-        outputs.document          # the JSON document (outputs.interrupted: Ctrl-C, SIGTERM)
-        outputs.grade, outputs.board   # the typed grade and campaign board, when there is one
-
-    The staging directory (pcaps and records for the archive) is a temporary one unless given
-    (a campaign's directory keeps its own)."""
-
-    def __init__(self, args, stream: JudgedStream, staging: Path | None = None):
-        self.json, self.report, self.archive = (args.json, getattr(args, "report", None),
-                                                args.archive)
-        self.html = getattr(args, "html", None)
-        check_outputs(("--json", self.json), ("--report", self.report), ("--html", self.html),
-                      ("--archive", self.archive))
-        self.book = stream.book
-        self._temporary = staging is None
-        self.staging = staging or make_owned_dir("evlab-archive-")
-        self._writer = ArchiveWriter(self.staging, self.book, stream)
-        self.document: dict = {}
-        self.interrupted = False
-        self.grade: ClientGrade | None = None
-        self.board: Board | None = None
-
-    def __enter__(self) -> "Outputs":
-        return self
-
-    def __exit__(self, kind, error, traceback) -> bool:
-        """Writes every output; an interrupt (Ctrl-C, SIGTERM) ends here, said once."""
-        try:
-            self._write_all()
-        finally:
-            if self._temporary:
-                shutil.rmtree(self.staging, ignore_errors=True)
-        if isinstance(error, KeyboardInterrupt):
-            print("evlab: interrupted; partial results written", file=sys.stderr)
-            self.interrupted = True
-            return True
-        return False
-
-    def _write_all(self) -> None:
-        self.grade, self.board = grade_of(self.book), board_of(self.book)
-        doc = self.document = document.build(self.book, self.grade, self.board)
-        if self.json:
-            _each("--json", self.json,
-                  lambda p: write_atomic(p, json.dumps(doc, indent=2) + "\n"))
-        if self.report:
-            _each("--report", self.report, lambda p: write_atomic(
-                p, report.markdown(self.book, self.grade, self.board)))
-        if self.html:
-            _each("--html", self.html, lambda p: write_atomic(
-                p, html.page(self.book, self.grade, self.board)))
-        if self.archive:
-            path = _each("--archive", self.archive, self._writer.finish)
-            if path is not None:
-                print(f"evlab: archive written to {path}", file=sys.stderr)
-
-
-def _each(flag: str, path: Path, write) -> Path | None:
+def write_each(flag: str, path: Path, write) -> Path | None:
     """One output, delivered; a failure to make it is one line, and the others go on."""
     try:
         return deliver(flag, path, write)
