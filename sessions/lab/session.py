@@ -128,16 +128,19 @@ class Session:
             boundary.check_reachable(scenarios)
         except BoundaryError as e:
             raise RunError(str(e)) from None
+        # What needs no collector first: opening the collector waits for its compile (started
+        # ahead, still running), and these run meanwhile (~25 ms; the packet probe's socket
+        # waits for the kernel when it closes).
+        packets_mode, packet_gap = self._probe_packets()
+        self._tmp = make_owned_dir("evlab-session-")
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        source = write_source(self._tmp / "source.bin")
         collector, missing = open_collector(self.options.collector, functions)
         self._collector = collector
         collector.prepare([s.client for s in scenarios])
-        packets_mode, packet_gap = self._probe_packets()
         missing += [gap for gap in (packet_gap, *boundary.gaps) if gap]
-        self._tmp = make_owned_dir("evlab-session-")
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         self.parts = LabParts(self.stream, collector, boundary, self._spawner, packets_mode,
-                              self.options.noise, self.out_dir, self._tmp,
-                              write_source(self._tmp / "source.bin"), self.cancel)
+                              self.options.noise, self.out_dir, self._tmp, source, self.cancel)
         self._invocations = Invocations(self.parts)
         self.stream.publish(SessionStarted(
             time.monotonic_ns(), wall_ns=time.time_ns(), evlab_version=VERSION,
