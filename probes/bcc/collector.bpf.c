@@ -100,8 +100,13 @@ BPF_HASH(parent_of, u32, u32, 8192);      // tracked tgid -> tracked parent tgid
 // invocation owns a slot (a task left over from a finished invocation counts nowhere) and
 // whether its tree has opened the source: stretches before that are start-up (an interpreter
 // loading itself), judged apart from those during the work.
+// The map's value is declared as bytes and used as struct counters (counters_of): BCC builds
+// a text reader and writer of every map's value, compiled for the host at load, with one
+// argument per array element (1,152 for u64 c[], ~40 ms of the compile) but one string for a
+// byte array. Python reads a slot's raw bytes either way (probes/bcc/counters.py).
 struct counters { u64 c[COUNTER_SPACE]; };
-BPF_PERCPU_ARRAY(counters, struct counters, INV_SLOTS);
+struct counter_bytes { u8 b[COUNTER_SPACE * 8]; };
+BPF_PERCPU_ARRAY(counters, struct counter_bytes, INV_SLOTS);
 struct slot { u32 inv; u32 source_seen; };
 BPF_ARRAY(slots, struct slot, INV_SLOTS);
 
@@ -169,7 +174,7 @@ static __always_inline struct counters *counters_of(u32 slot, u32 inv, struct sl
         return 0;
     if (owner)
         *owner = s;
-    return counters.lookup(&slot);
+    return (struct counters *)counters.lookup(&slot);
 }
 
 static __always_inline void add(u32 slot, u32 inv, u32 id, u64 n)
