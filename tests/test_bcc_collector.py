@@ -124,19 +124,34 @@ def test_oncpu_time_agrees_with_the_kernels_rusage(collector, exerciser):
             for _ in range(os.cpu_count() or 1)]
     try:
         for _ in range(5):
+            before = _elsewhere_s()
             final, _, cpu_s = run(collector, [exerciser, "cpuspin:150", "sleep:20",
                                               "cpuspin:50"])
+            elsewhere_s = _elsewhere_s() - before + 1 / os.sysconf("SC_CLK_TCK")   # rounding
             oncpu_s = final.counters["oncpu_ns"] / 1e9
             assert cpu_s >= 0.2   # CPU time, not wall: however loaded the machine is
-            # within 3 ms (a slice lost to a missed switch in is ~4 ms beside the spinners);
-            # the process's time before its exec (the fork in Popen) is in rusage only
-            assert abs(oncpu_s - cpu_s) <= 0.01 * cpu_s + 0.003, (oncpu_s, cpu_s)
+            # never short by more than 3 ms (a slice lost to a missed switch in is ~4 ms beside
+            # the spinners); the process's time before its exec (the fork in Popen) is in
+            # rusage only
+            assert oncpu_s >= cpu_s - (0.01 * cpu_s + 0.003), (oncpu_s, cpu_s)
+            # and over by no more than that, plus what the CPUs spent elsewhere meanwhile: the
+            # clock runs on through a hard interrupt or the host taking the vCPU, which the
+            # scheduler's runtime (and so rusage) leaves out (a fresh-clone make test: +5.1 ms)
+            assert oncpu_s <= cpu_s + 0.01 * cpu_s + 0.003 + elsewhere_s, \
+                (oncpu_s, cpu_s, elsewhere_s)
             assert final.counters["switches_out"] >= 1   # the sleep blocks: one switch at least
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait()
 
+
+
+def _elsewhere_s() -> float:
+    """Seconds all CPUs have spent in hard interrupts or stolen by the host (/proc/stat: irq,
+    steal), in whole clock ticks."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    return (int(fields[6]) + int(fields[8])) / os.sysconf("SC_CLK_TCK")
 
 def test_busy_stretches_end_at_progress_syscalls_not_at_sleeps(collector, exerciser, data_file):
     # spin, sleep (not progress: it costs no CPU), spin -> one stretch of both spins, before
