@@ -11,9 +11,9 @@ from sessions.cli.parser import UsageError
 from sessions.cli.plan import plan_of
 from sessions.output import document, html, report
 from sessions.output.archive import ArchiveError, load_archive
-from sessions.output.grades import ClientGrade, grade_of
+from sessions.output.grades import ClientGrade
 from sessions.output.judged import JudgedStream
-from sessions.output.leaderboard import Board, board_of
+from sessions.output.leaderboard import Board
 from sessions.spec.scenario import SUITES, load_dir
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.replay import replay
@@ -87,8 +87,7 @@ def cmd_replay(args) -> int:
                     Progress(len(clients) if isinstance(clients, dict) else 0))
         stream = JudgedStream(progress, book=book)
         replay(loaded.events, stream, speed=args.speed)
-        grade, board = grade_of(book), board_of(book)
-        return document.build(book, grade, board), grade, board
+        return document.judged(book)
 
     doc, grade, board = untrusted(args.archive, rejudge)
     if loaded.partial:

@@ -16,9 +16,7 @@ from sessions.lab.schedule import run_session
 from sessions.output import document, html, report
 from sessions.output.archive import ArchiveWriter
 from sessions.output.escape import visible
-from sessions.output.grades import grade_of
 from sessions.output.judged import JudgedStream
-from sessions.output.leaderboard import board_of
 from sessions.stream.events import (
     Event,
     PhaseChanged,
@@ -127,11 +125,10 @@ class Outputs:
         return False
 
     def _write_all(self) -> tuple[str, int]:
-        grade, board = grade_of(self.book), board_of(self.book)
-        doc = document.build(self.book, grade, board)
+        doc, grade, board = document.judged(self.book)
         if self.json:
             write_each("--json", self.json,
-                  lambda p: write_atomic(p, json.dumps(doc, indent=2) + "\n"))
+                       lambda p: write_atomic(p, json.dumps(doc, indent=2) + "\n"))
         if self.report:
             write_each("--report", self.report, lambda p: write_atomic(
                 p, report.markdown(self.book, grade, board)))

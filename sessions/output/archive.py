@@ -71,6 +71,7 @@ class ArchiveWriter:
     def write(self, archive_path: Path) -> Path:
         """Pack everything recorded so far into archive_path (atomically)."""
         book = self._snapshot()
+        grade, board = grade_of(book), board_of(book)   # made once: the report shows them too
         generated = {
             "manifest.json": _json_bytes(manifest(book)),
             "events.jsonl": "".join(to_json(e) + "\n" for e in book.events).encode(),
@@ -78,9 +79,8 @@ class ArchiveWriter:
                                           if isinstance(e, Verdict)]),
             "verifier.jsonl": "".join(to_json(e) + "\n" for e in book.events
                                       if isinstance(e, VerifierResult)).encode(),
-            "report.md": report.markdown(book).encode(),
+            "report.md": report.markdown(book, grade, board).encode(),
         }
-        grade, board = grade_of(book), board_of(book)
         if grade is not None:
             generated["grade.json"] = _json_bytes(grade.to_json())
         if board is not None:

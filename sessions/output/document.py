@@ -149,6 +149,13 @@ def _still_open(book: EvidenceBook) -> str:
             + (f"complete through scenario {done} ({last})" if done else "no scenario complete"))
 
 
+def judged(book: EvidenceBook) -> tuple[dict, ClientGrade | None, Board | None]:
+    """The document with the typed grade and board it was built from, each made once (what a
+    finished session's outputs and its summary line are written from)."""
+    grade, board = grade_of(book), board_of(book)
+    return build(book, grade, board), grade, board
+
+
 def build(book: EvidenceBook, grade: ClientGrade | None = None,
           board: Board | None = None) -> dict:
     """The document; `grade` and `board` when the caller has them already (else made here)."""
