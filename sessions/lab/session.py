@@ -15,6 +15,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,32 +73,6 @@ def end_reason(error: BaseException | None) -> str:
     if isinstance(error, KeyboardInterrupt):
         return "interrupted"
     return f"error: {error or type(error).__name__}"
-
-
-class _Closing(threading.Thread):
-    """A spawner's close() in a thread of its own; wait() joins it and raises what it raised."""
-
-    def __init__(self, spawner: Spawner | None):
-        super().__init__(name="evlab-spawner-close", daemon=True)
-        self.spawner = spawner
-        self.error: BaseException | None = None
-        if spawner is not None:
-            self.start()
-
-    def run(self) -> None:
-        try:
-            assert self.spawner is not None
-            self.spawner.close()
-        except BaseException as e:   # raised by wait(), in the session's thread
-            self.error = e
-
-    def wait(self) -> None:
-        if self.spawner is None:
-            return
-        self.join()
-        error, self.error = self.error, None
-        if error is not None:
-            raise error
 
 
 class Session:
@@ -198,17 +173,19 @@ class Session:
         # The spawner ends its servers in a thread meanwhile: both closes mostly wait on the
         # kernel, independently (the spawner ~30 ms for its servers' exit, the BCC collector
         # ~80 ms for the RCU grace periods its function uprobes' detach waits for).
-        spawner = _Closing(self._spawner)
-        self._spawner = None
+        spawner, self._spawner = self._spawner, None
         try:
-            try:
-                if self._boundary is not None:
-                    self._boundary.close(self._collector)
-                if self._collector is not None:
-                    self._collector.close()
-                    self._collector = None
-            finally:
-                spawner.wait()
+            with ThreadPoolExecutor(1, thread_name_prefix="evlab-spawner-close") as pool:
+                closing = pool.submit(spawner.close) if spawner is not None else None
+                try:
+                    if self._boundary is not None:
+                        self._boundary.close(self._collector)
+                    if self._collector is not None:
+                        self._collector.close()
+                        self._collector = None
+                finally:
+                    if closing is not None:
+                        closing.result()   # raises what the spawner's close raised
         finally:
             if self._tmp is not None:
                 shutil.rmtree(self._tmp, ignore_errors=True)
