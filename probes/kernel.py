@@ -38,6 +38,11 @@ COUNTERS = (
     "iouring_bytes",       # bytes io_uring requests of the tree moved (also in read/write/...)
     "unattributed_bytes",  # bytes io_uring spliced from a registered (fixed) file: which file it
                            # was, the source or not, is not in the kernel's view of the request
+    "source_mapped_bytes", # bytes of the source the tree's page faults mapped (reads through
+                           # a mapping: one pass maps each page once)
+    "own_read_bytes",      # bytes read back from places of its own (regular files on a tmpfs:
+                           # its working directory, /tmp, memfds; pipes), by syscall or mapping
+    "busy_start_ns",       # busy_ns before the source was opened (start-up), every task summed
 )
 
 # Counters that are maxima, not sums: per-CPU values merge with max().

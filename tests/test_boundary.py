@@ -162,10 +162,60 @@ def test_waste_without_progress_fails_cpu_budget(egress, tmp_path, command):
 @root_only
 @pytest.mark.slow
 @pytest.mark.live
-def test_a_mapped_source_makes_hash_work_inconclusive_with_the_reason(egress, tmp_path):
-    run, clauses = judged(f"{egress} mmap-rehash {{host}} {{port}} {{source}}", tmp_path)
+@pytest.mark.parametrize("command", [
+    "{egress} mmap-rehash {{host}} {{port}} {{source}}",
+    f"/usr/bin/python3 {CLIENTS / 'mapped_client.py'} --storm {{{{host}}}} {{{{port}}}} "
+    f"{{{{source}}}}",
+], ids=["c", "python"])
+def test_a_storm_of_mapped_passes_fails_hash_work(egress, tmp_path, command):
+    """40 passes over a mapping of the source, its pages dropped (MADV_DONTNEED) between
+    them: each pass is page faults that map the source again, counted as reads of it."""
+    run, clauses = judged(command.format(egress=egress), tmp_path)
     hw = clauses["hash-work"]
-    assert hw["status"] == "inconclusive" and "mapped with mmap()" in hw["reason"], hw["reason"]
+    assert hw["status"] == "fail" and "through a mapping" in hw["reason"], hw["reason"]
+    mapped = re.search(r"([\d,]+) through a mapping", hw["reason"])
+    assert mapped and int(mapped[1].replace(",", "")) >= 40 * SIZE, hw["reason"]
+    assert run["valid"] and [c for c, v in clauses.items() if v["status"] == "fail"] == [
+        "hash-work"]
+
+
+@root_only
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.parametrize("command", [
+    "{egress} mmap-honest {{host}} {{port}} {{source}}",
+    f"/usr/bin/python3 {CLIENTS / 'mapped_client.py'} {{{{host}}}} {{{{port}}}} {{{{source}}}}",
+], ids=["c", "python"])
+def test_an_honest_client_hashing_through_one_mapping_passes_every_attempt(egress, tmp_path,
+                                                                          command):
+    doc = grade(command.format(egress=egress), tmp_path, attempts=3)
+    assert sorted(doc["grade"]["scenarios"]) == ["interrupted", "mismatch", "normal", "stale"]
+    for scenario, metrics in doc["grade"]["scenarios"].items():
+        assert len(metrics["runs"]) == 3
+        for run in metrics["runs"]:
+            assert run["valid"] and run["success"], (scenario, run["reason"])
+            assert run["rule"] == "all-passed" and run["risk_findings"] == []
+    mapped = [inv["kernel"]["source_mapped_bytes"] for s in doc["scenarios"]
+              for inv in s["invocations"]]
+    assert mapped and all(m == SIZE for m in mapped), mapped   # one mapped pass each
+
+
+# --- work on a copy of the source ----------------------------------------------------------------
+@root_only
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.parametrize("mode", ["copy-rehash", "sendfile-copy-rehash", "cp-rehash",
+                                  "memfd-rehash", "memfd-map-rehash", "pipe-rehash"])
+def test_a_copy_read_back_again_and_again_fails_hash_work(egress, tmp_path, mode):
+    """The source read once into a copy (its working directory, by read + write, sendfile or a
+    cp child; a memfd; a pipe a child fed), then the copy read 64 times: counted as re-reads."""
+    run, clauses = judged(f"{egress} {mode} {{host}} {{port}} {{source}}", tmp_path)
+    hw = clauses["hash-work"]
+    assert hw["status"] == "fail" and "read back" in hw["reason"], hw["reason"]
+    back = re.search(r"read back ([\d,]+) bytes", hw["reason"])
+    assert back and int(back[1].replace(",", "")) >= 64 * SIZE, hw["reason"]
+    assert run["valid"] and run["rule"] == "client-failed", run["reason"]
+    assert [c for c, v in clauses.items() if v["status"] == "fail"] == ["hash-work"]
 
 
 # --- work hidden from the syscalls' view -------------------------------------------------------
@@ -213,7 +263,8 @@ def test_honest_clients_that_send_by_other_paths_pass_every_attempt(egress, tmp_
     "{egress} honest {{host}} {{port}} {{source}}",
     f"/usr/bin/python3 {CLIENTS / 'backup_client.py'} {{{{host}}}} {{{{port}}}} {{{{source}}}}",
     f"/usr/bin/node {CLIENTS / 'backup_client.js'} {{{{host}}}} {{{{port}}}} {{{{source}}}}",
-], ids=["c", "python", "node"])
+    "{egress} copy-honest {{host}} {{port}} {{source}}",
+], ids=["c", "python", "node", "c-hashing-a-copy"])
 def test_honest_clients_pass_every_clause_and_gate_in_the_sandbox(egress, tmp_path, command):
     if "node" in command and not Path("/usr/bin/node").exists():
         pytest.fail("node is not installed: make setup installs it")

@@ -80,6 +80,9 @@ struct task {
     u64 counted;        // on-CPU time counted into the tree since then
     u64 stretch_rt;     // the scheduler's runtime of the task when its current stretch began
     u64 fd_gen;
+    u64 mapped_inode;   // the pages it last had mapped at a fault (mapped_in), while no
+    u64 mapped_first;   // mapping syscall came after: a window repeated there is not a read
+    u64 mapped_last;
     s32 fd;
     u8 fd_kind;
     u8 skip;
@@ -110,8 +113,11 @@ BPF_PERCPU_ARRAY(counters, struct counter_bytes, INV_SLOTS);
 struct slot { u32 inv; u32 source_seen; };
 BPF_ARRAY(slots, struct slot, INV_SLOTS);
 
-// FD_UNKNOWN: closed here, so its next use says what it is by the file behind it.
-enum fd_kind { FD_OTHER = 0, FD_SOURCE = 1, FD_SOCKET = 2, FD_UNKNOWN = 3 };
+// FD_UNKNOWN: closed here, so its next use says what it is by the file behind it. FD_OWN: a
+// place of the client's own, where it can keep what it derived from the source: a regular
+// file on a tmpfs (in the sandbox every writable place is one: its working directory, /tmp,
+// /dev/shm; a memfd too) or a pipe. Reads of those are counted apart (own_read_bytes).
+enum fd_kind { FD_OTHER = 0, FD_SOURCE = 1, FD_SOCKET = 2, FD_UNKNOWN = 3, FD_OWN = 4 };
 struct fdkey { u32 tgid; s32 fd; };
 BPF_HASH(fd_kinds, struct fdkey, u8, 65536);
 BPF_ARRAY(fd_gen, u64, 1);                 // moves whenever fd_kinds does: task caches go stale
@@ -235,13 +241,15 @@ static __always_inline struct event *reserve(u32 slot, u32 inv)
 // first use, an open and an io_uring completion, never per read.
 #define S_IFMT_ 0170000
 #define S_IFSOCK_ 0140000
-static __always_inline u8 kind_of_file(u32 inv, u64 file)
+#define S_IFREG_ 0100000
+#define S_IFIFO_ 0010000
+#define TMPFS_MAGIC_ 0x01021994
+static __always_inline u8 kind_of_inode(u32 inv, u64 inode)
 {
-    u64 inode = 0, sb = 0, ino = 0;
+    u64 sb = 0, ino = 0, magic = 0;
     u16 mode = 0;
     u32 dev = 0;
-    if (!file || bpf_probe_read_kernel(&inode, sizeof(inode), (void *)(file + FILE_INODE_OFF))
-        || !inode)
+    if (!inode)
         return FD_OTHER;
     bpf_probe_read_kernel(&mode, sizeof(mode), (void *)(inode + INODE_MODE_OFF));
     if ((mode & S_IFMT_) == S_IFSOCK_)
@@ -251,9 +259,23 @@ static __always_inline u8 kind_of_file(u32 inv, u64 file)
         return FD_OTHER;
     bpf_probe_read_kernel(&ino, sizeof(ino), (void *)(inode + INODE_INO_OFF));
     bpf_probe_read_kernel(&sb, sizeof(sb), (void *)(inode + INODE_SB_OFF));
-    if (sb)
+    if (sb) {
         bpf_probe_read_kernel(&dev, sizeof(dev), (void *)(sb + SB_DEV_OFF));
-    return ino == cfg->source_ino && dev == cfg->source_dev ? FD_SOURCE : FD_OTHER;
+        bpf_probe_read_kernel(&magic, sizeof(magic), (void *)(sb + SB_MAGIC_OFF));
+    }
+    if (ino == cfg->source_ino && dev == cfg->source_dev)
+        return FD_SOURCE;
+    if ((mode & S_IFMT_) == S_IFIFO_ || ((mode & S_IFMT_) == S_IFREG_ && magic == TMPFS_MAGIC_))
+        return FD_OWN;
+    return FD_OTHER;
+}
+
+static __always_inline u8 kind_of_file(u32 inv, u64 file)
+{
+    u64 inode = 0;
+    if (!file || bpf_probe_read_kernel(&inode, sizeof(inode), (void *)(file + FILE_INODE_OFF)))
+        return FD_OTHER;
+    return kind_of_inode(inv, inode);
 }
 
 // The file behind the current task's descriptor fd (its files_struct's fd table), or 0.
@@ -489,6 +511,8 @@ static __always_inline void end_stretch(struct task *t, struct counters *c, stru
     if (run >= BUSY_MIN_NS) {
         c->c[CTR_BUSY_NS] += run;
         c->c[CTR_BUSY_STRETCHES]++;
+        if (!s->source_seen)   // summed over every task of the tree: start-up is judged whole
+            c->c[CTR_BUSY_START_NS] += run;
     }
     // per-CPU maxima, merged by max
     u64 *max = s->source_seen ? &c->c[CTR_BUSY_MAX_NS] : &c->c[CTR_BUSY_START_MAX_NS];
@@ -529,10 +553,12 @@ static __always_inline void opened(struct task *t, struct counters *c, struct sl
 {
     if (ret >= 0) {
         // by the path evlab gave (cheap), else by the file it opened (another name for it)
-        int source = may_be_source && (is_source_path(t->inv, (const char *)f->path)
-                                       || kind_of_file(t->inv, file_of_fd(ret)) == FD_SOURCE);
-        set_fd_kind(ret, source ? FD_SOURCE : FD_OTHER);
-        if (source) {
+        u8 kind = may_be_source && is_source_path(t->inv, (const char *)f->path) ? FD_SOURCE
+                  : kind_of_file(t->inv, file_of_fd(ret));
+        if (kind == FD_SOURCE && !may_be_source)
+            kind = FD_OTHER;
+        set_fd_kind(ret, kind);
+        if (kind == FD_SOURCE) {
             c->c[CTR_SOURCE_OPENS]++;
             s->source_seen = 1;
         }
@@ -553,6 +579,8 @@ static __always_inline void moved(struct task *t, struct counters *c, s64 in_fd,
             c->c[CTR_SOURCE_READ_BYTES] += ret;
         else if (kind == FD_SOCKET)
             c->c[CTR_SOCK_RECV_BYTES] += ret;
+        else if (kind == FD_OWN)
+            c->c[CTR_OWN_READ_BYTES] += ret;
     }
     if (out_fd >= 0 && fd_kind(t, out_fd) == FD_SOCKET)
         c->c[CTR_SOCK_SENT_BYTES] += ret;
@@ -707,11 +735,16 @@ static __always_inline void syscall_done(struct task *t, struct counters *c, str
         file_changed(t, c, regs, nr, ret);
         return;
     case __NR_mmap: {          // mmap(addr, len, prot, flags, fd, off): reads through a mapped
-        s64 fd = (s64)REG(regs, r8);   // source are page faults, not syscalls
+        s64 fd = (s64)REG(regs, r8);   // source are page faults (mapped_in), not syscalls
+        t->mapped_inode = 0;
         if (ret >= 0 && fd >= 0 && fd_kind(t, fd) == FD_SOURCE)
             c->c[CTR_SOURCE_MMAPS]++;
         return;
     }
+    case __NR_munmap: case __NR_madvise: case __NR_mremap: case __NR_process_madvise:
+    case __NR_remap_file_pages: case __NR_mprotect:
+        t->mapped_inode = 0;   // pages may be gone: the next fault's window is a read again
+        return;
     case __NR_socket: case __NR_accept: case __NR_accept4:
         if (ret >= 0)
             set_fd_kind(ret, FD_SOCKET);
@@ -1034,6 +1067,58 @@ RAW_TRACEPOINT_PROBE(softirq_exit)
     return 0;
 }
 
+// Reads through a mapping are page faults, not syscalls: the kernel maps file pages into the
+// tree's page tables a window at a time (fault-around, filemap_map_pages: up to 16 pages,
+// within the mapping and the file) or one page (filemap_fault, when fault-around did not map
+// it). Pages of the source, or of a place of the client's own, that a tracked task's fault
+// mapped are bytes it read: one pass through a mapping counts as one pass, and each pass after
+// an MADV_DONTNEED or a new mapping counts again. Raw tracepoints:
+// (struct address_space *mapping, pgoff_t index[, pgoff_t last_index]).
+#if HAVE_FILEMAP
+static __always_inline void mapped_in(u64 mapping, u64 first, u64 last)
+{
+    struct task *t = tracked_task();
+    if (!t || last < first)
+        return;
+    struct counters *c = counters_of(t->slot, t->inv, 0);
+    if (!c)
+        return;
+    u64 inode = 0;
+    bpf_probe_read_kernel(&inode, sizeof(inode), (void *)(mapping + MAPPING_HOST_OFF));
+    u8 kind = kind_of_inode(t->inv, inode);
+    u64 pages = last - first + 1;
+    // A window is aligned in the address space, not in the file, and clipped to the mapping:
+    // the first one of a mapping not 64 KiB-aligned ends inside the next, whose range then
+    // repeats pages already mapped (skipped by the kernel, still in the range). Not counted
+    // twice; a mapping syscall in between (MADV_DONTNEED, munmap, mmap) forgets the window.
+    if (inode == t->mapped_inode && first <= t->mapped_last && last >= t->mapped_first) {
+        u64 lo = first > t->mapped_first ? first : t->mapped_first;
+        u64 hi = last < t->mapped_last ? last : t->mapped_last;
+        pages -= hi - lo + 1;
+    }
+    t->mapped_inode = inode;
+    t->mapped_first = first;
+    t->mapped_last = last;
+    u64 bytes = pages << 12;   // x86-64 pages
+    if (kind == FD_SOURCE)
+        c->c[CTR_SOURCE_MAPPED_BYTES] += bytes;
+    else if (kind == FD_OWN)
+        c->c[CTR_OWN_READ_BYTES] += bytes;
+}
+
+RAW_TRACEPOINT_PROBE(mm_filemap_map_pages)
+{
+    mapped_in(ctx->args[0], ctx->args[1], ctx->args[2]);
+    return 0;
+}
+
+RAW_TRACEPOINT_PROBE(mm_filemap_fault)
+{
+    mapped_in(ctx->args[0], ctx->args[1], ctx->args[1]);
+    return 0;
+}
+#endif
+
 // Function-entry counters: slot i counts symbol i's entries. One uprobe_multi program for
 // every slot, which its link's cookie names (probes/bcc/uprobes.py); on a kernel without
 #if HAVE_IO_URING
@@ -1090,6 +1175,8 @@ RAW_TRACEPOINT_PROBE(io_uring_complete)
             c->c[CTR_SOURCE_READ_BYTES] += res;
         else if (from == FD_SOCKET)
             c->c[CTR_SOCK_RECV_BYTES] += res;
+        else if (from == FD_OWN)
+            c->c[CTR_OWN_READ_BYTES] += res;
         if (kind == FD_SOCKET)
             c->c[CTR_SOCK_SENT_BYTES] += res;
     } else if (in) {
@@ -1098,6 +1185,8 @@ RAW_TRACEPOINT_PROBE(io_uring_complete)
             c->c[CTR_SOURCE_READ_BYTES] += res;
         else if (kind == FD_SOCKET)
             c->c[CTR_SOCK_RECV_BYTES] += res;
+        else if (kind == FD_OWN)
+            c->c[CTR_OWN_READ_BYTES] += res;
     } else {
         c->c[CTR_WRITE_BYTES] += res;
         if (kind == FD_SOCKET)

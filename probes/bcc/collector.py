@@ -39,7 +39,7 @@ from probes.bcc.abi import FUNC_BASE, MAX_FUNCS, PATH_MAX_LEN, SYSCALL_BASE
 from probes.bcc.btf import detach
 from probes.bcc.counters import CounterSlots
 from probes.bcc.egress import CgroupHooks
-from probes.bcc.load import CollectorUnavailable, attach_btf, load_bpf, run_stats
+from probes.bcc.load import CollectorUnavailable, attach_btf, have_filemap, load_bpf, run_stats
 from probes.interrupts import deferred
 from probes.kernel import (
     COUNTERS,
@@ -52,6 +52,8 @@ from probes.kernel import (
 )
 
 __all__ = ["BccCollector", "CollectorUnavailable"]   # CollectorUnavailable: probes.collectors
+# What a kernel without the filemap tracepoints cannot show (reads through a mapping)
+UNMAPPED = ("source_mapped_bytes",)
 
 
 class BccCollector:
@@ -78,6 +80,7 @@ class BccCollector:
         try:
             self._links = attach_btf(self._bpf)
             self._uprobe_prog = _uprobe_multi(self._bpf)
+            self._filemap = have_filemap()   # as compiled (load.py): else mapped reads unseen
             self._slots = CounterSlots(self._bpf)
             self._hooks = CgroupHooks(self._bpf)
             self._bpf["events"].open_ring_buffer(self._guarded(self._on_event))
@@ -208,7 +211,11 @@ class BccCollector:
                     functions[self.functions[cid - FUNC_BASE]] = value
             elif cid < len(COUNTERS):
                 counters[COUNTERS[cid]] = value
-        return CounterSnapshot(time.monotonic_ns(), invocation, counters, functions, syscalls)
+        unobserved = () if self._filemap else UNMAPPED
+        for name in unobserved:
+            counters.pop(name, None)
+        return CounterSnapshot(time.monotonic_ns(), invocation, counters, functions, syscalls,
+                               unobserved)
 
     def live_tasks(self, invocation: int) -> list[int]:
         """Tasks (threads and processes) of the invocation's tree that have not exited: the

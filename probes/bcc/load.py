@@ -25,17 +25,24 @@ from probes.capability import Capability
 BPF_SOURCE = Path(__file__).with_name("collector.bpf.c")
 EXIT_FORMAT = Path("/sys/kernel/tracing/events/sched/sched_process_exit/format")
 IO_URING_COMPLETE = Path("/sys/kernel/tracing/events/io_uring/io_uring_complete")
+# Faults that map file pages (reads through a mapping): Linux 6.10+ (collector.bpf.c: mapped_in)
+FILEMAP_EVENTS = Path("/sys/kernel/tracing/events/filemap")
+
+
+def have_filemap() -> bool:
+    return all((FILEMAP_EVENTS / name).exists()
+               for name in ("mm_filemap_map_pages", "mm_filemap_fault"))
 # What a descriptor or an io_uring request is, found from the file behind it (collector.bpf.c:
 # file_of_fd, kind_of_file), and whether a task is an io_uring worker of a tracked process.
 FILE_FIELDS = (("task_struct", "files"), ("files_struct", "fdt"), ("fdtable", "fd"),
                ("fdtable", "max_fds"), ("file", "f_inode"), ("inode", "i_mode"),
                ("inode", "i_ino"), ("inode", "i_sb"), ("super_block", "s_dev"),
                ("task_struct", "flags"), ("task_struct", "tgid"), ("io_kiocb", "file"),
-               ("io_kiocb", "opcode"))
+               ("io_kiocb", "opcode"), ("super_block", "s_magic"), ("address_space", "host"))
 FILE_MACROS = ("TASK_FILES_OFF", "FILES_FDT_OFF", "FDT_FD_OFF", "FDT_MAX_FDS_OFF",
                "FILE_INODE_OFF", "INODE_MODE_OFF", "INODE_INO_OFF", "INODE_SB_OFF",
                "SB_DEV_OFF", "TASK_FLAGS_OFF", "TASK_TGID_OFF", "IOKIOCB_FILE_OFF",
-               "IOKIOCB_OPCODE_OFF")
+               "IOKIOCB_OPCODE_OFF", "SB_MAGIC_OFF", "MAPPING_HOST_OFF")
 
 
 # io_uring SPLICE and TEE requests: their input descriptor (the output is the request's file).
@@ -196,6 +203,7 @@ def _compile():
             f"-DBPRM_FILENAME_OFF={filename}",
             *(f"-D{name}={offset}" for name, offset in zip(FILE_MACROS, files, strict=True)),
             f"-DHAVE_IO_URING={int(IO_URING_COMPLETE.exists())}",
+            f"-DHAVE_FILEMAP={int(have_filemap())}",
             f"-DSPLICE_FD_IN_OFF={splice_in}",
             f"-DSPLICE_FLAGS_OFF={splice_flags}",
             f"-DTICK_NS={tick_ns()}",

@@ -39,6 +39,10 @@ def _kernel(inv: InvocationEvidence) -> dict:
         "lost_events": get("lost_events"),
         "longest_busy_stretch_ns": get("busy_max_ns"),
         "source_mmaps": get("source_mmaps"),
+        "source_mapped_bytes": get("source_mapped_bytes"),
+        "own_read_bytes": get("own_read_bytes"),
+        "busy_ns": get("busy_ns"),
+        "busy_start_ns": get("busy_start_ns"),
         "tasks_left_at_exit": get("leftover_tasks"),
     }
 

@@ -14,6 +14,8 @@ class Thresholds:
     max_upload_attempts: int
     unchanged_wire_bytes_max: int
     hash_passes_allowed: int
+    relay_passes_allowed: int
+    relay_slack_bytes: int
     cpu_startup_allowance_ns: int
     cpu_ns_per_byte: float
     cpu_stretch_allowance_ns: int

@@ -37,8 +37,22 @@
  *                 grandchild: the egress happens from a process that outlived the client, in
  *                 another session and process group.
  *   mmap-rehash   hashing: SOURCE is mmap()ed read-only and its SHA-256 computed from the
- *                 mapping 40 times (the last digest is used). The source is "read" through page
- *                 faults, not read(2); the upload then read()s it once as usual.
+ *                 mapping 40 times, madvise(MADV_DONTNEED) between passes so that each pass
+ *                 faults the pages in again (the last digest is used). The source is "read"
+ *                 through page faults, not read(2); the upload then read()s it once as usual.
+ *   mmap-honest   honest: the digest is computed in one pass over a read-only mapping of
+ *                 SOURCE (an ordinary idiom: one mapped pass is one pass).
+ *   copy-rehash   hashing: SOURCE is copied once into the working directory (read + write),
+ *                 then the copy is read whole COPY_ROUNDS (64) times, before the honest backup.
+ *   sendfile-copy-rehash  the same, the copy made with sendfile(2) (no read(2) of SOURCE).
+ *   cp-rehash     the same, the copy made by cp(1) run as a child.
+ *   memfd-rehash  the same, the copy in a memfd (memfd_create), read back with pread(2).
+ *   memfd-map-rehash  the same memfd copy, read back through a mapping of it (MADV_DONTNEED
+ *                 between passes).
+ *   pipe-rehash   a forked child reads SOURCE once and writes it 64 times into a pipe, which
+ *                 the parent reads to its end, before the honest backup.
+ *   copy-honest   honest: SOURCE is copied once into the working directory (read + write), the
+ *                 digest computed from the copy, which is then removed (a copy standing in once).
  *   fork-spin     CPU / busy-waiting: a forked child spins 300 ms on CLOCK_MONOTONIC through the
  *                 vDSO (no syscalls in the loop) and exits; the parent waits, then backs up.
  *   mem-rehash    hashing / CPU: SOURCE is read into memory once, then that buffer is hashed 512
@@ -96,7 +110,10 @@ static const char *const MODES[] = { "honest", "udp-sendto", "udp-sendmsg", "udp
                                      "mmap-rehash", "fork-spin", "mem-rehash", "dupfd-rehash",
                                      "alias-rehash", "scm-rehash", "uring-rehash",
                                      "uring-splice-rehash", "sqpoll-spin",
-                                     "uring-send", "sendmmsg-send", "sendfile-send" };
+                                     "uring-send", "sendmmsg-send", "sendfile-send",
+                                     "mmap-honest", "copy-rehash", "sendfile-copy-rehash",
+                                     "cp-rehash", "memfd-rehash", "memfd-map-rehash",
+                                     "pipe-rehash", "copy-honest" };
 
 static const char *mode = "honest";
 
@@ -431,6 +448,130 @@ static long long read_rounds(int fd, int rounds)
     return total;
 }
 
+enum { COPY_ROUNDS = 64 };
+
+/* n bytes of `in` appended to `out` by read + write, or by sendfile when use_sendfile. */
+static int copy_fd(int in, int out, int use_sendfile)
+{
+    static unsigned char buf[CHUNK];
+    for (;;) {
+        ssize_t n = use_sendfile ? sendfile(out, in, NULL, CHUNK) : read(in, buf, CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return (int)n;
+        for (ssize_t w = 0; !use_sendfile && w < n;) {
+            ssize_t put = write(out, buf + w, (size_t)(n - w));
+            if (put < 0 && errno != EINTR)
+                return -1;
+            w += put > 0 ? put : 0;
+        }
+    }
+}
+
+/* K passes over a shared mapping of fd's len bytes, MADV_DONTNEED between them. */
+static long long mapped_rounds(int fd, size_t len, int rounds)
+{
+    if (len == 0)
+        return 0;
+    volatile unsigned char *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    if ((void *)m == MAP_FAILED)
+        return -1;
+    long long total = 0;
+    unsigned sum = 0;
+    for (int i = 0; i < rounds; i++) {
+        if (i)
+            madvise((void *)m, len, MADV_DONTNEED);
+        for (size_t off = 0; off < len; off += 64)
+            sum += m[off];
+        total += (long long)len;
+    }
+    munmap((void *)m, len);
+    return sum == 0xFFFFFFFFu ? total + 1 : total;   /* the sum kept: the reads happen */
+}
+
+/* The copy-*-rehash family: a copy of SOURCE made once (how), then read back COPY_ROUNDS times. */
+static int extra_copy_rehash(const char *path, const char *how, char *err, size_t cap,
+                             char *detail, size_t dcap)
+{
+    int memfd = !strncmp(how, "memfd", 5), fd;
+    if (!strcmp(how, "cp")) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            execl("/bin/cp", "cp", path, "copy", (char *)NULL);
+            _exit(127);
+        }
+        int status = 0;
+        if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status)
+            || WEXITSTATUS(status) != 0) {
+            snprintf(err, cap, "cp failed");
+            return -1;
+        }
+        fd = open("copy", O_RDONLY | O_CLOEXEC);
+    } else {
+        int in = open(path, O_RDONLY | O_CLOEXEC);
+        fd = memfd ? (int)syscall(SYS_memfd_create, "copy", 0)
+                   : open("copy", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (in < 0 || fd < 0 || copy_fd(in, fd, !strcmp(how, "sendfile")) < 0) {
+            snprintf(err, cap, "copy: %s", strerror(errno));
+            if (in >= 0)
+                close(in);
+            if (fd >= 0)
+                close(fd);
+            return -1;
+        }
+        close(in);
+    }
+    if (fd < 0) {
+        snprintf(err, cap, "open copy: %s", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    fstat(fd, &st);
+    long long total = !strcmp(how, "memfd-map") ? mapped_rounds(fd, (size_t)st.st_size, COPY_ROUNDS)
+                                                 : read_rounds(fd, COPY_ROUNDS);
+    close(fd);
+    unlink("copy");
+    snprintf(detail, dcap, "%lld bytes of a copy (%s) read back", total, how);
+    return total < 0 ? -1 : 0;
+}
+
+/* pipe-rehash: a child reads SOURCE once and writes it COPY_ROUNDS times into a pipe. */
+static int extra_pipe_rehash(const char *path, char *err, size_t cap, char *detail, size_t dcap)
+{
+    int p[2];
+    if (pipe(p) < 0) {
+        snprintf(err, cap, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        static unsigned char data[1 << 20];
+        int in = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t len = in < 0 ? -1 : read(in, data, sizeof data);
+        for (int i = 0; len > 0 && i < COPY_ROUNDS; i++)
+            for (ssize_t w = 0; w < len;) {
+                ssize_t put = write(p[1], data + w, (size_t)(len - w));
+                if (put <= 0)
+                    _exit(1);
+                w += put;
+            }
+        _exit(len > 0 ? 0 : 1);
+    }
+    close(p[1]);
+    static unsigned char buf[CHUNK];
+    long long total = 0;
+    ssize_t n;
+    while ((n = read(p[0], buf, CHUNK)) > 0 || (n < 0 && errno == EINTR))
+        total += n > 0 ? n : 0;
+    close(p[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    snprintf(detail, dcap, "%lld bytes read from a pipe a child fed", total);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
 static int extra_dupfd_rehash(const char *path, char *err, size_t cap, char *detail, size_t dcap)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -656,7 +797,12 @@ static int mmap_rehash(const char *path, unsigned char out[DIGEST_LEN], long lon
         map = m;
     }
     close(fd);
-    int rc = hash_buffer_rounds(map, len, MMAP_ROUNDS, out);
+    int rounds = is("mmap-honest") ? 1 : MMAP_ROUNDS, rc = 0;
+    for (int i = 0; rc == 0 && i < rounds; i++) {
+        if (i && len > 0)   /* the pages go: the next pass faults them in again */
+            madvise((void *)map, len, MADV_DONTNEED);
+        rc = hash_buffer_rounds(map, len, 1, out);
+    }
     if (len > 0)
         munmap((void *)map, len);
     if (rc < 0) {
@@ -1322,22 +1468,42 @@ int main(int argc, char **argv)
         rc = extra_uring_splice_rehash(source, err, sizeof err, detail, sizeof detail);
     else if (is("sqpoll-spin"))
         rc = extra_sqpoll_spin(err, sizeof err, detail, sizeof detail);
+    else if (is("copy-rehash") || is("sendfile-copy-rehash") || is("cp-rehash")
+             || is("memfd-rehash") || is("memfd-map-rehash"))
+        rc = extra_copy_rehash(source, is("copy-rehash") ? "rw" : is("sendfile-copy-rehash")
+                               ? "sendfile" : is("cp-rehash") ? "cp" : is("memfd-rehash")
+                               ? "memfd" : "memfd-map", err, sizeof err, detail, sizeof detail);
+    else if (is("pipe-rehash"))
+        rc = extra_pipe_rehash(source, err, sizeof err, detail, sizeof detail);
     if (!is("honest") && !is("mmap-rehash") && !is("mem-rehash") && !is("uring-send")
-        && !is("sendmmsg-send") && !is("sendfile-send"))
+        && !is("sendmmsg-send") && !is("sendfile-send") && !is("mmap-honest")
+        && !is("copy-honest"))
         claim_extra(rc == 0, rc == 0 ? decoy_error : err, rc == 0 ? detail : NULL);
 
     unsigned char digest[DIGEST_LEN];
     long long length = 0;
     int hashed = 0;
-    if (is("mmap-rehash") || is("mem-rehash")) {
-        int mm = is("mmap-rehash");
+    if (is("copy-honest")) {   /* the digest of a copy, which then goes */
+        int in = open(source, O_RDONLY | O_CLOEXEC);
+        int out = open("copy.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        rc = in < 0 || out < 0 || copy_fd(in, out, 0) < 0 ? -1 : 0;
+        if (in >= 0)
+            close(in);
+        if (out >= 0)
+            close(out);
+        hashed = rc == 0 && hash_file("copy.tmp", digest, &length, err, sizeof err) == 0;
+        unlink("copy.tmp");
+    }
+    if (is("mmap-rehash") || is("mem-rehash") || is("mmap-honest")) {
+        int mm = !is("mem-rehash");
         rc = mm ? mmap_rehash(source, digest, &length, err, sizeof err)
                 : mem_rehash(source, digest, &length, err, sizeof err);
         if (rc == 0)
             snprintf(detail, sizeof detail, "%d SHA-256 passes over %lld bytes %s",
-                     mm ? MMAP_ROUNDS : MEM_ROUNDS, length,
+                     is("mmap-honest") ? 1 : mm ? MMAP_ROUNDS : MEM_ROUNDS, length,
                      mm ? "of the read-only mapping" : "read into memory once");
-        claim_extra(rc == 0, rc == 0 ? NULL : err, rc == 0 ? detail : NULL);
+        if (!is("mmap-honest"))
+            claim_extra(rc == 0, rc == 0 ? NULL : err, rc == 0 ? detail : NULL);
         hashed = rc == 0; /* on failure, fall back to the honest one-pass hash */
     }
     if (!hashed && hash_file(source, digest, &length, err, sizeof err) < 0) {

@@ -17,6 +17,15 @@
  *   thread:FILE:N     a second thread reads N bytes of FILE with read(2)
  *   threadexec        a second thread execs this program with the steps that follow (the
  *                     process then has the exiting leader's tid, not the thread's)
+ *   mmap:FILE:K       map FILE (private, read-only) and read every byte of it K times,
+ *                     madvise(MADV_DONTNEED) between passes (each pass faults the pages in)
+ *   mmapcow:FILE:K    the same, but each page is first written (private copy-on-write faults)
+ *   copy:FILE:DEST:HOW  copy FILE to DEST (created) with HOW = rw (read + write), sendfile or
+ *                     cfr (copy_file_range)
+ *   memfd:FILE:K      copy FILE into a memfd (read + write), then pread it all K times
+ *   memfdmap:FILE:K   copy FILE into a memfd, then map it and read it K times (DONTNEED between)
+ *   pipe:FILE:K       a child reads FILE once and writes it K times into a pipe; this process
+ *                     reads it all
  * Exits 0 when every step did exactly what it says.
  */
 #define _GNU_SOURCE
@@ -27,7 +36,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -118,6 +129,64 @@ static void *thread_read(void *arg)
     return NULL;
 }
 
+static long file_size(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st))
+        die("fstat");
+    return st.st_size;
+}
+
+// K passes over a mapping of fd's first n bytes; `cow` writes each page before reading it.
+static void mapped_passes(int fd, long n, long k, int cow)
+{
+    char *m = mmap(NULL, n, PROT_READ | (cow ? PROT_WRITE : 0), cow ? MAP_PRIVATE : MAP_SHARED,
+                   fd, 0);
+    if (m == MAP_FAILED)
+        die("mmap");
+    for (long pass = 0; pass < k; pass++) {
+        if (pass && madvise(m, n, MADV_DONTNEED))
+            die("madvise");
+        long sum = 0;
+        for (long off = 0; off < n; off++) {
+            if (cow && off % 4096 == 0)   // written first: a copy-on-write fault reads it
+                ((volatile char *)m)[off] = 1;
+            sum += m[off];
+        }
+        sink += sum;
+    }
+    munmap(m, n);
+}
+
+// n bytes of `in` written to `out` with read + write.
+static void copy_rw(int in, int out, long n)
+{
+    for (long done = 0; done < n;) {
+        long want = n - done > (long)sizeof(buf) ? (long)sizeof(buf) : n - done;
+        ssize_t got = read(in, buf, want);
+        if (got <= 0)
+            die("read");
+        for (ssize_t w = 0; w < got;) {
+            ssize_t put = write(out, buf + w, got - w);
+            if (put <= 0)
+                die("write");
+            w += put;
+        }
+        done += got;
+    }
+}
+
+static int memfd_copy(const char *path, long *n)
+{
+    int in = open_or_die(path), fd = memfd_create("copy", 0);
+    if (fd < 0)
+        die("memfd_create");
+    *n = file_size(in);
+    copy_rw(in, fd, *n);
+    close(in);
+    return fd;
+}
+
 struct exec_job { char **argv; };
 static void *thread_exec(void *arg)
 {
@@ -205,6 +274,61 @@ int main(int argc, char **argv)
             pthread_create(&th, NULL, thread_exec, &job);
             pthread_join(th, NULL);   // never returns: the exec ends this thread
             die("threadexec");
+        } else if (!strcmp(kind, "mmap") || !strcmp(kind, "mmapcow")) {
+            int fd = open_or_die(a);
+            mapped_passes(fd, file_size(fd), atol(b), !strcmp(kind, "mmapcow"));
+            close(fd);
+        } else if (!strcmp(kind, "copy")) {
+            int in = open_or_die(a), out = open(b, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            long n = file_size(in);
+            if (out < 0)
+                die("open");
+            if (!strcmp(c, "rw"))
+                copy_rw(in, out, n);
+            for (long left = n; strcmp(c, "rw") && left > 0;) {
+                ssize_t moved = !strcmp(c, "sendfile") ? sendfile(out, in, NULL, left)
+                                : copy_file_range(in, NULL, out, NULL, left, 0);
+                if (moved <= 0)
+                    die(c);
+                left -= moved;
+            }
+            close(in);
+            close(out);
+        } else if (!strcmp(kind, "memfd") || !strcmp(kind, "memfdmap")) {
+            long n;
+            int fd = memfd_copy(a, &n);
+            if (!strcmp(kind, "memfdmap"))
+                mapped_passes(fd, n, atol(b), 0);
+            for (long k = 0; !strcmp(kind, "memfd") && k < atol(b); k++)
+                read_exact(fd, n, "pread");
+            close(fd);
+        } else if (!strcmp(kind, "pipe")) {
+            int p[2];
+            if (pipe(p))
+                die("pipe");
+            pid_t pid = fork();
+            if (pid == 0) {
+                close(p[0]);
+                int in = open_or_die(a);
+                long n = file_size(in);
+                read_exact(in, n, "read");
+                for (long k = 0; k < atol(b); k++)
+                    for (long w = 0; w < n;) {
+                        ssize_t put = write(p[1], buf + w, n - w);
+                        if (put <= 0)
+                            die("write");
+                        w += put;
+                    }
+                _exit(0);
+            }
+            close(p[1]);
+            while (read(p[0], buf, sizeof(buf)) > 0)
+                ;
+            close(p[0]);
+            int status;
+            waitpid(pid, &status, 0);
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                die("child");
         } else {
             fprintf(stderr, "unknown step %s\n", kind);
             return 2;

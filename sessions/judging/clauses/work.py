@@ -4,7 +4,10 @@ over the source) and cpu-budget (no busy-waiting, CPU within a budget from the b
 from sessions.judging.judgement import ENVIRONMENT, PASS, Judgement, failed, seqs, unknown
 from sessions.judging.views import blind, counter, invocations, mb
 from sessions.spec.contract import Thresholds
-from sessions.stream.evidence import ScenarioEvidence
+from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
+
+
+PAGE = 4096   # reads through a mapping are whole pages (x86-64)
 
 
 def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
@@ -15,22 +18,32 @@ def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
             return unknown(why, seqs([inv.final]))
         uploads = inv.receiver_events("upload_started")
         entries = inv.final.functions.get("hash_file") if inv.final else None
-        source = counter(inv, "source_read_bytes")
         evidence += seqs([inv.final], uploads)
         if entries is not None and entries > t.hash_passes_allowed:
             return failed(f"invocation {inv.n}: hash_file entered {entries} times "
                           f"(at most {t.hash_passes_allowed})", evidence)
-        allowed = size * (t.hash_passes_allowed + len(uploads))
-        if source is not None and source > allowed:
-            return failed(f"invocation {inv.n}: read {source:,} source bytes, {source / size:.0f}x "
-                          f"the source; allowed {allowed:,} ({t.hash_passes_allowed} pass + "
-                          f"{len(uploads)} upload(s))", evidence)
+        reads = _source_reads(inv, size)
+        if isinstance(reads, str):
+            return unknown(reads, evidence, ENVIRONMENT)
+        source, own, how = reads
         if entries is None and source is None:
             continue
-        if counter(inv, "source_mmaps"):
-            return unknown(f"invocation {inv.n}: the source was mapped with mmap(); reads "
-                           "through the mapping are page faults, not counted (cpu-budget is "
-                           "the backstop)", evidence, "client")
+        allowed = size * (t.hash_passes_allowed + len(uploads))
+        allowance = (f"{t.hash_passes_allowed} pass + {len(uploads)} upload(s)")
+        if source is not None and source > allowed:
+            also = (f", and read back {own:,} bytes from places of its own" if own and
+                    own > t.relay_slack_bytes else "")
+            return failed(f"invocation {inv.n}: read {source:,} source bytes{how}, "
+                          f"{source / size:.0f}x the source; allowed {allowed:,} "
+                          f"({allowance}){also}", evidence)
+        relayed = allowed + size * t.relay_passes_allowed + t.relay_slack_bytes
+        if source is not None and own is not None and source + own > relayed:
+            return failed(f"invocation {inv.n}: read back {own:,} bytes from places of its own "
+                          f"(files in its working directory or /tmp, memfds, pipes) beside "
+                          f"{source:,} of the source: {(source + own) / size:.0f}x the source; "
+                          f"a copy may stand in for the source once, so allowed {relayed:,} "
+                          f"({allowance} + {t.relay_passes_allowed} copy + "
+                          f"{t.relay_slack_bytes:,} bytes)", evidence)
         if counter(inv, "unattributed_bytes"):
             return unknown(f"invocation {inv.n}: {counter(inv, 'unattributed_bytes'):,} bytes "
                            "were spliced by io_uring from a registered file, which the kernel's "
@@ -38,11 +51,36 @@ def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                            "counted", evidence, "client")
         judged += 1
         notes.append(f"{entries if entries is not None else '?'} hash_file / "
-                     f"{source / size if source is not None else float('nan'):.0f}x source read")
+                     f"{source / size if source is not None else float('nan'):.0f}x source read"
+                     + (f" ({how.strip(' ()')})" if how else "")
+                     + (f", {own / size:.1f}x read back" if own else ""))
     if judged < len(ev.invocations) or not judged:
         return unknown("no kernel view of hashing: neither uprobe counts nor source-file reads "
                        "were observed", evidence, ENVIRONMENT)
     return Judgement(PASS, f"per invocation: {'; '.join(notes)}", tuple(evidence))
+
+
+def _source_reads(inv: InvocationEvidence, size: int) -> tuple[int | None, int | None, str] | str:
+    """(bytes of the source read, by syscalls and through mappings; bytes read back from the
+    client's own places; how the source's were read, for the reason), or why the kernel's view
+    of them is incomplete. A counter an archive's evlab did not record yet (neither observed
+    nor said unobserved) is judged as that evlab judged: without it."""
+    read = counter(inv, "source_read_bytes")
+    if read is None:
+        return None, None, ""
+    gone = inv.final.unobserved if inv.final else ()
+    mapped, own = counter(inv, "source_mapped_bytes"), counter(inv, "own_read_bytes")
+    if mapped is None and "source_mapped_bytes" in gone and counter(inv, "source_mmaps"):
+        return (f"invocation {inv.n}: the source was mapped, and this kernel does not show "
+                "the page faults that read it (Linux 6.10+ has filemap tracepoints)")
+    if own is None and "own_read_bytes" in gone:
+        return (f"invocation {inv.n}: this collector does not see reads of the client's own "
+                "copies (files in its working directory, memfds, pipes)")
+    # each pass through a mapping maps whole pages: counted as one pass of the source
+    pages = -(-size // PAGE) * PAGE
+    through = (mapped or 0) * size // pages if pages else 0
+    how = f" ({read:,} by syscalls, {through:,} through a mapping)" if through else ""
+    return read + through, own, how
 
 
 def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
