@@ -275,7 +275,9 @@ CLAUSES = {   # clause: {case: its stream}; what the judge decides: tests/data/j
                              E.ClientClaim(0, "", 1, {"claim": "completed"})),
         "false-failure": edit(UNCLAIMED, E.ClientExited, 2, exit_code=3),
         "exit-missing": drop(B(), E.ClientExited, 2),
-        "killed-at-timeout": edit(UNCLAIMED, E.ClientExited, 2, exit_code=None, timed_out=True)},
+        "killed-at-timeout": edit(UNCLAIMED, E.ClientExited, 2, exit_code=None, timed_out=True),
+        "completed-then-killed": edit(B(), E.ClientExited, 2, exit_code=None, timed_out=True,
+                                      timeout_s=10.0)},
     "hash-work": {
         "honest": B(), "hash-storm": edit(B(), E.CounterSample, 1, functions={"hash_file": 256}),
         "source-reread": count(B(), 2, source_read_bytes=3 * SIZE),
@@ -321,6 +323,11 @@ GATES = {   # gate: {case: its stream} of a grading attempt
         "leftover-and-temp": edit(A(), E.CleanupObserved, 1, leftover=("2190 client",),
                                   cwd_files=("up.part",)),
         "kernel-counts-tasks": count(A(), 2, leftover_tasks=2),
+        # its tree killed by evlab at the timeout: what ran when it ended was evlab's kill
+        "killed-at-timeout": edit(edit(count(A(), 2, leftover_tasks=1), E.CleanupObserved, 2,
+                                       left_at_exit=("2199 python3",)),
+                                  E.ClientExited, 2, exit_code=None, timed_out=True,
+                                  timeout_s=4.0),
         "no-kernel-view": edit(A(), E.CleanupObserved, 2, kernel_view=False),
         "not-observed": drop(A(), E.CleanupObserved, 1)},
     "limits": {
@@ -360,6 +367,8 @@ OUTCOMES = [   # events, valid, success, score, reason
     (edit(A(), E.CounterSample, 1, functions={"hash_file": 256}), True, False,
      11 / 12, "failed: hash-work"),
     (count(A(), 1, egress_lost=3), True, False, 11 / 12, "failed: destination-only"),
+    (edit(A(), E.ClientExited, 1, exit_code=None, timed_out=True, timeout_s=4.0), True, False,
+     11 / 12, "failed: honest-outcome (invocation 1 killed by evlab at its 4 s timeout)"),
     (A(((), ()), **F), True, False, 6 / 8, "failed: integrity, gate immediate"),
     (UNFIRED, False, False, 1.0, "invalid: drop fault armed for invocation 1 never fired; "
      "bounded-recovery inconclusive (harness): the interruption armed for invocation 1 never "

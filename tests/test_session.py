@@ -226,7 +226,7 @@ def test_a_hanging_client_is_killed_after_its_timeout_and_judged(tmp_path, built
     hang = tmp_path / "hang.toml"
     hang.write_text('description = "a client that never finishes"\n'
                     '[client]\npath = "/bin/sleep"\nargs = ["30"]\ntimeout_s = 1\n'
-                    '[expect]\nfail = ["integrity"]\n')
+                    '[expect]\nfail = ["integrity", "honest-outcome"]\n')
     started = time.monotonic()
     result = evlab("run", hang, "--headless", "--json", tmp_path / "hang.json", cwd=tmp_path)
     assert time.monotonic() - started < 20
@@ -236,8 +236,10 @@ def test_a_hanging_client_is_killed_after_its_timeout_and_judged(tmp_path, built
     assert [i["exit_code"] for i in scenario["invocations"]] == [None, None]
     clauses = {c["id"]: c for c in scenario["clauses"]}
     assert clauses["integrity"]["status"] == "fail"
-    assert clauses["honest-outcome"]["status"] == "inconclusive"
-    assert "killed after its timeout" in clauses["honest-outcome"]["reason"]
-    assert result.returncode == 3  # judged; one clause could not be decided
+    assert clauses["honest-outcome"]["status"] == "fail"   # it never gave its caller an outcome
+    assert clauses["honest-outcome"]["reason"] == (
+        "invocation 1 never exited, so it never gave an outcome: killed by evlab at its 1 s "
+        "timeout")
+    assert result.returncode == 0, result.stdout   # judged as it declared: both fail
     assert not [p for p in psutil.process_iter(["cmdline"])
                 if p.info["cmdline"] == ["/bin/sleep", "30"]]

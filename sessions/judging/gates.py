@@ -82,8 +82,16 @@ def cleanup(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) ->
                            "session was scanned; a child that left it would be invisible)",
                            evidence, ENVIRONMENT)
         temp = [f for f in c.cwd_files if is_temp(f)]
+        # Killed at its timeout, its whole tree was killed by evlab (honest-outcome fails it):
+        # what ran when it ended is evlab's kill, not what the client left behind.
+        exited, killed = ev.invocations[n].exited, False
+        if exited is not None and exited.timed_out:
+            killed = True
+            evidence.append(exited.seq)
+            notes.append(f"invocation {n}'s tree was killed by evlab at its timeout")
+        at_exit = () if killed else c.left_at_exit
         for what, items in (("process(es) still running", c.leftover),
-                            ("process(es) running when it ended", c.left_at_exit),
+                            ("process(es) running when it ended", at_exit),
                             ("listening socket(s)", c.listening),
                             ("temporary file(s) in its working directory", temp),
                             ("file(s) in the receiver's store", c.store_files)):
@@ -92,7 +100,7 @@ def cleanup(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) ->
                                 f"{', '.join(items[:3])}")
         final = ev.invocations[n].final
         tasks = final.counters.get("leftover_tasks", 0) if final else 0
-        if tasks and not c.left_at_exit:   # the kernel's count, when the exit events were lost
+        if tasks and not c.left_at_exit and not killed:   # the kernel's, if exit events were lost
             problems.append(f"invocation {n} left {tasks} task(s) of its tree running when it "
                             "ended (kernel count)")
         kept = [f for f in c.cwd_files if f not in temp]

@@ -53,8 +53,10 @@ def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[Gat
                              "invalid: " + "; ".join(why),
                              "fault-unfired" if had_chance else "evidence-missing")
     if failed:
+        hung = timed_out(ev)
         return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, True, False, score,
-                             "failed: " + ", ".join(_name(j) for j in failed), "client-failed")
+                             "failed: " + ", ".join(_name(j) for j in failed)
+                             + (f" ({'; '.join(hung)})" if hung else ""), "client-failed")
     return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, True, True, score,
                          f"every clause and gate passed ({len(passed)} judged, "
                          f"{len(judged) - len(passed)} not applicable)", "all-passed")
@@ -79,6 +81,18 @@ def harness_failures(ev: ScenarioEvidence) -> list[str]:
                 out.append(f"invocation {n}: wire proxy {r.event} {r.fields.get('error', '')}"
                            .rstrip())
     return [f"harness: {line}" for line in out]
+
+
+def timed_out(ev: ScenarioEvidence) -> list[str]:
+    """The invocations that never exited: killed by evlab at their timeout."""
+    out = []
+    for n in sorted(ev.invocations):
+        exited = ev.invocations[n].exited
+        if exited is not None and exited.timed_out:
+            out.append(f"invocation {n} killed by evlab at its "
+                       + (f"{exited.timeout_s:g} s " if exited.timeout_s is not None else "")
+                       + "timeout")
+    return out
 
 
 def identity_failures(ev: ScenarioEvidence) -> list[str]:

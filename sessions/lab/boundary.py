@@ -147,6 +147,12 @@ class Boundary:
             return tasks
         return sorted(set(tasks) | set(cg.census()))
 
+    def kill(self, inv: int) -> bool:
+        """SIGKILL every task of an invocation's cgroup and wait until it is empty (the kernel
+        has run each one's exit); True when it is, or when there is no cgroup."""
+        cg = self._cgroups.get(inv)
+        return cg.kill() if cg is not None else True
+
     def leave(self, collector: Collector, scenario: str, n: int, inv: int,
               home: Path) -> list[Event]:
         """What the cgroup saw (CPU of the whole tree, memory, limits hit, egress), then empty

@@ -22,6 +22,7 @@ from typing import Protocol
 from probes import procmetrics
 from probes.boundary.netns import Network
 from probes.kernel import ProcessEvent
+from sessions.lab.lifecycle import kill_leftovers, leftovers
 from sessions.lab.observations import CLAIM_BYTES_MAX, claim_event, kernel_event, metrics_event
 from sessions.lab.parts import LabParts
 from sessions.lab.teardown import kill_group
@@ -59,6 +60,8 @@ class Invocation:
         self.root_exited = False      # the launched process has ended (kernel view)
         self.kernel_events = 0        # kernel events published for this invocation
         self.left_at_exit: list[str] = []   # "pid comm" still alive when it ended
+        self.killing = False          # evlab is killing its tree (its timeout passed)
+        self.killed: set[int] = set()   # what evlab killed then: never counted as left behind
         self._claims: threading.Thread | None = None
         self._started = 0
 
@@ -90,7 +93,7 @@ class Invocation:
         self.parts.stream.publish(ClientExited(
             time.monotonic_ns(), self.scenario.id, self.n,
             None if timed_out else os.waitstatus_to_exitcode(status), timed_out,
-            time.monotonic_ns() - self._started, cpu_ns))
+            time.monotonic_ns() - self._started, cpu_ns, self.scenario.timeout_s))
 
     def _watch(self, run: Watching) -> tuple[int, int | None, bool]:
         """Its exit wakes the wait at once (a pidfd); the pump runs at POLL_S meanwhile."""
@@ -109,8 +112,9 @@ class Invocation:
                     return status, int((usage.ru_utime + usage.ru_stime) * 1e9), False
                 now = time.monotonic_ns()
                 if now > deadline:
-                    kill_group(proc.pid)
+                    self._kill_tree(proc.pid)
                     _, status, _ = os.wait4(proc.pid, 0)
+                    self.killed |= kill_leftovers(proc.pid, self.tasks)   # without a cgroup
                     proc.returncode = -9
                     return status, None, True
                 run.pump(self)
@@ -120,6 +124,20 @@ class Invocation:
                 select.select([exited], [], [], min(POLL_S, max(0, deadline - now) / 1e9))
         finally:
             os.close(exited)
+
+    def tasks(self) -> list[int] | None:
+        """Tasks of its tree still running (the kernel's view and its cgroup)."""
+        return self.parts.boundary.tasks(self.parts.collector, self.id)
+
+    def _kill_tree(self, pid: int) -> None:
+        """At its timeout: the launched process's group, then every task of its cgroup, waited
+        for until the cgroup is empty (the sandboxed client dies with its bwrap, but not at
+        once: a census right after the launched process's exit could find it still running).
+        What it kills is recorded, so the cleanup census never counts evlab's own kill."""
+        self.killing = True
+        self.killed = {pid, *leftovers(pid, self.tasks())}
+        kill_group(pid)
+        self.parts.boundary.kill(self.id)
 
     def _metrics(self, receiver_pid: int) -> None:
         for role, pid in (("client", self.pid), ("receiver", receiver_pid)):
@@ -166,7 +184,7 @@ class Invocation:
         are the record of what the client left running."""
         if e.root:
             self.root_exited = True
-        elif self.root_exited:
+        elif self.root_exited and not self.killing:   # evlab's kill at the timeout: not left
             self.left_at_exit.append(f"{e.pid} {e.comm}")
 
     def kill(self) -> None:

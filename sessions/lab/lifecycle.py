@@ -66,13 +66,17 @@ def leftovers(client_pid: int, live_tasks: list[int] | None) -> set[int]:
     return pids
 
 
-def kill_leftovers(client_pid: int, live_tasks: Callable[[], list[int] | None]) -> None:
-    """Kill the tree's leftovers until none is found (one may fork while being killed)."""
+def kill_leftovers(client_pid: int, live_tasks: Callable[[], list[int] | None]) -> set[int]:
+    """Kill the tree's leftovers until none is found (one may fork while being killed): the
+    processes it killed."""
+    killed: set[int] = set()
     for _ in range(KILL_ROUNDS):
         pids = leftovers(client_pid, live_tasks())
         if not pids:
-            return
+            break
         _kill(pids)
+        killed |= pids
+    return killed
 
 
 def _describe(pid: int) -> str:
@@ -160,12 +164,14 @@ def _running(pid: int) -> bool:
 
 def cleanup_check(scenario: str, n: int, client_pid: int,
                   live_tasks: Callable[[], list[int] | None], cwd: Path,
-                  store: Path, left_at_exit: tuple[str, ...] = ()) -> CleanupObserved:
+                  store: Path, left_at_exit: tuple[str, ...] = (),
+                  killed: frozenset[int] = frozenset()) -> CleanupObserved:
     """What the exited invocation left behind; its leftover processes are killed whatever
-    happens while looking."""
+    happens while looking. killed: what evlab itself killed (its tree at the timeout, waited
+    for before this census), never a leftover even if the kernel has not finished with it."""
     try:
         tasks = live_tasks()
-        pids = leftovers(client_pid, tasks)
+        pids = leftovers(client_pid, tasks) - killed
         return CleanupObserved(
             time.monotonic_ns(), scenario, n, tuple(_describe(p) for p in sorted(pids)),
             tuple(_listening(pids)), _files(cwd), _files(store, skip={BACKUP_NAME}),

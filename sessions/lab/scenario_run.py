@@ -188,9 +188,9 @@ class ScenarioRun:
         self._settle(inv)
         if s.lifecycle:
             self.pump(inv)
-            self.stream.publish(cleanup_check(
-                s.id, n, inv.pid, lambda: parts.boundary.tasks(parts.collector, inv.id), cwd,
-                self.workdir / "store", tuple(inv.left_at_exit)))
+            self.stream.publish(cleanup_check(s.id, n, inv.pid, inv.tasks, cwd,
+                                              self.workdir / "store", tuple(inv.left_at_exit),
+                                              frozenset(inv.killed)))
         self.pump(inv)
         for event in parts.boundary.leave(parts.collector, s.id, n, inv.id, self.home):
             self.stream.publish(event)

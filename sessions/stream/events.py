@@ -275,6 +275,7 @@ class ClientExited(Event):
     timed_out: bool
     wall_ns: int
     rusage_cpu_ns: int | None       # wait4 of the launched process (strace's own when traced)
+    timeout_s: float | None = None  # the timeout it was given (None: an archive from before)
 
 
 @dataclass(frozen=True)

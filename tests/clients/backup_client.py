@@ -25,12 +25,21 @@ failed); the exit status is 0 only when the client claims completion.
                 path (a write outside its working directory that only resolving chdir reveals)
   tempdir       honest, but stages a copy of SOURCE in a tempfile.TemporaryDirectory (TMPDIR)
                 and removes it again: nothing should be reported
+  hang          honest, then never exits: sleeps for ever after its last claim
+  hang-no-term  the same, ignoring SIGTERM, SIGINT and SIGHUP
+  hang-heavy    the same, with its stdout closed and 128 MiB of memory in use: once killed, the
+                kernel takes a while to tear it down (tens of ms), and nothing waits on its stdout
+  hang-stopped  a wrapper (the sandbox's pid 1, which cannot stop itself) forks a worker that
+                runs the honest client, then SIGSTOPs itself after its last claim; the wrapper
+                claims `stopped` once it sees the stop, and waits for the worker for ever
 """
 
 import argparse
 import hashlib
 import json
+import mmap
 import os
+import signal
 import socket
 import sys
 import tempfile
@@ -43,7 +52,7 @@ BACKOFF = 0.2
 MAX_LINE = 256
 PARTIAL_BYTES = 4096
 VARIANTS = ("honest", "temp-file", "child-left", "write-source", "fork-helper", "chdir-write",
-            "tempdir")
+            "tempdir", "hang", "hang-no-term", "hang-stopped", "hang-heavy")
 
 
 class UploadError(Exception):
@@ -181,6 +190,36 @@ def leave_child():
         os._exit(0)
 
 
+def hang_forever():
+    """hang, hang-no-term: the work is done and claimed, but the program never ends."""
+    while True:
+        time.sleep(3600)
+
+
+def hold_memory(size):
+    """hang-heavy: size bytes of memory in use, filled by the kernel a MiB per read (so the
+    filling is no long on-CPU stretch without a syscall: cpu-budget has nothing to say)."""
+    ballast = mmap.mmap(-1, size)   # untouched (bytearray(size) would memset it: a stretch)
+    with open("/dev/zero", "rb", buffering=0) as zero:
+        view = memoryview(ballast)
+        for at in range(0, size, 1 << 20):
+            zero.readinto(view[at:at + (1 << 20)])
+    return ballast
+
+
+def stopped_worker():
+    """hang-stopped: the worker (a child) does the work; this wrapper waits for it for ever.
+    Returns only in the worker."""
+    pid = os.fork()
+    if pid == 0:
+        return
+    _, status = os.waitpid(pid, os.WUNTRACED)
+    if os.WIFSTOPPED(status):
+        claim("stopped", worker=pid, signal=os.WSTOPSIG(status))
+    os.waitpid(pid, 0)   # a stopped worker never ends: neither does this
+    os._exit(0)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", choices=VARIANTS, default="honest")
@@ -190,6 +229,11 @@ def main(argv=None):
     parser.add_argument("ignored", nargs="*")
     args = parser.parse_args(argv)
 
+    if args.variant == "hang-no-term":
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+    if args.variant == "hang-stopped":
+        stopped_worker()
     claim("started", source=args.source, variant=args.variant)
     try:
         digest, length, head = hash_file(args.source)
@@ -233,6 +277,15 @@ def main(argv=None):
 
     if args.variant == "child-left":
         leave_child()
+    if args.variant == "hang-heavy":
+        os.close(1)
+        ballast = hold_memory(128 << 20)   # noqa: F841 - held until it is killed
+        hang_forever()
+    if args.variant in ("hang", "hang-no-term"):
+        hang_forever()
+    if args.variant == "hang-stopped":
+        os.kill(os.getpid(), signal.SIGSTOP)
+        hang_forever()   # continued: still never ends
     return 0 if reason is None else 1
 
 

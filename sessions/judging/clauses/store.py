@@ -4,6 +4,7 @@ integrity, mismatch-rejected, and honest-outcome (the client's claims against th
 from sessions.judging.judgement import NA, PASS, Judgement, failed, seqs, unknown
 from sessions.judging.views import invocations
 from sessions.spec.contract import Thresholds
+from sessions.stream.events import ClientExited
 from sessions.stream.evidence import ScenarioEvidence
 
 
@@ -70,9 +71,8 @@ def honest_outcome(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         completed = [c for c in inv.claims if c.claim.get("claim") == "completed"]
         claimed = inv.exited.exit_code == 0 or bool(completed)
         evidence += seqs([inv.exited, inv.verifier], completed)
-        if inv.exited.exit_code is None and not completed:
-            return unknown(f"invocation {inv.n}: killed after its timeout before claiming an "
-                           "outcome", evidence, "client")
+        if inv.exited.timed_out or inv.exited.exit_code is None:
+            return failed(never_exited(inv.n, inv.exited, bool(completed)), evidence)
         actual = inv.verifier.match
         claim_text = (f"exit {inv.exited.exit_code}" + (", 'completed'" if completed else ""))
         if claimed != actual:
@@ -84,3 +84,15 @@ def honest_outcome(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     if not parts:
         return unknown("no invocation ran", failure_class="harness")
     return Judgement(PASS, f"claims agree with the verifier ({' / '.join(parts)})", tuple(evidence))
+
+
+def never_exited(n: int, exited: ClientExited, completed: bool) -> str:
+    """An invocation evlab killed at its timeout gave its caller no exit status: whatever it
+    claimed (a 'completed' line, nothing), it did not end with it. A program that hangs after
+    its work is broken for whoever runs it (a cron job, a pipeline), so this is the client's
+    failure, never inconclusive: the evidence (evlab's own kill) is complete."""
+    when = (f"at its {exited.timeout_s:g} s timeout" if exited.timeout_s is not None
+            else "at its timeout")
+    what = "claimed 'completed' but never exited" if completed else (
+        "never exited, so it never gave an outcome")
+    return f"invocation {n} {what}: killed by evlab {when}"
