@@ -90,6 +90,9 @@ def targets(results: dict) -> list[dict]:
     alarms = cpu_budget.false_alarms(results.get("cpu"))
     add("cpu-budget false alarms: honest C, Python, Node beside a hog on every core", alarms,
         "0", alarms is not None and alarms.startswith("0 of"))
+    misses = cpu_budget.false_alarms(results.get("cpu"), wasteful=True)
+    add("cpu-budget misses: waste over 16 threads or in 5 ms pieces, beside the same hogs",
+        misses, "0", misses is not None and misses.startswith("0 of"))
     pages = results.get("html", {}).get("pages")
     shown = (all(not p["problems"] and all(v for k, v in p.items() if k.startswith(
         "verdicts_equal")) for p in pages.values()) if pages else None)

@@ -76,8 +76,9 @@ def egress() -> Path:
     where = Path(tempfile.mkdtemp(prefix="evlab-test-egress-"))
     os.chmod(where, 0o755)
     out = where / "egress"
-    subprocess.run(["gcc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(out),
-                    str(ROOT / "tests" / "clients" / "egress.c"), "-lcrypto"], check=True)
+    subprocess.run(["gcc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread",
+                    "-o", str(out), str(ROOT / "tests" / "clients" / "egress.c"), "-lcrypto"],
+                   check=True)
     yield out
     shutil.rmtree(where)
 

@@ -94,7 +94,8 @@ def _invocation(n: int, uploads, held: str | None, attempt: bool) -> list[E.Even
     counters = {"busy_max_ns": 283_430, "busy_start_max_ns": 620_466, "connects": calls,
                 "egress_lost": 0, "file_ops": 0, "leftover_tasks": 0, "lost_events": 0,
                 "oncpu_ns": 3_100_139, "source_mmaps": 0, "sock_recv_bytes": 5 * calls,
-                "sock_sent_bytes": sent, "source_read_bytes": SIZE * (1 + len(uploads))}
+                "sock_sent_bytes": sent, "source_read_bytes": SIZE * (1 + len(uploads)),
+                "source_mapped_bytes": 0, "own_read_bytes": 0, "busy_ns": 0, "busy_start_ns": 0}
     functions = {"busy_wait": 0, "hash_file": 1, "send_payload": len(uploads)}
     saved = held == SRC   # the fixture's honest client claims what it did
     return [
@@ -283,7 +284,19 @@ CLAUSES = {   # clause: {case: its stream}; what the judge decides: tests/data/j
         "source-reread": count(B(), 2, source_read_bytes=3 * SIZE),
         "no-kernel-view": edit(B(), E.CounterSample, counters={}, functions={}),   # collector none
         "kernel-blind": count(B(), 1, sock_sent_bytes=1_000),
-        "source-mmapped": count(B(), 1, source_mmaps=1)},
+        # reads through a mapping are the page faults that mapped the source's pages
+        "mapped-once": count(B(), 2, source_read_bytes=0, source_mmaps=1,
+                             source_mapped_bytes=SIZE),
+        "mapped-storm": count(B(), 2, source_read_bytes=0, source_mmaps=1,
+                              source_mapped_bytes=40 * SIZE),
+        "mapping-unseen": edit(count(B(), 1, source_mmaps=1, source_mapped_bytes=None),
+                               E.CounterSample, 1, unobserved=("source_mapped_bytes",)),
+        # a copy read back: once it may stand in for the source, not 64 times
+        "copy-once": count(B(), 2, own_read_bytes=SIZE + 65),   # cat SOURCE | sha256sum in $()
+        "copy-twice": count(B(), 2, own_read_bytes=2 * SIZE),
+        "copy-read-back": count(B(), 2, own_read_bytes=64 * SIZE),
+        "copies-unseen": edit(count(B(), 1, own_read_bytes=None), E.CounterSample, 1,
+                              unobserved=("own_read_bytes",))},
     "cpu-budget": {
         "honest": B(), "spin": count(B(), 1, busy_max_ns=200_000_000),
         "start-up-spin": count(B(), 1, busy_start_max_ns=120_000_000),
@@ -298,7 +311,17 @@ CLAUSES = {   # clause: {case: its stream}; what the judge decides: tests/data/j
         "spin-on-a-2x-slower-machine": edit(count(B(), 1, busy_start_max_ns=200_000_000),
                                             E.SessionStarted, cpu_pace=2.0),
         "stretch-at-pace-noise": edit(count(B(), 1, busy_max_ns=30_000_000),
-                                      E.SessionStarted, cpu_pace=1.2)},
+                                      E.SessionStarted, cpu_pace=1.2),
+        # waste spread thin: summed over the tree's stretches, and not scaled by the pace
+        "spin-over-threads": count(B(), 1, busy_ns=640_000_000, busy_start_ns=640_000_000,
+                                   busy_start_max_ns=40_000_000),
+        "spin-over-threads-on-a-2x-slower-machine": edit(
+            count(B(), 1, busy_ns=640_000_000, busy_start_ns=640_000_000,
+                  busy_start_max_ns=40_000_000), E.SessionStarted, cpu_pace=2.0),
+        "spin-in-pieces": count(B(), 2, busy_ns=640_000_000, busy_max_ns=5_000_000),
+        "a-jvm-on-a-3x-slower-machine": edit(count(B(), 1, busy_ns=250_000_000,
+                                                   busy_start_ns=150_000_000),
+                                             E.SessionStarted, cpu_pace=3.0)},
 }
 RESTORE, DURABILITY = {"check": "restore"}, {"check": "durability"}
 GATES = {   # gate: {case: its stream} of a grading attempt

@@ -20,6 +20,7 @@ class Thresholds:
     cpu_ns_per_byte: float
     cpu_stretch_allowance_ns: int
     cpu_startup_stretch_ns: int
+    cpu_waste_ns: int
     cpu_view_tolerance_ns: int
     pace_reference_ns: int
     pace_noise: float

@@ -70,6 +70,11 @@
  *                 IORING_OP_SPLICE (the pipe drained with read(2)), before the honest backup.
  *   sqpoll-spin   CPU: an io_uring SQPOLL ring whose kernel thread polls 300 ms with nothing to
  *                 do (it works for the client, on the client's CPU), then the honest backup.
+ *   threads-spin  CPU, spread thin: before it opens SOURCE, THREAD_SPINNERS (16) threads each
+ *                 burn PIECE_MS (40) ms of their own CPU time (no syscall in the loop): 640 ms
+ *                 of waste, no single stretch over the start-up allowance.
+ *   pieces-spin   CPU, cut short: with SOURCE open, one thread burns PIECES (128) pieces of
+ *                 5 ms of its CPU time, a getuid() between pieces: 640 ms, no stretch over 5.
  *   uring-send    honest: the payload is sent with io_uring IORING_OP_SEND.
  *   sendmmsg-send honest: the payload is sent with sendmmsg(2), two messages a call.
  *   sendfile-send honest: the payload is sent with sendfile(2) from the source.
@@ -83,6 +88,7 @@
 #include <netinet/in.h>
 #include <openssl/evp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,7 +119,8 @@ static const char *const MODES[] = { "honest", "udp-sendto", "udp-sendmsg", "udp
                                      "uring-send", "sendmmsg-send", "sendfile-send",
                                      "mmap-honest", "copy-rehash", "sendfile-copy-rehash",
                                      "cp-rehash", "memfd-rehash", "memfd-map-rehash",
-                                     "pipe-rehash", "copy-honest" };
+                                     "pipe-rehash", "copy-honest", "threads-spin",
+                                     "pieces-spin" };
 
 static const char *mode = "honest";
 
@@ -1193,6 +1200,59 @@ static int extra_fork_spin(char *err, size_t cap, char *detail, size_t dcap)
     return 0;
 }
 
+enum { THREAD_SPINNERS = 16, PIECE_MS = 40, PIECES = 128, SHORT_PIECE_MS = 5 };
+
+/* Burn ms of the calling thread's own CPU time (a loaded machine stretches the wall time it
+ * takes, never the CPU it costs). */
+static void burn_cpu(long ms)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    do
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000L + (t.tv_nsec - t0.tv_nsec) / 1000000L < ms);
+}
+
+static void *spinner(void *arg)
+{
+    burn_cpu((long)(intptr_t)arg);
+    return NULL;
+}
+
+/* threads-spin: THREAD_SPINNERS threads burn PIECE_MS each, side by side. */
+static int extra_threads_spin(char *err, size_t cap, char *detail, size_t dcap)
+{
+    pthread_t th[THREAD_SPINNERS];
+    for (int i = 0; i < THREAD_SPINNERS; i++)
+        if (pthread_create(&th[i], NULL, spinner, (void *)(intptr_t)PIECE_MS)) {
+            snprintf(err, cap, "pthread_create failed");
+            return -1;
+        }
+    for (int i = 0; i < THREAD_SPINNERS; i++)
+        pthread_join(th[i], NULL);
+    snprintf(detail, dcap, "%d threads burned %d ms of CPU each", THREAD_SPINNERS, PIECE_MS);
+    return 0;
+}
+
+/* pieces-spin: the source open, PIECES pieces of SHORT_PIECE_MS, a syscall between them. */
+static int extra_pieces_spin(const char *path, char *err, size_t cap, char *detail, size_t dcap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, cap, "open: %s", strerror(errno));
+        return -1;
+    }
+    unsigned ids = 0;
+    for (int i = 0; i < PIECES; i++) {
+        burn_cpu(SHORT_PIECE_MS);
+        ids += (unsigned)getuid();   /* a syscall: each piece is a stretch of its own */
+    }
+    close(fd);
+    snprintf(detail, dcap, "%d pieces of %d ms of CPU (uid sum %u)", PIECES, SHORT_PIECE_MS,
+             ids);
+    return 0;
+}
+
 /* ---------- the protocol ---------- */
 
 static int connect_to(const char *host, int port, char *err, size_t cap)
@@ -1475,6 +1535,10 @@ int main(int argc, char **argv)
                                ? "memfd" : "memfd-map", err, sizeof err, detail, sizeof detail);
     else if (is("pipe-rehash"))
         rc = extra_pipe_rehash(source, err, sizeof err, detail, sizeof detail);
+    else if (is("threads-spin"))
+        rc = extra_threads_spin(err, sizeof err, detail, sizeof detail);
+    else if (is("pieces-spin"))
+        rc = extra_pieces_spin(source, err, sizeof err, detail, sizeof detail);
     if (!is("honest") && !is("mmap-rehash") && !is("mem-rehash") && !is("uring-send")
         && !is("sendmmsg-send") && !is("sendfile-send") && !is("mmap-honest")
         && !is("copy-honest"))

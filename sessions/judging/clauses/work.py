@@ -6,7 +6,6 @@ from sessions.judging.views import blind, counter, invocations, mb
 from sessions.spec.contract import Thresholds
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
-
 PAGE = 4096   # reads through a mapping are whole pages (x86-64)
 
 
@@ -119,6 +118,9 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                           f"syscall that makes progress before it opened the source "
                           f"(busy-waiting); start-up may take "
                           f"{startup_allowed / 1e6:.0f} ms{_paced(pace)}", evidence)
+        waste = _wasted(inv, t, ev.started.source_size)
+        if waste.startswith("invocation"):
+            return failed(waste, evidence)
         work = seen["source_read_bytes"] + seen["sock_sent_bytes"] + seen["sock_recv_bytes"]
         budget = pace * (t.cpu_startup_allowance_ns + t.cpu_ns_per_byte * work)
         oncpu = seen["oncpu_ns"]
@@ -131,13 +133,33 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                            f"but the kernel's view of its tree saw {oncpu / 1e6:.1f} ms: the "
                            "view is incomplete", evidence)
         notes.append(f"longest stretch {stretch / 1e6:.1f} of {stretch_allowed / 1e6:.1f} ms "
-                     f"(start-up {start / 1e6:.1f} of {startup_allowed / 1e6:.0f}), "
+                     f"(start-up {start / 1e6:.1f} of {startup_allowed / 1e6:.0f}){waste}, "
                      f"CPU {total / 1e6:.1f} of {budget / 1e6:.0f} ms"
                      + (f" (tree {oncpu / 1e6:.1f})" if cgroup is not None else ""))
     if not notes:
         return unknown("no invocation ran", failure_class="harness")
     return Judgement(PASS, f"no busy-waiting: {' / '.join(notes)}{_paced(pace)}",
                      tuple(evidence))
+
+
+def _wasted(inv: InvocationEvidence, t: Thresholds, size: int) -> str:
+    """Waste spread thin: the on-CPU time of every task of the tree in stretches of at least
+    BUSY_MIN_NS without progress, summed over the invocation (split for the reason: before
+    the source was opened, start-up, and after it, work). Spinning costs the same CPU on any
+    machine, so this allowance is not scaled by its pace: it is sized for the slowest machine
+    the contract allows (contract.toml). A failure's reason (starting "invocation"), else a
+    note for the pass (empty when an archive's evlab did not sum them yet)."""
+    total, start = counter(inv, "busy_ns"), counter(inv, "busy_start_ns")
+    if total is None or start is None:
+        return ""
+    allowed = t.cpu_waste_ns + t.cpu_ns_per_byte * size
+    split = f"{start / 1e6:.0f} ms before it opened the source, {(total - start) / 1e6:.0f} after"
+    if total > allowed:
+        return (f"invocation {inv.n}: its tasks ran {total / 1e6:.0f} ms on the CPU in "
+                f"stretches without progress ({split}: busy-waiting or repeated in-memory work "
+                f"spread over threads or pieces); allowed {allowed / 1e6:.0f} ms in all, on "
+                f"any machine")
+    return f"; without progress {total / 1e6:.0f} of {allowed / 1e6:.0f} ms in all (any pace)"
 
 
 def _paced(pace: float) -> str:
