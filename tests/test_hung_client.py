@@ -3,8 +3,8 @@ an exit status, so it fails honest-outcome whatever it claimed, and its attempt 
 reason naming the timeout; and what evlab killed is never counted as left behind.
 
 The adversaries are tests/clients/backup_client.py's hang variants, which back up honestly and
-claim `completed` before they never end: `hang` sleeps, `hang-no-term` ignores SIGTERM, SIGINT
-and SIGHUP, `hang-heavy` holds 128 MiB with its stdout closed (killed, it takes the kernel a
+claim `completed` before they never end: `hang-no-term` sleeps ignoring SIGTERM, SIGINT and
+SIGHUP (evlab's kill is SIGKILL, so one that only sleeps takes the same path), `hang-heavy` holds 128 MiB with its stdout closed (killed, it takes the kernel a
 while to tear down: a census that did not wait for it found it "still running", every time),
 `hang-stopped` has its worker SIGSTOP itself (under a wrapper that waits for it for ever: the
 worker, killed after the wrapper, was counted as "running when it ended"). Beside them the
@@ -27,7 +27,7 @@ from tests.support import grade, runs
 ROOT = Path(__file__).resolve().parent.parent
 PY_CLIENT = ROOT / "tests" / "clients" / "backup_client.py"
 root_only = pytest.mark.root(reason="the BCC collector, cgroups and the sandbox need root")
-TIMEOUT_S = 4
+TIMEOUT_S = 3
 GATES = ("immediate", "re-run", "durability", "restore", "cleanup", "limits")
 KILLED = f"killed by evlab at its {TIMEOUT_S} s timeout"
 
@@ -62,7 +62,7 @@ def test_the_honest_control_passes_every_clause_and_gate_within_the_same_timeout
 @pytest.mark.slow
 @pytest.mark.live
 @root_only
-@pytest.mark.parametrize("variant", ["hang", "hang-no-term", "hang-heavy", "hang-stopped"])
+@pytest.mark.parametrize("variant", ["hang-no-term", "hang-heavy", "hang-stopped"])
 def test_a_client_that_hangs_after_claiming_completion_fails_honest_outcome(variant, control,
                                                                             tmp_path):
     run, scenario, ev = graded(variant, tmp_path)

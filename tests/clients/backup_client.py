@@ -25,9 +25,9 @@ failed); the exit status is 0 only when the client claims completion.
                 path (a write outside its working directory that only resolving chdir reveals)
   tempdir       honest, but stages a copy of SOURCE in a tempfile.TemporaryDirectory (TMPDIR)
                 and removes it again: nothing should be reported
-  hang          honest, then never exits: sleeps for ever after its last claim
-  hang-no-term  the same, ignoring SIGTERM, SIGINT and SIGHUP
-  hang-heavy    the same, with its stdout closed and 128 MiB of memory in use: once killed, the
+  hang-no-term  honest, then never exits: sleeps for ever after its last claim, ignoring
+                SIGTERM, SIGINT and SIGHUP
+  hang-heavy    honest, then never exits, with its stdout closed and 128 MiB of memory in use: once killed, the
                 kernel takes a while to tear it down (tens of ms), and nothing waits on its stdout
   hang-stopped  a wrapper (the sandbox's pid 1, which cannot stop itself) forks a worker that
                 runs the honest client, then SIGSTOPs itself after its last claim; the wrapper
@@ -52,7 +52,7 @@ BACKOFF = 0.2
 MAX_LINE = 256
 PARTIAL_BYTES = 4096
 VARIANTS = ("honest", "temp-file", "child-left", "write-source", "fork-helper", "chdir-write",
-            "tempdir", "hang", "hang-no-term", "hang-stopped", "hang-heavy")
+            "tempdir", "hang-no-term", "hang-stopped", "hang-heavy")
 
 
 class UploadError(Exception):
@@ -191,7 +191,7 @@ def leave_child():
 
 
 def hang_forever():
-    """hang, hang-no-term: the work is done and claimed, but the program never ends."""
+    """hang-no-term and the other hangs: the work is done and claimed, but the program never ends."""
     while True:
         time.sleep(3600)
 
@@ -281,7 +281,7 @@ def main(argv=None):
         os.close(1)
         ballast = hold_memory(128 << 20)   # noqa: F841 - held until it is killed
         hang_forever()
-    if args.variant in ("hang", "hang-no-term"):
+    if args.variant == "hang-no-term":
         hang_forever()
     if args.variant == "hang-stopped":
         os.kill(os.getpid(), signal.SIGSTOP)
