@@ -4,11 +4,12 @@ reason naming the timeout; and what evlab killed is never counted as left behind
 
 The adversaries are tests/clients/backup_client.py's hang variants, which back up honestly and
 claim `completed` before they never end: `hang-no-term` sleeps ignoring SIGTERM, SIGINT and
-SIGHUP (evlab's kill is SIGKILL, so one that only sleeps takes the same path), `hang-heavy` holds 128 MiB with its stdout closed (killed, it takes the kernel a
-while to tear down: a census that did not wait for it found it "still running", every time),
-`hang-stopped` has its worker SIGSTOP itself (under a wrapper that waits for it for ever: the
-worker, killed after the wrapper, was counted as "running when it ended"). Beside them the
-honest client, with the same short timeout, passes everything. The timeout is the only clock:
+SIGHUP (evlab's kill is SIGKILL, so one that only sleeps takes the same path), `hang-heavy`
+holds 128 MiB with its stdout closed (killed, it takes the kernel a while to tear down: a
+census that did not wait for it found it "still running", every time), `hang-stopped` has its
+worker SIGSTOP itself (under a wrapper that waits for it for ever: the worker, killed after the
+wrapper, was counted as "running when it ended"). Beside them the honest client, with the same
+short timeout, passes everything. The timeout is the only clock:
 the clients hang whatever the machine's speed, and their work (a 512 KiB backup, ~0.3 s here)
 has TIMEOUT_S to claim completion.
 """

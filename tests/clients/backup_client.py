@@ -27,8 +27,9 @@ failed); the exit status is 0 only when the client claims completion.
                 and removes it again: nothing should be reported
   hang-no-term  honest, then never exits: sleeps for ever after its last claim, ignoring
                 SIGTERM, SIGINT and SIGHUP
-  hang-heavy    honest, then never exits, with its stdout closed and 128 MiB of memory in use: once killed, the
-                kernel takes a while to tear it down (tens of ms), and nothing waits on its stdout
+  hang-heavy    honest, then never exits, with its stdout closed and 128 MiB of memory in use:
+                once killed, the kernel takes a while to tear it down (tens of ms), and nothing
+                waits on its stdout
   hang-stopped  a wrapper (the sandbox's pid 1, which cannot stop itself) forks a worker that
                 runs the honest client, then SIGSTOPs itself after its last claim; the wrapper
                 claims `stopped` once it sees the stop, and waits for the worker for ever
@@ -191,7 +192,7 @@ def leave_child():
 
 
 def hang_forever():
-    """hang-no-term and the other hangs: the work is done and claimed, but the program never ends."""
+    """The hangs: the work is done and claimed, but the program never ends."""
     while True:
         time.sleep(3600)
 
