@@ -43,6 +43,9 @@ COUNTERS = (
     "own_read_bytes",      # bytes read back from places of its own (regular files on a tmpfs:
                            # its working directory, /tmp, memfds; pipes), by syscall or mapping
     "busy_start_ns",       # busy_ns before the source was opened (start-up), every task summed
+    "launch_oncpu_ns",     # on-CPU time of evlab's launch chain in the client's cgroup (sh,
+                           # prlimit, setpriv, bwrap and its child before the client's exec):
+                           # the cgroup's CPU less the tree's and this is what no view explains
 )
 
 # Counters that are maxima, not sums: per-CPU values merge with max().

@@ -274,6 +274,15 @@ def test_honest_clients_pass_every_clause_and_gate_in_the_sandbox(egress, tmp_pa
             assert run["valid"] and run["success"], (scenario, run["reason"])
             assert run["risk_findings"] == [], run["risk_findings"]
     assert doc["sandbox"]["enabled"] and doc["sandbox"]["settings"]["user"] == "evlab-client"
+    for scenario in doc["scenarios"]:
+        for inv in scenario["invocations"]:
+            # the cgroup's CPU is the tree's and the launch chain's, both counted by the
+            # kernel (the chain's count also has the shell's start before it joined the
+            # cgroup: a small part of the chain's)
+            kernel, cgroup = inv["kernel"], inv["boundary"]["cgroup_cpu_ns"]
+            launch = kernel["launch_cpu_ns"]
+            assert 0 < launch < cgroup
+            assert kernel["cpu_ns"] + launch < cgroup + launch / 2, inv["n"]
 
 
 # --- hostile clients: nothing forged, nothing harmed, nothing left --------------------------------

@@ -303,6 +303,13 @@ CLAUSES = {   # clause: {case: its stream}; what the judge decides: tests/data/j
         "over-budget": edit(B(), E.BoundaryObserved, 2, cpu_ns=900_000_000),
         "no-scheduler-view": count(B(), 2, busy_max_ns=None, busy_start_max_ns=None),
         "cgroup-tree-disagree": edit(B(), E.BoundaryObserved, 1, cpu_ns=300_000_000),
+        # the sandbox's launch chain runs in the cgroup before the tree: counted apart, a slow
+        # one (a busy machine's bwrap) explains the cgroup's CPU, and nothing more does
+        "slow-launch-chain": count(edit(B(), E.BoundaryObserved, 1, cpu_ns=70_000_000), 1,
+                                   launch_oncpu_ns=65_000_000),
+        "disagree-beyond-the-chain": count(edit(B(), E.BoundaryObserved, 1,
+                                                cpu_ns=300_000_000), 1,
+                                           launch_oncpu_ns=10_000_000),
         # allowances scale with the machine's pace: a 30 ms stretch is honest work on a CPU
         # 2x slower, 200 ms of spinning is waste on it too, and a pace within the measure's
         # spread scales nothing

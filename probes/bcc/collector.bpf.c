@@ -963,6 +963,7 @@ RAW_TRACEPOINT_PROBE(sched_process_exec)
             }
         }
         pending_exec.delete(&pid);
+        add(l.slot, l.inv, CTR_LAUNCH_ONCPU_NS, runtime_of(CURRENT_TASK));   // the chain's part
         // exec runs on the CPU: its clock starts now
         struct task init = { .inv = l.inv, .slot = l.slot, .on_since = bpf_ktime_get_ns(),
                              .runtime_seen = runtime_of(CURRENT_TASK),
@@ -1008,7 +1009,11 @@ RAW_TRACEPOINT_PROBE(sched_process_exit)
 {
     // (struct task_struct *p, bool group_dead); p is current
     u32 tid = bpf_get_current_pid_tgid();
-    pending_exec.delete(&tid);
+    struct launch *chain = pending_exec.lookup(&tid);
+    if (chain) {   // a task of the launch chain that never became the client (bwrap, say)
+        add(chain->slot, chain->inv, CTR_LAUNCH_ONCPU_NS, runtime_of(CURRENT_TASK));
+        pending_exec.delete(&tid);
+    }
     struct task *t = tracked_task();
     if (t)
         task_ended(t);

@@ -43,6 +43,7 @@ def _kernel(inv: InvocationEvidence) -> dict:
         "own_read_bytes": get("own_read_bytes"),
         "busy_ns": get("busy_ns"),
         "busy_start_ns": get("busy_start_ns"),
+        "launch_cpu_ns": get("launch_oncpu_ns"),
         "tasks_left_at_exit": get("leftover_tasks"),
     }
 
