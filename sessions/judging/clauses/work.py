@@ -128,14 +128,9 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         if total > budget:
             return failed(f"invocation {inv.n}: {total / 1e6:.0f} ms of CPU ({source}) for "
                           f"{mb(work)} moved; budget {budget / 1e6:.0f} ms", evidence)
-        # the launch chain (sh, prlimit, setpriv, bwrap) runs in the cgroup before the tree
-        launch = counter(inv, "launch_oncpu_ns") or 0
-        if cgroup is not None and cgroup - oncpu - launch > max(t.cpu_view_tolerance_ns,
-                                                                cgroup / 2):
-            chain = f" and its launch chain {launch / 1e6:.1f} ms" if launch else ""
-            return unknown(f"invocation {inv.n}: its cgroup used {cgroup / 1e6:.1f} ms of CPU "
-                           f"but the kernel's view of its tree saw {oncpu / 1e6:.1f} ms{chain}: "
-                           "the view is incomplete", evidence)
+        unseen = _unexplained(inv, t, cgroup, oncpu)
+        if unseen:
+            return unknown(unseen, evidence)
         notes.append(f"longest stretch {stretch / 1e6:.1f} of {stretch_allowed / 1e6:.1f} ms "
                      f"(start-up {start / 1e6:.1f} of {startup_allowed / 1e6:.0f}){waste}, "
                      f"CPU {total / 1e6:.1f} of {budget / 1e6:.0f} ms"
@@ -144,6 +139,19 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         return unknown("no invocation ran", failure_class="harness")
     return Judgement(PASS, f"no busy-waiting: {' / '.join(notes)}{_paced(pace)}",
                      tuple(evidence))
+
+
+def _unexplained(inv: InvocationEvidence, t: Thresholds, cgroup: int | None, oncpu: int) -> str:
+    """Why the kernel's view of the tree is incomplete, if the cgroup's CPU says so: the launch
+    chain (sh, prlimit, setpriv, bwrap) runs in the cgroup before the tree, counted apart."""
+    if cgroup is None:
+        return ""
+    launch = counter(inv, "launch_oncpu_ns") or 0
+    if cgroup - oncpu - launch <= max(t.cpu_view_tolerance_ns, cgroup / 2):
+        return ""
+    chain = f" and its launch chain {launch / 1e6:.1f} ms" if launch else ""
+    return (f"invocation {inv.n}: its cgroup used {cgroup / 1e6:.1f} ms of CPU but the "
+            f"kernel's view of its tree saw {oncpu / 1e6:.1f} ms{chain}: the view is incomplete")
 
 
 def _wasted(inv: InvocationEvidence, t: Thresholds, size: int) -> str:
