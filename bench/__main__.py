@@ -39,10 +39,11 @@ What is measured, each figure the median of repeated runs, each ratio of medians
    side in each of 20 repetitions: whether --jobs 2 judged every clause, gate and outcome as
    --jobs 1 did, wall times, attempts a minute and their ratio, the default --jobs here.
 10. Other runtimes (bench/runtimes.py): honest backup clients in Java 17, Go, Rust (rustc
-   alone), Perl and Bash, written from docs/protocol.md (bench/runtimes/), each installed from
-   Debian when missing, built, and graded by a default `evlab grade` (3 attempts x the 4 grade
-   scenarios): whether every attempt passed every clause and gate, and the evidence of any
-   failure. A runtime that cannot be installed or built is skipped with the reason.
+   alone), Perl and Bash, written from fixture/backup/protocol.md (bench/runtimes/), each
+   installed from Debian when missing, built, and graded by a default `evlab grade` (3
+   attempts x the 4 grade scenarios): whether every attempt passed every clause and gate, and
+   the evidence of any failure. A runtime that cannot be installed or built is skipped with
+   the reason.
 11. The HTML report (bench/html_shots.py): a grade's page and the recorded campaign's in
    Debian's chromium at 1280 and 390 pixels wide, screenshots in bench/shots/ for review; no
    console error, every verdict the page carries equal to the JSON document's.

@@ -7,7 +7,7 @@ The same four grade scenarios with the fixture's honest client, run two ways in 
           after each invocation, the receiver SIGKILLed and restarted (durability), GET
           (restore), gates and risk findings.
 graded / plain is the lifecycle's cost. Then a full default grade (3 attempts) of the Python
-client written from docs/protocol.md, the figure a user waits for.
+client written from fixture/backup/protocol.md, the figure a user waits for.
 """
 
 from pathlib import Path

@@ -1,7 +1,7 @@
 """Honest clients in other runtimes (bench/__main__.py section `runtimes`).
 
-Each runtime has a backup client written from docs/protocol.md alone, under bench/runtimes/
-(the directory of client sources; this module is the section that grades them):
+Each runtime has a backup client written from fixture/backup/protocol.md alone, under
+bench/runtimes/ (the directory of client sources; this module is the section that grades them):
   java   Java 17, javac + jar, the JVM's default sockets (IPv6 dual-stack: 127.0.0.1 is
          connected as ::ffff:127.0.0.1; java.net.preferIPv4Stack is deliberately not set)
   go     Go, standard library only, `go build` offline (GOPROXY=off, GOTOOLCHAIN=local)
@@ -251,8 +251,9 @@ def report_lines(r: dict | None, value) -> list[str]:
         return []
     lines = ["", f"## Honest clients in other runtimes (`evlab grade --attempts {r['attempts']}`"
              ", the 4 grade scenarios)", "",
-             "Clients written from docs/protocol.md alone (bench/runtimes/). \"Every check "
-             "passed\": every attempt a success (every clause and gate pass or n/a).", "",
+             "Clients written from fixture/backup/protocol.md alone (bench/runtimes/). "
+             "\"Every check passed\": every attempt a success (every clause and gate pass or "
+             "n/a).", "",
              "| runtime | version | install | build | attempts (valid) | every check passed "
              "| failed (attempts) | risk findings high/medium/low | grade wall |",
              "|---|---|---|---|---|---|---|---|---|"]

@@ -11,7 +11,7 @@ from sessions.lab.session import Options
 from sessions.output import document
 from sessions.output.judged import JudgedStream
 from sessions.spec.client_spec import from_command
-from sessions.spec.scenario import GRADE_DIR, load_dir
+from sessions.spec.scenario import load_suite
 from sessions.stream.evidence import EvidenceBook
 
 
@@ -54,10 +54,11 @@ def grade(command: str, tmp_path: Path, collector: str = "auto", book: EvidenceB
           deny_egress: bool = False, **options) -> dict:
     """Grade in-process, as `evlab grade --headless` does; the JSON document."""
     spec = from_command(command, **options)
-    attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
+    attempts = spec.attempt_scenarios(load_suite("grade", spec.task_of()))
     book = book if book is not None else EvidenceBook()
     run_session(JudgedStream(book=book), attempts, tmp_path / "out",
-                Options(collector, deny_egress=deny_egress), grade_started(spec, attempts))
+                Options(collector, deny_egress=deny_egress, task=spec.task),
+                grade_started(spec, attempts))
     return document.build(book)
 
 

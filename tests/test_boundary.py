@@ -276,13 +276,10 @@ def test_honest_clients_pass_every_clause_and_gate_in_the_sandbox(egress, tmp_pa
     assert doc["sandbox"]["enabled"] and doc["sandbox"]["settings"]["user"] == "evlab-client"
     for scenario in doc["scenarios"]:
         for inv in scenario["invocations"]:
-            # the cgroup's CPU is the tree's and the launch chain's, both counted by the
-            # kernel (the chain's count also has the shell's start before it joined the
-            # cgroup: a small part of the chain's)
-            kernel, cgroup = inv["kernel"], inv["boundary"]["cgroup_cpu_ns"]
-            launch = kernel["launch_cpu_ns"]
-            assert 0 < launch < cgroup
-            assert kernel["cpu_ns"] + launch < cgroup + launch / 2, inv["n"]
+            # the launch chain ran in the cgroup and the kernel counted its CPU (what the
+            # cross-check of cpu-budget, which passed, subtracts)
+            launch = inv["kernel"]["launch_cpu_ns"]
+            assert 0 < launch < inv["boundary"]["cgroup_cpu_ns"], inv["n"]
 
 
 # --- hostile clients: nothing forged, nothing harmed, nothing left --------------------------------

@@ -1,5 +1,5 @@
 """`evlab campaign` for real: three clients (the fixture's C baseline, the Python client written
-from docs/protocol.md, the C build that uploads when it need not) on two scenarios × two
+from fixture/backup/protocol.md, the C build that uploads when it need not) on two scenarios × two
 attempts, here and on a real multi-node Ray cluster (Ray's own test cluster: a head and two
 worker raylets on this machine); the verdicts must be the same attempt for attempt. A node
 killed mid-campaign costs attempts that are reported lost and run again; a file changed on its

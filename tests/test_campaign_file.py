@@ -16,7 +16,7 @@ from sessions.judging.grading import identity_failures
 from sessions.lab.session import VERSION
 from sessions.output.judged import JudgedStream
 from sessions.spec.campaign import CampaignError, load_campaign
-from sessions.spec.contract import load_contract
+from sessions.spec.task import load_task
 from sessions.stream.codec import to_json
 from sessions.stream.events import GradeStarted, PhaseChanged, ScenarioStarted, SessionStarted
 from sessions.stream.evidence import ScenarioEvidence
@@ -101,7 +101,7 @@ def test_campaign_file_mistakes_are_one_line_naming_the_file(tmp_path, edit, mes
 
 def _piece(scenario: str, done: bool) -> list:
     events = [SessionStarted(1, wall_ns=1, evlab_version=VERSION, kernel="k", collector="bcc",
-                             packets="on", contract_version=load_contract().version,
+                             packets="on", contract_version=load_task().contract.version,
                              scenarios=(scenario,)),
               PhaseChanged(2, scenario, "setup")]
     return events + ([PhaseChanged(3, scenario, "done")] if done else [])

@@ -17,6 +17,7 @@ from fixture.harness import backup_path, client_path, start_receiver
 from fixture.proxy_faults import FaultError as ProxyFaultError
 from fixture.proxy_faults import parse_fault
 from fixture.receiver_faults import FaultBook, checked
+from fixture.spawner import Spawner
 from fixture.verifier import verify
 from sessions.judging.fault_chance import could_fire
 from sessions.lab.noise import HELPER
@@ -24,7 +25,7 @@ from sessions.lab.schedule import run_session
 from sessions.lab.session import Options
 from sessions.output.judged import JudgedStream
 from sessions.spec.faults import PHASES, FaultSpecError, parse_faults
-from sessions.spec.scenario import FAULTS_DIR, load_dir
+from sessions.spec.scenario import load_dir, load_suite
 from sessions.stream.events import ScenarioJudged, ServerRecord, Verdict
 from sessions.stream.evidence import InvocationEvidence
 
@@ -34,7 +35,7 @@ root_only = pytest.mark.root(reason="the BCC collector needs root")
 @pytest.fixture(scope="module")
 def fault_suite(built_clients, tmp_path_factory):
     events = []
-    run_session(JudgedStream(events.append), load_dir(FAULTS_DIR),
+    run_session(JudgedStream(events.append), load_suite("faults"),
                 tmp_path_factory.mktemp("faults"), Options())
     return events
 
@@ -54,7 +55,7 @@ def connection(events, scenario, conn_opened_before):
 @root_only
 def test_every_fault_scenario_is_judged_as_declared(fault_suite):
     judged = {e.scenario: e for e in fault_suite if isinstance(e, ScenarioJudged)}
-    assert set(judged) == {s.id for s in load_dir(FAULTS_DIR)}
+    assert set(judged) == {s.id for s in load_suite("faults")}
     assert all(j.instrument_check == "detected" for j in judged.values()), judged
     recovery = {e.scenario: e.status for e in fault_suite
                 if isinstance(e, Verdict) and e.clause == "bounded-recovery"}
@@ -157,22 +158,32 @@ def test_a_crash_at_any_commit_phase_leaves_old_or_new_never_torn(phase, built_c
     old = source_file.read_bytes()[::-1]
     backup_path(store).write_bytes(old)  # an older, complete backup
     faults.write_text(json.dumps([{"id": "c", "kind": "crash", "phase": phase}]))
-    rx = start_receiver(store, tmp_path / "rx.jsonl", fault_file=faults)
-    port = rx.port
-    client = subprocess.Popen([str(client_path("baseline")), "127.0.0.1", str(port),
-                               str(source_file)], stdout=subprocess.DEVNULL)
-    assert rx.process.wait(timeout=30) == -9  # the injected SIGKILL
-    after_crash = backup_path(store).read_bytes()
-    # Old before the rename, new after it: whole either way.
-    assert after_crash == (source_file.read_bytes() if phase == "after-rename" else old)
-    rx = start_receiver(store, tmp_path / "rx.jsonl", fault_file=faults, port=port)
+    # as the lab does, the port stays listening while the receiver is down (the spawner holds
+    # it): the client's retries, 0.2 and 0.6 s after the crash, wait in its backlog for the
+    # restarted receiver however long this machine takes to start it
+    spawner, key = Spawner.start(), str(tmp_path)
+    client = None
     try:
+        rx = start_receiver(store, tmp_path / "rx.jsonl", fault_file=faults, spawner=spawner,
+                            listen_key=key)
+        port = rx.port
+        client = subprocess.Popen([str(client_path("baseline")), "127.0.0.1", str(port),
+                                   str(source_file)], stdout=subprocess.DEVNULL)
+        assert rx.process.wait(timeout=30) == -9  # the injected SIGKILL
+        after_crash = backup_path(store).read_bytes()
+        # Old before the rename, new after it: whole either way.
+        assert after_crash == (source_file.read_bytes() if phase == "after-rename" else old)
+        rx = start_receiver(store, tmp_path / "rx.jsonl", fault_file=faults, port=port,
+                            spawner=spawner, listen_key=key)
         assert client.wait(timeout=30) == 0  # it recovered on the restarted receiver
         assert verify(store, source_file)["match"]
         assert not list(store.glob(".upload-*"))  # the crash's temp file was cleaned up
-    finally:
         rx.stop()
-        client.kill()
+    finally:
+        if client is not None:
+            client.kill()
+            client.wait()
+        spawner.close()
 
 
 def _matrix(events) -> dict:

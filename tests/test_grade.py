@@ -1,7 +1,7 @@
 """`evlab grade`: any client through the grade scenarios, with attempts, gates and risk findings.
 
 The clients under test are the eight fixture builds (graded as unknown executables) and
-tests/clients/backup_client.py, a Python client written from docs/protocol.md alone, whose
+tests/clients/backup_client.py, a Python client written from fixture/backup/protocol.md alone, whose
 --variant flag adds one known flaw at a time.
 """
 
@@ -30,7 +30,7 @@ from sessions.output.grade_report import grade_markdown
 from sessions.output.grades import grade_of
 from sessions.output.judged import JudgedStream
 from sessions.spec.client_spec import BASE_ENV, ClientSpecError, from_command, from_file
-from sessions.spec.scenario import GRADE_DIR, load_dir
+from sessions.spec.scenario import load_dir, load_suite
 from sessions.stream.events import (
     AttemptJudged,
     ClientLaunched,
@@ -167,7 +167,7 @@ def test_cli_grade_usage_errors(tmp_path):
 
 def test_a_scenario_named_twice_runs_once():
     spec = from_command(py_client(), attempts=2, scenarios=("normal", "stale", "normal"))
-    ids = [a.id for a in spec.attempt_scenarios(load_dir(GRADE_DIR))]
+    ids = [a.id for a in spec.attempt_scenarios(load_suite("grade"))]
     assert ids == ["normal@1", "normal@2", "stale@1", "stale@2"]
 
 

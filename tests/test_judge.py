@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from sessions.judging.clauses import CLAUSES as JUDGED_CLAUSES
+from sessions.judging.clauses import PREDICATES as JUDGED_CLAUSES
 from sessions.judging.gates import GATES as JUDGED_GATES
 from sessions.output.archive import load_archive
 from sessions.output.judged import JudgedStream
-from sessions.spec.contract import load_contract
+from sessions.spec.task import load_task
 from sessions.stream import events as E
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.replay import DERIVED, replay
@@ -41,7 +41,7 @@ def test_a_replayed_archive_is_judged_as_the_live_run_was(archive, derived):
     # earlier contract keeps every status, class and piece of evidence, not its reasons'
     # figures (a threshold they quote may have changed since).
     opened = next(e for e in loaded.events if isinstance(e, E.SessionStarted))
-    same = opened.contract_version == load_contract().version
+    same = opened.contract_version == load_task().contract.version
 
     # An archive from before attempts named their rule records none: compared without it.
     ruled = any(getattr(e, "rule", "") for e in loaded.events)

@@ -4,7 +4,7 @@ or malformed (it says inconclusive, or refuses the event, and never crashes)."""
 import pytest
 
 from sessions.judging.clauses.store import mismatch_rejected
-from sessions.spec.contract import load_contract
+from sessions.spec.task import load_task
 from sessions.stream.codec import EventFormatError, from_dict
 from sessions.stream.events import ScenarioStarted, ServerRecord, VerifierResult
 from sessions.stream.evidence import EvidenceBook
@@ -24,7 +24,7 @@ def test_rejections_then_an_unverified_store_are_inconclusive_not_a_crash():
         ServerRecord(3, "s", 1, "receiver", "rejected", {"reason": "digest-mismatch"}, seq=3),
         VerifierResult(4, "s", 1, False, False, SOURCE, None, seq=4),
         ServerRecord(5, "s", 2, "receiver", "connection_opened", {}, seq=5))  # no verifier
-    j = mismatch_rejected(book.scenarios["s"], load_contract().thresholds)
+    j = mismatch_rejected(book.scenarios["s"], load_task().contract.thresholds)
     assert (j.status, j.failure_class) == ("inconclusive", "harness")
     assert "not verified after the last invocation" in j.reason
 
@@ -46,7 +46,7 @@ def _cpu_budget(upper_ms: float):
         ClientLaunched(2, "s", 1, 99, ("/bin/client",), "/tmp", "/tmp/source.bin", seq=2),
         CounterSample(3, "s", 1, counters, {}, (), final=True, seq=3),
         BoundaryObserved(4, "s", 1, 35_000_000, None, {}, 0, True, seq=4))
-    return cpu_budget(book.scenarios["s"], load_contract().thresholds)
+    return cpu_budget(book.scenarios["s"], load_task().contract.thresholds)
 
 
 def test_a_stretch_over_its_allowance_fails_and_one_within_it_passes():

@@ -1,5 +1,6 @@
-"""Robustness of the receiver (docs/protocol.md) against malformed, truncated, oversized and
-interleaved frames: targeted cases plus a hypothesis fuzzer with a reference model of the spec.
+"""Robustness of the receiver (fixture/backup/protocol.md) against malformed, truncated,
+oversized and interleaved frames: targeted cases plus a hypothesis fuzzer with a reference model
+of the spec.
 
 All cases hit ONE receiver process (module fixture) that already holds a committed backup. After
 every case: the process is alive, a fresh `CHECK <digest>` still answers `HAVE` and `GET <digest>`
@@ -49,7 +50,7 @@ SPEC_REASONS = {
     "digest-mismatch", "too-many-connections", "fault-drop", "not-ascii", "connection-reset",
     "backup-unreadable",
 }
-EXTRA_REASONS: set[str] = set()  # reasons outside docs/protocol.md: none may appear
+EXTRA_REASONS: set[str] = set()  # reasons outside fixture/backup/protocol.md: none may appear
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _DECIMAL = re.compile(r"[0-9]{1,20}")
 
@@ -686,7 +687,7 @@ def test_reset_bursts_and_pipelined_checks_then_reset(rx):
 
 
 def model(stream: bytes, saved: str) -> tuple[bytes, str | None]:
-    """What docs/protocol.md says a receiver answers to exactly `stream` followed by EOF:
+    """What fixture/backup/protocol.md says a receiver answers to exactly `stream` followed by EOF:
     (the bytes it writes back, the rejection reason or None)."""
     out = []
     pos = 0

@@ -9,13 +9,13 @@ from hypothesis import strategies as st
 
 from fixture.harness import BEHAVIOURS, client_path
 from sessions.spec.scenario import (
-    BUILTIN_DIR,
     ScenarioError,
     expand,
     load_dir,
     parse,
     placeholders_of,
     select,
+    suite_dir,
 )
 
 SEEDED_FAILURES = {
@@ -32,7 +32,7 @@ def test_the_eight_seeded_scenarios_ship_as_files():
                                          "unexpected-egress", "redundant-upload", "busy-wait",
                                          "corrupt-upload", "retry"]
     for s in scenarios:
-        assert s.file.parent == BUILTIN_DIR
+        assert s.file.parent == suite_dir("seeded")
         assert s.expect_fail == SEEDED_FAILURES[s.id]
         assert s.client == client_path(s.id) and s.id in BEHAVIOURS
     by_id = {s.id: s for s in scenarios}
@@ -140,7 +140,7 @@ def test_duplicate_ids_are_rejected(tmp_path):
 @given(st.text(alphabet="{}abhostpruced_:.!0 ", max_size=40))
 def test_templates_substitute_documented_names_literally_or_are_refused(text):
     values = {"host": "H", "port": "P", "source": "S", "decoy_port": "D"}
-    names = placeholders_of(text)
+    names = placeholders_of(text, values)
     if names is None:
         return   # refused when the scenario or command is read
     # for what it accepts (plain documented names, doubled braces) str.format agrees

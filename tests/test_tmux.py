@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sessions.spec.contract import CLAUSE_IDS
 from sessions.spec.scenario import load_dir
+from sessions.spec.task import load_task
 from tests.leftovers import owned_dirs, wait_gone
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +63,7 @@ def test_dashboard_in_tmux(tmp_path, built_clients):
             if index:
                 tmux("send-keys", "-t", "ev", "j", socket=socket)
             text = wait_screen(socket, lambda t, s=sid: f"{s}: ✓ detected" in t, timeout=10)
-            for clause in CLAUSE_IDS:
+            for clause in load_task().clause_ids:
                 line = next(line for line in text.splitlines() if f"│ {clause} " in line)
                 assert any(word in line for word in ("✓ pass", "✗ FAIL", "– n/a")), line
         tmux("send-keys", "-t", "ev", "q", socket=socket)

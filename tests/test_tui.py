@@ -16,7 +16,7 @@ from sessions.cli.plan import grade_started
 from sessions.lab.session import Options
 from sessions.output.archive import load_archive
 from sessions.spec.client_spec import from_command
-from sessions.spec.scenario import GRADE_DIR, load_dir
+from sessions.spec.scenario import load_dir, load_suite
 from sessions.stream.events import ClientLaunched, ProcessMetrics, ScenarioStarted
 from tui.app import EvlabApp
 from tui.feed import Feed
@@ -356,7 +356,7 @@ async def test_grade_view_shows_attempts_metrics_and_risks(tmp_path):
     client = ROOT / "tests" / "clients" / "backup_client.py"
     spec = from_command(f"/usr/bin/python3 {client} --variant chdir-write {{host}} {{port}} "
                         "{source}", attempts=2, scenarios=("normal",))
-    attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
+    attempts = spec.attempt_scenarios(load_suite("grade"))
     feed = LiveFeed(attempts, Options(), grade=grade_started(spec, attempts))
     app = EvlabApp(feed)
     try:

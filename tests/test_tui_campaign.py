@@ -21,7 +21,7 @@ from sessions.output.grades import given_up
 from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import Board, board_of
 from sessions.spec.campaign import load_campaign
-from sessions.spec.contract import load_contract
+from sessions.spec.task import load_task
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
 from sessions.stream.codec import to_json
 from sessions.stream.events import SessionEnded, SessionStarted
@@ -139,7 +139,7 @@ def recorded_pieces() -> dict[str, AttemptPiece]:
     current = None
     for e in observations(load_archive(DATA).events):
         if isinstance(e, SessionStarted):
-            e = dataclasses.replace(e, contract_version=load_contract().version)
+            e = dataclasses.replace(e, contract_version=load_task().contract.version)
             current = pieces.setdefault(e.scenarios[0], [])
         if current is not None and not isinstance(
                 e, (CampaignStarted, AttemptDispatched, AttemptLost, SessionEnded)):

@@ -48,8 +48,10 @@ async def on_leaderboard(pilot) -> None:
     await until(pilot, lambda: isinstance(pilot.app.screen, LeaderboardScreen)
                 and "ended" in str(pilot.app.screen.query_one("#campaign-progress").render()))
     # and its columns sized to the rows (the table measures new rows when it next idles,
-    # which a loaded machine can put off past a fixed pause)
-    await until(pilot, lambda: _measured(pilot.app.screen.query_one("#leaderboard", DataTable)))
+    # which a loaded machine can put off past a fixed pause), and focused (its cursor drawn:
+    # a fresh clone's make test once took the picture before the focus had moved to it)
+    table = pilot.app.screen.query_one("#leaderboard", DataTable)
+    await until(pilot, lambda: _measured(table) and pilot.app.screen.focused is table)
     await pilot.pause(0.3)
 
 

@@ -53,7 +53,7 @@ def test_every_command_reads_and_writes_relative_paths_in_the_users_directory(tm
     home = tmp_path / "me"
     home.mkdir(mode=0o755)
     shutil.copy(CLIENT, home / "client.py")
-    shutil.copy(ROOT / "sessions" / "scenarios" / "baseline.toml", home / "mine.toml")
+    shutil.copy(ROOT / "fixture" / "backup" / "scenarios" / "baseline.toml", home / "mine.toml")
     command = '["python3", "client.py", "{host}", "{port}", "{source}"]'
     (home / "grade.toml").write_text(f"[client]\ncommand = {command}\n"
                                      "[grade]\nattempts = 1\nscenarios = [\"normal\"]\n")

@@ -20,7 +20,7 @@ from sessions.output.grades import ClientGrade, grade_of, outcome_word
 from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import Board, board_of
 from sessions.output.timeline import Timeline, timeline_of
-from sessions.spec.contract import CLAUSE_IDS
+from sessions.spec.task import record_of
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
 from sessions.stream.events import (
     AttemptJudged,
@@ -133,11 +133,13 @@ def status_of(ev: ScenarioEvidence | None) -> str:
     return "running"
 
 
-def verdict_rows(ev: ScenarioEvidence | None) -> list[tuple[str, Verdict | GateResult | None]]:
-    """The contract's clauses; for a grading attempt, its lifecycle gates too."""
+def verdict_rows(ev: ScenarioEvidence | None, clauses: list[str]
+                 ) -> list[tuple[str, Verdict | GateResult | None]]:
+    """The task's clauses (the session's record of them); for a grading attempt, its
+    lifecycle gates too."""
     verdicts = {v.clause: v for v in ev.verdicts} if ev else {}
-    rows: list[tuple[str, Verdict | GateResult | None]] = [(c, verdicts.get(c))
-                                                           for c in CLAUSE_IDS]
+    rows: list[tuple[str, Verdict | GateResult | None]] = [
+        (c, verdicts.get(c)) for c in dict.fromkeys([*clauses, *verdicts])]
     if ev is not None and ev.started.attempt:
         gates = {g.gate: g for g in ev.gates}
         rows += [(f"gate {g}", gates.get(g)) for g in GATES]
@@ -225,8 +227,9 @@ class DashboardModel:
                 sid, self.generation, status_of(ev), ev.phase if ev else "", panes.invocation,
                 ev.started.expected_failures if ev else (),
                 ev.judged.detail if ev and ev.judged else "", invocations,
-                tuple(verdict_rows(ev)), tuple(panes.rates), tuple(panes.lines[PACKETS]),
-                tuple(panes.lines[RECEIVER]), tuple(panes.lines[CLAIMS]))
+                tuple(verdict_rows(ev, self._clauses())), tuple(panes.rates),
+                tuple(panes.lines[PACKETS]), tuple(panes.lines[RECEIVER]),
+                tuple(panes.lines[CLAIMS]))
 
     def conditions(self, sid: str) -> tuple[tuple[str, ...], int, int] | None:
         """(noise kinds, faults armed, faults fired) of a started scenario, without copying
@@ -260,7 +263,10 @@ class DashboardModel:
 
     def verdict_rows(self, sid: str) -> list[tuple[str, Verdict | GateResult | None]]:
         with self._lock:
-            return verdict_rows(self.book.scenarios.get(sid))
+            return verdict_rows(self.book.scenarios.get(sid), self._clauses())
+
+    def _clauses(self) -> list[str]:
+        return record_of(self.book.session)["clauses"]
 
     def timeline(self, sid: str) -> Timeline | None:
         """A started scenario's timeline (sessions.output.timeline, as the HTML report's)."""

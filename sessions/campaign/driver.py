@@ -15,7 +15,7 @@ from sessions.campaign.shipping import Files, ShippingError, pack
 from sessions.lab.attempts import AttemptPiece
 from sessions.lab.session import VERSION, end_reason
 from sessions.spec.campaign import Campaign
-from sessions.spec.contract import load_contract
+from sessions.spec.task import load_task
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
 from sessions.stream.codec import EventFormatError, from_json
 from sessions.stream.events import (
@@ -46,7 +46,7 @@ class Merger:
     def __init__(self, stream: EventStream, campaign: Campaign, journal: Journal):
         self.stream, self.campaign, self.journal = stream, campaign, journal
         self._files: dict[str, Files] = {}
-        self._versions = (VERSION, load_contract().version)   # what every node must run
+        self._versions = (VERSION, load_task().contract.version)   # what every node must run
 
     def files(self, client: str) -> Files:
         """The client's shipped files, read once (what every node receives)."""

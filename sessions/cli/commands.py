@@ -14,15 +14,28 @@ from sessions.output.archive import ArchiveError, load_archive
 from sessions.output.grades import ClientGrade
 from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import Board
-from sessions.spec.scenario import SUITES, load_dir
+from sessions.spec.scenario import load_suite
+from sessions.spec.task import builtin_tasks, load_task
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.replay import replay
 
 
+def cmd_tasks(args=None) -> int:
+    for folder in builtin_tasks():
+        task = load_task(folder)
+        print(f"{task.id} (version {task.version}): {task.summary}")
+        print(f"  clauses: {', '.join(task.clause_ids)}")
+        print(f"  suites: {', '.join(task.suites)}; placeholders: "
+              f"{' '.join('{' + p + '}' for p in task.placeholders)}")
+    return 0
+
+
 def cmd_list(args=None) -> int:
-    for suite, directory in SUITES.items():
-        print(f"{suite} suite (evlab run --suite {suite}):")
-        for s in load_dir(directory):
+    task = load_task(getattr(args, "task", None))
+    option = f" --task {args.task}" if getattr(args, "task", None) else ""
+    for suite in task.suites:
+        print(f"{suite} suite (evlab run{option} --suite {suite}):")
+        for s in load_suite(suite, task):
             fails = ", ".join(s.expect_fail) or ("(attempt invalid)" if s.expect_invalid
                                                  else "nothing")
             print(f"  {s.id:<22} must fail: {fails:<32} {s.description}")

@@ -5,9 +5,11 @@ from pathlib import Path
 
 from probes.boundary.limits import SandboxLimits
 from probes.collector_kinds import KINDS
-from sessions.spec.suites import NOISE_KINDS, SUITES
+from sessions.spec.suites import NOISE_KINDS
+from sessions.spec.task import SUITE_NAMES
 
 EPILOG = """examples:
+  evlab tasks                                   the tasks evlab judges programs on
   evlab list                                    the scenarios and what each must fail
   evlab run --all --headless                    run the eight seeded scenarios, no dashboard
   evlab run --suite faults --headless           the client under injected faults
@@ -23,6 +25,7 @@ EPILOG = """examples:
                                                 grade several clients, ranked in a leaderboard
   evlab campaign clients.toml --ray auto --headless   the same on a Ray cluster of evlab nodes
   evlab doctor [--json]                         what this machine can observe, and the fixes
+  (every command that runs or lists scenarios takes --task ID|FOLDER; the default is backup)
 
 exit status of run: 0 every scenario judged as declared (the instrument works; not "every
 backup was correct"), 1 a scenario was missed, 3 evidence missing or the run cut short,
@@ -69,24 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Execution-evidence lab: judge what a client "
                                 "did from the kernel, the wire, the receiver and a verifier.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("list", help="list the built-in scenarios")
-    r = sub.add_parser("run", help="run scenarios and judge them")
-    r.add_argument("scenarios", nargs="*", metavar="SCENARIO",
-                   help="scenario ids or .toml files (default with --all: every built-in one)")
-    r.add_argument("--all", action="store_true",
-                   help="the eight seeded scenarios (the instrument's own check)")
-    r.add_argument("--suite", choices=tuple(SUITES), help="a built-in suite: seeded or faults")
-    r.add_argument("--headless", action="store_true", help="no dashboard; progress lines only")
-    r.add_argument("--collector", choices=KINDS, default="auto")
-    r.add_argument("--packets", choices=("on", "off", "required"), default="on")
-    r.add_argument("--noise", nargs="?", const=",".join(NOISE_KINDS), default="",
-                   metavar="KINDS", help="ambient noise during every scenario: "
-                   f"{','.join(NOISE_KINDS)} (default with --noise: all)")
-    r.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
-    r.add_argument("--archive", type=Path, metavar="PATH", help="write the session archive here")
-    _html_argument(r)
-    _jobs_argument(r)
-    _boundary_arguments(r)
+    sub.add_parser("tasks", help="list the built-in tasks: id, summary, clauses")
+    _task_argument(sub.add_parser("list", help="list the built-in scenarios"))
+    _run_parser(sub)
     rp = sub.add_parser("report", help="render a saved session's report")
     rp.add_argument("archive", type=Path)
     rp.add_argument("--format", choices=("md", "json", "junit", "html"), default=None,
@@ -103,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run a client of your own through the grade scenarios "
                        "(normal, interrupted, mismatch, stale; each with an unchanged "
                        "re-run), N attempts each.")
+    _task_argument(g, "(default: the grade file's [grade] task, else backup)")
     g.add_argument("spec", nargs="?", type=Path, metavar="GRADE.toml",
                    help="a grade file ([client] command, env, timeout_s; [grade] attempts)")
     g.add_argument("--client", metavar="COMMAND",
@@ -120,6 +109,34 @@ def build_parser() -> argparse.ArgumentParser:
     _campaign_parser(sub)
     _doctor_parser(sub)
     return p
+
+
+def _run_parser(sub) -> None:
+    r = sub.add_parser("run", help="run scenarios and judge them")
+    _task_argument(r)
+    r.add_argument("scenarios", nargs="*", metavar="SCENARIO",
+                   help="scenario ids or .toml files (default with --all: every built-in one)")
+    r.add_argument("--all", action="store_true",
+                   help="the eight seeded scenarios (the instrument's own check)")
+    r.add_argument("--suite", choices=SUITE_NAMES, help="a built-in suite of the task: seeded, "
+                   "faults or grade")
+    r.add_argument("--headless", action="store_true", help="no dashboard; progress lines only")
+    r.add_argument("--collector", choices=KINDS, default="auto")
+    r.add_argument("--packets", choices=("on", "off", "required"), default="on")
+    r.add_argument("--noise", nargs="?", const=",".join(NOISE_KINDS), default="",
+                   metavar="KINDS", help="ambient noise during every scenario: "
+                   f"{','.join(NOISE_KINDS)} (default with --noise: all)")
+    r.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
+    r.add_argument("--archive", type=Path, metavar="PATH", help="write the session archive here")
+    _html_argument(r)
+    _jobs_argument(r)
+    _boundary_arguments(r)
+
+
+def _task_argument(parser, default: str = "(default: backup)") -> None:
+    parser.add_argument("--task", metavar="ID|FOLDER",
+                        help=f"the task: a built-in one's id (evlab tasks) or a task folder "
+                        f"{default}")
 
 
 def _html_argument(parser) -> None:

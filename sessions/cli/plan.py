@@ -1,6 +1,7 @@
 """What `evlab run`, `evlab grade` or bare `evlab` will run, read from its arguments once: the
 headless session and the dashboard's lab are built from the same plan."""
 
+import dataclasses
 from dataclasses import dataclass
 
 from probes.boundary.limits import SandboxLimits
@@ -8,19 +9,22 @@ from sessions.cli.parser import LIMIT_FLAGS, TOML_KEYS, UsageError
 from sessions.lab.cpus import default_jobs
 from sessions.lab.session import Options
 from sessions.spec.client_spec import ClientSpec, from_command, from_file, parse_env
-from sessions.spec.scenario import GRADE_DIR, SUITES, Scenario, load_all, load_dir, select
+from sessions.spec.scenario import Scenario, load_all, load_suite, select
 from sessions.spec.suites import NOISE_KINDS
+from sessions.spec.task import load_task, task_ref
 from sessions.stream.events import GradeStarted
 
 
-def chosen_scenarios(names: list[str], everything: bool, suite: str | None = None):
+def chosen_scenarios(names: list[str], everything: bool, suite: str | None = None,
+                     task: str | None = None):
     if sum(map(bool, (names, everything, suite))) > 1:
         raise UsageError("give scenario names, --all or --suite, not several")
+    chosen = load_task(task)
     if suite:
-        return load_dir(SUITES[suite])
+        return load_suite(suite, chosen)
     if everything or not names:
-        return load_dir()
-    return select(names, load_all())
+        return load_suite("seeded", chosen)
+    return select(names, load_all(chosen), chosen)
 
 
 def grade_spec(args) -> ClientSpec:
@@ -28,14 +32,20 @@ def grade_spec(args) -> ClientSpec:
         raise UsageError("grade: give --client 'COMMAND {host} {port} {source}' or a grade "
                          ".toml file (exactly one)")
     env = parse_env(args.env)
+    task = _task_ref(args.task)
     if args.spec is not None:
-        overrides = {"attempts": args.attempts, "timeout_s": args.timeout,
+        overrides = {"attempts": args.attempts, "timeout_s": args.timeout, "task": task,
                      "scenarios": tuple(args.scenario) if args.scenario else None}
         return from_file(args.spec, extra_env=env,
                          **{k: v for k, v in overrides.items() if v is not None})
     return from_command(args.client, env=env, timeout_s=args.timeout,
                         attempts=args.attempts if args.attempts is not None else 3,
-                        scenarios=tuple(args.scenario or ()))
+                        scenarios=tuple(args.scenario or ()), task=task or "")
+
+
+
+def _task_ref(given: str | None) -> str | None:
+    return task_ref(given) if given is not None else None
 
 
 def grade_started(spec: ClientSpec, attempts) -> GradeStarted:
@@ -80,12 +90,13 @@ class Plan:
 def plan_of(args) -> Plan:
     if args.command == "grade":
         spec = grade_spec(args)
-        attempts = spec.attempt_scenarios(load_dir(GRADE_DIR))
-        return Plan(attempts, options_of(args, True, spec.sandbox),
-                    grade_started(spec, attempts), spec, _jobs(args))
+        attempts = spec.attempt_scenarios(load_suite("grade", spec.task_of()))
+        options = dataclasses.replace(options_of(args, True, spec.sandbox), task=spec.task)
+        return Plan(attempts, options, grade_started(spec, attempts), spec, _jobs(args))
     if args.command == "run":
-        return Plan(chosen_scenarios(args.scenarios, args.all, args.suite), options_of(args),
-                    jobs=_jobs(args))
+        task = _task_ref(args.task) or ""
+        return Plan(chosen_scenarios(args.scenarios, args.all, args.suite, task or None),
+                    dataclasses.replace(options_of(args), task=task), jobs=_jobs(args))
     return Plan(chosen_scenarios([], True), Options())   # bare `evlab`: the dashboard's suite
 
 

@@ -7,14 +7,15 @@ status are claims: only `honest-outcome` reads them, and only to compare them wi
 import time
 from collections.abc import Sequence
 
-from sessions.judging.clauses import CLAUSES
+from sessions.judging.clauses import predicates_of
 from sessions.judging.fault_chance import unfired_faults
 from sessions.judging.gates import GATES
 from sessions.judging.grading import judge_attempt
 from sessions.judging.judgement import FAIL, INCONCLUSIVE, NA, PASS, unknown
 from sessions.judging.risks import coverage, findings
 from sessions.judging.views import swamped
-from sessions.spec.contract import Contract, load_contract
+from sessions.spec.contract import Contract
+from sessions.spec.task import task_of_record
 from sessions.stream.events import (
     Event,
     GateResult,
@@ -26,7 +27,7 @@ from sessions.stream.events import (
 )
 from sessions.stream.evidence import EvidenceBook, ScenarioEvidence
 
-# Clauses decided by evidence no flood can crowd out: the verifier reads the store itself.
+# Predicates of evidence no flood can crowd out: the verifier reads the store itself.
 FLOOD_PROOF = ("integrity",)
 
 
@@ -63,9 +64,9 @@ def instrument_check(verdicts: list[Verdict], unfired: Sequence[dict] = (),
 
 def judge(ev: ScenarioEvidence, contract: Contract, now_ns: int) -> list[Event]:
     verdicts, flood = [], swamped(ev)
-    for clause, fn in CLAUSES.items():
+    for clause, fn in predicates_of(contract).items():
         j = fn(ev, contract.thresholds)
-        if flood and j.status in (PASS, NA) and clause not in FLOOD_PROOF:
+        if flood and j.status in (PASS, NA) and contract.predicate(clause) not in FLOOD_PROOF:
             j = unknown(flood, j.evidence)   # the client's doing: counted against it
         verdicts.append(Verdict(now_ns, ev.id, clause, j.status, expected_of(ev, clause),
                                 j.reason, j.failure_class if j.status != PASS else None,
@@ -101,13 +102,18 @@ class VerdictEngine:
     from the session's book (which the stream fed before it: JudgedStream)."""
 
     def __init__(self, book: EvidenceBook, contract: Contract | None = None):
-        self.contract = contract or load_contract()
+        self.contract = contract   # None: the contract of the task the session records
         self.book = book
 
     def __call__(self, event: Event) -> list[Event]:
         if isinstance(event, PhaseChanged) and event.phase == "judging":
             scenario = self.book.scenarios.get(event.scenario)
             if scenario is not None:
-                return judge(scenario, self.contract, time.monotonic_ns())
+                return judge(scenario, self.contract or self._recorded(), time.monotonic_ns())
         return []
+
+    def _recorded(self) -> Contract:
+        session = self.book.session
+        return task_of_record(session.task_id if session else "",
+                              session.task_sha256 if session else "").contract
 

@@ -35,8 +35,8 @@ from sessions.lab.boundary import Boundary, BoundaryError
 from sessions.lab.invocation import Invocations
 from sessions.lab.parts import HOST, Cancelled, LabParts
 from sessions.lab.scenario_run import ScenarioRun
-from sessions.spec.contract import load_contract
 from sessions.spec.scenario import Scenario
+from sessions.spec.task import load_task
 from sessions.stream.events import (
     CapabilityMissing,
     GradeStarted,
@@ -64,6 +64,7 @@ class Options:
     sandbox: str = "auto"        # auto (when it can be built), required, off (--no-sandbox)
     deny_egress: bool = False    # refuse every destination but the receiver (EPERM)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    task: str = ""               # the task's id or folder ("": the default task, backup)
 
 
 def end_reason(error: BaseException | None) -> str:
@@ -80,7 +81,8 @@ class Session:
         self.stream = stream
         self.out_dir = Path(out_dir)       # pcaps and server records kept for the archive
         self.options = options or Options()
-        self.contract = load_contract()
+        self.task = load_task(self.options.task or None)
+        self.contract = self.task.contract
         self.cancel = threading.Event()  # set from another thread to stop the current run
         self.layout = find_layout()
         self.parts: LabParts | None = None
@@ -147,7 +149,9 @@ class Session:
             time.monotonic_ns(), wall_ns=time.time_ns(), evlab_version=VERSION,
             kernel=platform.release(), collector=collector.name, packets=packets_mode,
             contract_version=self.contract.version, scenarios=tuple(s.id for s in scenarios),
-            cpu_pace=round(pace_ns() / self.contract.thresholds.pace_reference_ns, 3)))
+            cpu_pace=round(pace_ns() / self.contract.thresholds.pace_reference_ns, 3),
+            task_id=self.task.id, task_version=self.task.version, task_sha256=self.task.sha256,
+            clauses=self.task.clause_ids))
         for cap in missing:
             self.stream.publish(CapabilityMissing(time.monotonic_ns(), cap.name, cap.detail,
                                                   cap.fix))

@@ -5,6 +5,7 @@ A figure that was not observed is null, never 0. Schema: docs/json-schema.md.
 
 from sessions.output.grades import ClientGrade, grade_of
 from sessions.output.leaderboard import Board, board_of
+from sessions.spec.task import record_of
 from sessions.stream.evidence import (
     EvidenceBook,
     InvocationEvidence,
@@ -134,6 +135,7 @@ def session_header(book: EvidenceBook) -> dict:
         "collector": session.collector if session else None,
         "packets": session.packets if session else None,
         "contract_version": session.contract_version if session else None,
+        "task": record_of(session),
         "cpu_pace": session.cpu_pace if session else None,
         "capabilities": {"missing": [{"name": m.name, "detail": m.detail, "fix": m.fix}
                                      for m in book.missing]},

@@ -5,9 +5,8 @@ from sessions.judging.gates import GATES
 from sessions.judging.metrics import Metrics, OverallMetrics
 from sessions.output.escape import code
 from sessions.output.escape import markdown as md
-from sessions.output.grades import METRIC_DEFINITIONS, AttemptRow, ClientGrade
+from sessions.output.grades import METRIC_DEFINITIONS, AttemptRow, ClientGrade, clauses_of
 from sessions.output.vocabulary import figure, score_text, status_symbol, status_text
-from sessions.spec.contract import CLAUSE_IDS
 
 
 def _cell(status: str | None) -> str:
@@ -50,7 +49,7 @@ def _attempts_table(name: str, runs: tuple[AttemptRow, ...]) -> list[str]:
     out = [f"### {name}: clauses and gates × attempts", "",
            "| | " + " | ".join(f"@{r.attempt}" for r in runs) + " |",
            "|---|" + "---|" * len(runs)]
-    for clause in CLAUSE_IDS:
+    for clause in clauses_of(runs):
         out.append(f"| `{clause}` | " + " | ".join(
             _cell(r.clauses.get(clause)) for r in runs) + " |")
     for gate in GATES:

@@ -77,6 +77,12 @@ class ScenarioGrade:
     runs: tuple[AttemptRow, ...]
 
 
+def clauses_of(runs) -> list[str]:
+    """The clauses the attempts were judged on, in their contract's order (every attempt's
+    verdicts come in it)."""
+    return list(dict.fromkeys(c for r in runs for c in r.clauses))
+
+
 @dataclass(frozen=True)
 class ClientGrade:
     identity: dict                  # command, executable, sha256, files, (shipped), env

@@ -25,14 +25,19 @@ from sessions.judging.gates import GATES
 from sessions.output import document
 from sessions.output.escape import html as esc
 from sessions.output.escape import visible
-from sessions.output.grades import METRIC_DEFINITIONS, AttemptRow, ClientGrade, grade_of
+from sessions.output.grades import (
+    METRIC_DEFINITIONS,
+    AttemptRow,
+    ClientGrade,
+    clauses_of,
+    grade_of,
+)
 from sessions.output.html_page import wrap
 from sessions.output.leaderboard import Board, Ranked, board_of
-from sessions.output.report import FIGURES, fmt
+from sessions.output.report import FIGURES, clause_order, fmt
 from sessions.output.timeline import timeline_of
 from sessions.output.timeline_svg import legend, svg
 from sessions.output.vocabulary import fields_line, figure, score_text, status_text
-from sessions.spec.contract import CLAUSE_IDS
 from sessions.stream.evidence import EvidenceBook
 
 EVIDENCE_SHOWN = 12     # event lines per verdict (the rest by number: the archive has them all)
@@ -141,8 +146,7 @@ def _matrix(doc: dict, anchors: dict[str, str]) -> list[str]:
     s = doc["summary"]
     line = (f"{s['detected']} detected, {s['missed']} missed, {s['inconclusive']} inconclusive, "
             f"{s['invalid']} invalid of {s['scenarios']} scenarios ({s['note']})")
-    clauses = list(dict.fromkeys([*CLAUSE_IDS, *(c["id"] for sc in doc["scenarios"]
-                                                for c in sc["clauses"])]))
+    clauses = clause_order(doc)
     head = ["clause", *(f'<a href="#{anchors[sc["id"]]}">{esc(sc["id"])}</a>'
                         for sc in doc["scenarios"])]
     rows = []
@@ -192,7 +196,7 @@ def _attempts(base: str, runs: tuple[AttemptRow, ...], anchors: dict[str, str]) 
     head = [esc(base), *(f'<a href="#{anchors.get(r.id, "")}">@{r.attempt}</a>' for r in runs)]
     rows = [f"<th><code>{clause}</code></th>" + "".join(
         _status(r.clauses[clause], scenario=r.id, clause=clause, verdict=r.clauses[clause])
-        if clause in r.clauses else "<td>…</td>" for r in runs) for clause in CLAUSE_IDS]
+        if clause in r.clauses else "<td>…</td>" for r in runs) for clause in clauses_of(runs)]
     for gate in GATES:
         cells = [next((g for g in r.gates if g.gate == gate), None) for r in runs]
         rows.append(f"<th>gate <code>{gate}</code></th>" + "".join(

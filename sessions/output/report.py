@@ -12,7 +12,6 @@ from sessions.output.grade_report import grade_markdown
 from sessions.output.grades import ClientGrade, grade_of
 from sessions.output.leaderboard import Board, board_of
 from sessions.output.vocabulary import event_line, in_timeline, status_text
-from sessions.spec.contract import CLAUSE_IDS
 from sessions.stream.events import (
     Event,
     ScenarioStarted,
@@ -63,7 +62,7 @@ def _table(doc: dict) -> str:
     header = "| clause | " + " | ".join(s["id"] for s in doc["scenarios"]) + " |"
     rule = "|---|" + "---|" * len(doc["scenarios"])
     rows = []
-    for clause in CLAUSE_IDS:
+    for clause in clause_order(doc):
         cells = []
         for s in doc["scenarios"]:
             v = next((c for c in s["clauses"] if c["id"] == clause), None)
@@ -203,3 +202,9 @@ def render(events: list[Event], fmt: str) -> str:
     if fmt == "junit":
         return junit(book)
     raise ValueError(f"unknown report format {fmt!r}: choose md, json or junit")
+
+
+def clause_order(doc: dict) -> list[str]:
+    """The task's clauses in its contract's order, then any other a scenario was judged on."""
+    return list(dict.fromkeys([*doc["task"]["clauses"],
+                               *(c["id"] for s in doc["scenarios"] for c in s["clauses"])]))

@@ -35,7 +35,7 @@ from sessions.spec.client_spec import (
     client_table,
     read_toml,
 )
-from sessions.spec.scenario import GRADE_DIR, NOISE_KINDS, Scenario, ScenarioError, load, load_dir
+from sessions.spec.scenario import NOISE_KINDS, Scenario, ScenarioError, load, load_suite
 
 MAX_CLIENTS = 200
 MAX_CAMPAIGN_ATTEMPTS = 2000   # what one archive holds (sessions/output/archive.py's bounds)
@@ -168,7 +168,7 @@ def _noise(path: Path, head: dict) -> tuple[str, ...]:
 
 
 def _scenarios(path: Path, root: Path, head: dict) -> tuple[Scenario, ...]:
-    builtin = {s.id: s for s in load_dir(GRADE_DIR)}
+    builtin = {s.id: s for s in load_suite("grade")}
     wanted = head.get("scenarios", list(builtin))
     if not isinstance(wanted, list) or not wanted or not all(isinstance(w, str)
                                                              for w in wanted):

@@ -1,10 +1,11 @@
 """Who is graded: a user's client command, resolved to an identity and turned into attempts.
 
     spec = from_command("python3 my_client.py {host} {port} {source}")   # or from_file(toml)
-    attempts = spec.attempts(load_dir(GRADE_DIR), n=3)
+    attempts = spec.attempt_scenarios(load_suite("grade", spec.task_of()))
 
-The command is split like a shell would (shlex) but never run by one. `{host}`, `{port}`,
-`{source}` and `{decoy_port}` are filled by evlab per invocation. The executable is resolved
+The command is split like a shell would (shlex) but never run by one. Its placeholders are its
+task's (for backup `{host}`, `{port}`, `{source}` and `{decoy_port}`), filled by evlab per
+invocation. The executable is resolved
 (PATH for a bare name) and its sha256 recorded; other arguments naming existing files (a script)
 are made absolute — the client runs in its own empty directory — and their sha256 recorded too.
 The client gets exactly the environment below plus what the user adds: HOME and TMPDIR point
@@ -17,6 +18,7 @@ TOML form (relative paths are relative to the file):
     [client.env]
     LOG_LEVEL = "debug"
     [grade]
+    task = "backup"                # a built-in task's id or a task folder (default: backup)
     attempts = 3
     scenarios = ["normal", "interrupted", "mismatch", "stale"]
     [sandbox]                      # optional; command-line flags win
@@ -39,7 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fixture.receiver import sha256_of
-from sessions.spec.scenario import PLACEHOLDERS, Scenario, placeholders_of
+from sessions.spec.scenario import Scenario, placeholders_of
+from sessions.spec.task import Task, load_task, task_ref
 from sessions.stream.events import GradeStarted
 
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
@@ -66,6 +69,10 @@ class ClientSpec:
     attempts: int = 3
     scenarios: tuple[str, ...] = ()
     sandbox: dict = dataclasses.field(default_factory=dict)   # the grade file's [sandbox]
+    task: str = ""                  # its task: a built-in task's id or a folder ("": default)
+
+    def task_of(self) -> Task:
+        return load_task(self.task or None)
 
     def attempt_scenarios(self, templates: list[Scenario]) -> list[Scenario]:
         """Every template x attempt, each run from fresh state with this client."""
@@ -116,24 +123,25 @@ def _resolve_executable(token: str, base: Path) -> Path:
     return path
 
 
-def _check_placeholders(tokens: list[str]) -> None:
+def _check_placeholders(tokens: list[str], task: Task) -> None:
     used = set()
     for token in tokens:
-        names = placeholders_of(token)
+        names = placeholders_of(token, task.placeholders)
         if names is None:
-            raise ClientSpecError(f"client command: {token!r}: placeholders are "
-                                  f"{', '.join('{' + p + '}' for p in sorted(PLACEHOLDERS))}"
+            raise ClientSpecError(f"client command: {token!r}: {task.id}'s placeholders are "
+                                  f"{', '.join('{' + p + '}' for p in sorted(task.placeholders))}"
                                   " (a literal brace is written {{ or }})")
         used |= names
-    missing = {"port", "source"} - used
+    missing = set(task.required) - used
     if missing:
-        raise ClientSpecError("client command must contain {port} and {source} (missing "
+        raise ClientSpecError(f"client command must contain "
+                              f"{' and '.join('{' + r + '}' for r in task.required)} (missing "
                               + ", ".join("{" + m + "}" for m in sorted(missing)) + ")")
 
 
 def build(tokens: list[str], base: Path, env: dict[str, str] | None = None,
           timeout_s: float | None = None, attempts: int = 3,
-          scenarios: tuple[str, ...] = ()) -> ClientSpec:
+          scenarios: tuple[str, ...] = (), task: str = "") -> ClientSpec:
     if not tokens:
         raise ClientSpecError("client command is empty")
     if not isinstance(attempts, int) or isinstance(attempts, bool) \
@@ -142,7 +150,7 @@ def build(tokens: list[str], base: Path, env: dict[str, str] | None = None,
                               f"got {attempts!r}")
     if timeout_s is not None and not 0 < timeout_s <= 600:
         raise ClientSpecError(f"timeout: expected seconds in (0, 600], got {timeout_s!r}")
-    _check_placeholders(tokens)
+    _check_placeholders(tokens, load_task(task or None))
     executable = _resolve_executable(tokens[0], base)
     args, files = [], {}
     for token in tokens[1:]:
@@ -157,7 +165,7 @@ def build(tokens: list[str], base: Path, env: dict[str, str] | None = None,
             raise ClientSpecError(f"environment: {name!r}={value!r} is not NAME=text")
         full_env[name] = value
     return ClientSpec(tuple(tokens), executable, _digest(executable.resolve()), tuple(args),
-                      files, full_env, timeout_s, attempts, tuple(scenarios))
+                      files, full_env, timeout_s, attempts, tuple(scenarios), task=task)
 
 
 def from_command(text: str, **options) -> ClientSpec:
@@ -243,14 +251,20 @@ def from_file(path: Path, extra_env: dict[str, str] | None = None, **overrides) 
                               "[sandbox] tables")
     check_sandbox(path, sandbox)
     extra = (set(client) - {"command", "env", "timeout_s"}) | (set(grade) -
-                                                                {"attempts", "scenarios"})
+                                                                {"attempts", "scenarios", "task"})
     if extra:
         raise ClientSpecError(f"{path}: unknown key(s) {', '.join(sorted(extra))}")
     command, env, timeout = client_table(client, f"{path}: client.")
     scenarios = grade.get("scenarios", [])
     if not isinstance(scenarios, list) or not all(isinstance(s, str) for s in scenarios):
         raise ClientSpecError(f"{path}: grade.scenarios: expected a list of scenario ids")
-    options = {"timeout_s": timeout,
+    task = grade.get("task", "")
+    if not isinstance(task, str):
+        raise ClientSpecError(f"{path}: grade.task: expected a task's id or folder")
+    if task:   # a folder beside the file, else a built-in task's id (or an absolute folder)
+        beside = Path(path).parent / task
+        task = task_ref(beside if (beside / "task.toml").is_file() else task)
+    options = {"timeout_s": timeout, "task": task,
                "attempts": grade.get("attempts", 3), "scenarios": tuple(scenarios), **overrides}
     try:
         spec = build(command, Path(path).parent.resolve(), {**env, **(extra_env or {})},

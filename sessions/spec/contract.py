@@ -1,12 +1,14 @@
-"""The contract file (sessions/contract.toml): clause ids, what each means, its thresholds."""
+"""A task's contract file (its task.toml names it): the clauses in order, what each means, the
+predicate that judges it (sessions/judging/clauses: its library), and the thresholds."""
 
+import dataclasses
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-CONTRACT_FILE = Path(__file__).with_name("contract.toml")
-CLAUSE_IDS = ("integrity", "unchanged-no-upload", "destination-only", "bounded-recovery",
-              "mismatch-rejected", "honest-outcome", "hash-work", "cpu-budget")
+
+class ContractError(ValueError):
+    """A contract that cannot be used, in one line."""
 
 
 @dataclass(frozen=True)
@@ -30,13 +32,41 @@ class Thresholds:
 @dataclass(frozen=True)
 class Contract:
     version: str
-    clauses: dict[str, dict]        # id -> {"holds_when": ..., "decided_by": ...}
+    clauses: dict[str, dict]        # id -> {"holds_when", "decided_by"[, "predicate"]}
     thresholds: Thresholds
 
+    @property
+    def clause_ids(self) -> tuple[str, ...]:
+        return tuple(self.clauses)
 
-def load_contract(path: Path = CONTRACT_FILE) -> Contract:
-    data = tomllib.loads(Path(path).read_text())
-    clauses = data["clauses"]
-    if tuple(clauses) != CLAUSE_IDS:
-        raise ValueError(f"{path}: clauses: expected {CLAUSE_IDS}, got {tuple(clauses)}")
-    return Contract(str(data["version"]), clauses, Thresholds(**data["thresholds"]))
+    def predicate(self, clause: str) -> str:
+        """The library predicate that judges a clause: its own id unless it names another."""
+        return str(self.clauses[clause].get("predicate", clause))
+
+
+_CLAUSE_KEYS = {"holds_when", "decided_by", "predicate"}
+
+
+def load_contract(path: Path) -> Contract:
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ContractError(f"{path}: cannot be read as TOML ({e})") from None
+    clauses = data.get("clauses")
+    if not isinstance(clauses, dict) or not clauses:
+        raise ContractError(f"{path}: clauses: expected a table of clauses, [clauses.ID]")
+    for cid, clause in clauses.items():
+        if not isinstance(clause, dict) or set(clause) - _CLAUSE_KEYS or not all(
+                isinstance(clause.get(k), str) for k in ("holds_when", "decided_by")):
+            raise ContractError(f"{path}: clauses.{cid}: expected holds_when and decided_by "
+                                "(strings), and optionally predicate")
+    table = data.get("thresholds", {})
+    names = {f.name for f in dataclasses.fields(Thresholds)}
+    if not isinstance(table, dict) or set(table) != names:
+        got = set(table) if isinstance(table, dict) else set()
+        wrong = sorted((names - got) | (got - names))
+        raise ContractError(f"{path}: thresholds: expected exactly "
+                            f"{', '.join(sorted(names))} (differs in {', '.join(wrong)})")
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in table.values()):
+        raise ContractError(f"{path}: thresholds: expected numbers")
+    return Contract(str(data.get("version", "")), clauses, Thresholds(**table))

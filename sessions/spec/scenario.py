@@ -1,4 +1,5 @@
-"""Scenarios are data: one TOML file each (sessions/scenarios/*.toml, or any file you name).
+"""Scenarios are data: one TOML file each (a task's suites, fixture/<task>/scenarios/, or any
+file you name), read against a task: its clauses, its placeholders, its default arguments.
 
 A malformed file is a ScenarioError naming the file, the key and what was expected.
 """
@@ -10,18 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fixture.harness import client_path
-from sessions.spec.contract import CLAUSE_IDS
 from sessions.spec.faults import FaultSpecError, parse_faults
-from sessions.spec.suites import (  # noqa: F401 - where the scenarios' users find them
-    BUILTIN_DIR,
-    FAULTS_DIR,
-    GRADE_DIR,
-    NOISE_KINDS,
-    SUITES,
-)
+from sessions.spec.suites import NOISE_KINDS
+from sessions.spec.task import Task, TaskError, load_task
 
-DEFAULT_ARGS = ("{host}", "{port}", "{source}", "{decoy_port}")
-PLACEHOLDERS = {"host", "port", "source", "decoy_port"}
 _SHELL_SYNTAX = re.compile(r"[;&|`$<>(){}*?!\n\\\"']")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 STORES = ("empty", "stale")   # stale: the store already holds an older, different backup
@@ -32,14 +25,14 @@ STORES = ("empty", "stale")   # stale: the store already holds an older, differe
 _TEMPLATE = re.compile(r"\{\{|\}\}|\{([a-z_]+)\}|[{}]")
 
 
-def placeholders_of(arg: str) -> set[str] | None:
-    """The placeholders an argument uses, or None when it is not a valid template (an unknown
-    name, a lone brace): caught when the scenario or command is read, not mid-run."""
+def placeholders_of(arg: str, known) -> set[str] | None:
+    """The placeholders an argument uses, or None when it is not a valid template (a name not
+    in known, a lone brace): caught when the scenario or command is read, not mid-run."""
     names = set()
     for m in _TEMPLATE.finditer(arg):
         if m.group(0) in ("{{", "}}"):
             continue
-        if m.group(1) not in PLACEHOLDERS:
+        if m.group(1) not in known:
             return None
         names.add(m.group(1))
     return names
@@ -126,13 +119,13 @@ def _typed(file, table: dict, key: str, where: str, kind, expected: str, default
     return value
 
 
-def _clauses(file, expect: dict, key: str) -> tuple[str, ...]:
+def _clauses(file, expect: dict, key: str, clause_ids: tuple[str, ...]) -> tuple[str, ...]:
     value = expect.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ScenarioError(file, f"expect.{key}", "a list of clause ids")
     for clause in value:
-        if clause not in CLAUSE_IDS:
-            raise ScenarioError(file, f"expect.{key}", f"clause ids ({', '.join(CLAUSE_IDS)}), "
+        if clause not in clause_ids:
+            raise ScenarioError(file, f"expect.{key}", f"clause ids ({', '.join(clause_ids)}), "
                                 f"got {clause!r}")
     return tuple(value)
 
@@ -153,7 +146,8 @@ def _client(file, client: dict) -> Path:
     return resolved.resolve()
 
 
-def parse(text: str, file: Path | str) -> Scenario:
+def parse(text: str, file: Path | str, task: Task | None = None) -> Scenario:
+    task = task or load_task()
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -172,13 +166,13 @@ def parse(text: str, file: Path | str) -> Scenario:
     client = data.get("client")
     if client is None:
         raise ScenarioError(file, "client", "a [client] table")
-    args = _typed(file, client, "args", "client", list, "a list of strings", list(DEFAULT_ARGS))
+    args = _typed(file, client, "args", "client", list, "a list of strings", list(task.args))
     for arg in args:
         if not isinstance(arg, str):
             raise ScenarioError(file, "client.args", "a list of strings")
-        if placeholders_of(arg) is None:
-            raise ScenarioError(file, "client.args",
-                                f"placeholders from {sorted(PLACEHOLDERS)}, got {arg!r}")
+        if placeholders_of(arg, task.placeholders) is None:
+            raise ScenarioError(file, "client.args", f"placeholders from "
+                                f"{sorted(task.placeholders)}, got {arg!r}")
     timeout = _typed(file, client, "timeout_s", "client", (int, float), "a number of seconds",
                      20)
     if not 0 < timeout <= 600:
@@ -197,7 +191,8 @@ def parse(text: str, file: Path | str) -> Scenario:
     if not isinstance(noise, list) or not set(noise) <= set(NOISE_KINDS):
         raise ScenarioError(file, "noise.kinds", f"a list from {', '.join(NOISE_KINDS)}")
     expect = data.get("expect", {})
-    expect_fail, expect_pass = _clauses(file, expect, "fail"), _clauses(file, expect, "pass")
+    expect_fail = _clauses(file, expect, "fail", task.clause_ids)
+    expect_pass = _clauses(file, expect, "pass", task.clause_ids)
     if set(expect_fail) & set(expect_pass):
         raise ScenarioError(file, "expect", "a clause in fail or pass, not both")
     expect_invalid = _typed(file, expect, "invalid", "expect", bool, "true or false", False)
@@ -213,16 +208,32 @@ def parse(text: str, file: Path | str) -> Scenario:
         file=Path(file), store=store, deny_egress=deny)
 
 
-def load(path: Path) -> Scenario:
+def load(path: Path, task: Task | None = None) -> Scenario:
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise ScenarioError(path, "(file)", f"a readable UTF-8 TOML file ({e})") from None
-    return parse(text, path)
+    return parse(text, path, task)
 
 
-def load_dir(directory: Path = BUILTIN_DIR) -> list[Scenario]:
-    scenarios = [load(p) for p in sorted(Path(directory).glob("*.toml"))]
+def suite_dir(name: str, task: Task | None = None) -> Path:
+    """A built-in suite's folder in the task (seeded, faults, grade)."""
+    task = task or load_task()
+    if name not in task.suites:
+        raise TaskError(f"task {task.id} has no {name} suite (it has "
+                        f"{', '.join(task.suites)})")
+    return task.suites[name]
+
+
+def load_suite(name: str, task: Task | None = None) -> list[Scenario]:
+    return load_dir(suite_dir(name, task), task)
+
+
+def load_dir(directory: Path | None = None, task: Task | None = None) -> list[Scenario]:
+    """The scenarios of a folder (by default the task's seeded suite), read against the task."""
+    task = task or load_task()
+    directory = directory if directory is not None else suite_dir("seeded", task)
+    scenarios = [load(p, task) for p in sorted(Path(directory).glob("*.toml"))]
     seen: dict[str, Path | None] = {}
     for s in scenarios:
         if s.id in seen:
@@ -232,12 +243,14 @@ def load_dir(directory: Path = BUILTIN_DIR) -> list[Scenario]:
     return sorted(scenarios, key=lambda s: (s.order, s.id))
 
 
-def load_all() -> list[Scenario]:
-    """Every built-in scenario: the seeded suite, then the fault suite."""
-    return load_dir(BUILTIN_DIR) + load_dir(FAULTS_DIR)
+def load_all(task: Task | None = None) -> list[Scenario]:
+    """Every built-in scenario of the task: its seeded suite, then its fault suite."""
+    task = task or load_task()
+    return [s for name in ("seeded", "faults") if name in task.suites
+            for s in load_suite(name, task)]
 
 
-def select(names: list[str], available: list[Scenario]) -> list[Scenario]:
+def select(names: list[str], available: list[Scenario], task: Task | None = None) -> list[Scenario]:
     """Scenarios by id, or by file path for a scenario outside the built-in folder."""
     by_id = {s.id: s for s in available}
     chosen: dict[str, Scenario] = {}
@@ -245,7 +258,7 @@ def select(names: list[str], available: list[Scenario]) -> list[Scenario]:
         if name in by_id:
             scenario = by_id[name]
         elif name.endswith(".toml"):
-            scenario = load(Path(name))
+            scenario = load(Path(name), task)
         else:
             raise ScenarioError(name, "(scenario)",
                                 f"a scenario id ({', '.join(by_id)}) or a .toml file")

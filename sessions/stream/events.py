@@ -28,6 +28,12 @@ class SessionStarted(Event):
     cpu_pace: float = 1.0           # this machine's CPU time for the contract's reference work,
                                     # relative to the reference machine's (>= 1: the CPU
                                     # allowances scale by it; probes/pace.py)
+    # The task judged (its folder: fixture/<id>/ or a user's), and its contract's clauses in
+    # order. Empty in archives recorded before tasks were folders: those judged backup.
+    task_id: str = ""
+    task_version: str = ""
+    task_sha256: str = ""
+    clauses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

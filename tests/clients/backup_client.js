@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // An honest backup client for evlab's receiver in Node.js (v20, node: built-ins only), written
-// from docs/protocol.md; the same behaviour and claims as `backup_client.py --variant honest`.
+// from fixture/backup/protocol.md; the same behaviour and claims as `backup_client.py --variant honest`.
 //
 // Usage: node backup_client.js HOST PORT SOURCE [IGNORED...]
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A backup client for evlab's receiver, written from docs/protocol.md alone.
+"""A backup client for evlab's receiver, written from fixture/backup/protocol.md alone.
 
 Usage: backup_client.py [--variant NAME] HOST PORT SOURCE [IGNORED...]
 

@@ -1,6 +1,6 @@
 /*
  * egress.c - an honest evlab backup client that, chosen by MODE, does ONE deliberate extra
- * thing, so that (ideally) exactly one clause of the client contract (docs/protocol.md,
+ * thing, so that (ideally) exactly one clause of the client contract (fixture/backup/protocol.md,
  * "What a client is judged on") fails and a grader's evidence for it can be tested.
  *
  * Usage:   egress MODE HOST PORT SOURCE [DECOY_PORT] [ignored...]

@@ -4,8 +4,8 @@
 Usage: hostile.py MODE HOST PORT SOURCE [IGNORED...]
 
 Each attempt is reported as a JSON claim line {"claim": "attempt", "mode": ..., ...}; then,
-unless the mode says otherwise, it does an honest backup (the protocol of docs/protocol.md,
-kept minimal) so that only the hostile step can change its grade.
+unless the mode says otherwise, it does an honest backup (the protocol of
+fixture/backup/protocol.md, kept minimal) so that only the hostile step can change its grade.
 
   forge-store    look for the receiver's --store (every /proc/*/cmdline, evlab's temp dirs),
                  write the "backup" there, and claim success without speaking the protocol

@@ -4,11 +4,11 @@ library only): Python's `mmap`, an ordinary idiom.
 
 Usage: mapped_client.py [--storm] HOST PORT SOURCE [IGNORED...]
 
-The protocol as `backup_client.py` speaks it (docs/protocol.md): `CHECK`, `PUT` on `NEED` on the
-same connection, a failed upload retried from byte 0 on a new connection 0.2 s later, at most 3
-upload attempts; claims as JSON lines on stdout; exit 0 only on completion. SOURCE is mapped
-read-only once: its SHA-256 is computed over the mapping (one pass), and each upload sends the
-payload from the mapping (its pages are mapped already: no second read).
+The protocol as `backup_client.py` speaks it (fixture/backup/protocol.md): `CHECK`, `PUT` on
+`NEED` on the same connection, a failed upload retried from byte 0 on a new connection 0.2 s
+later, at most 3 upload attempts; claims as JSON lines on stdout; exit 0 only on completion.
+SOURCE is mapped read-only once: its SHA-256 is computed over the mapping (one pass), and each
+upload sends the payload from the mapping (its pages are mapped already: no second read).
 
 `--storm` is the adversary: before the backup it hashes the mapping STORM_ROUNDS (40) times,
 `madvise(MADV_DONTNEED)` between passes so that each pass faults the pages in again (a second

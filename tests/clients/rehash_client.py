@@ -3,11 +3,11 @@
 
 Usage: rehash_client.py HOST PORT SOURCE [IGNORED...]
 
-Exactly the behaviour of `backup_client.py --variant honest` (docs/protocol.md): SOURCE is read
-once (one streaming pass that hashes it with SHA-256 and keeps the bytes in memory), `CHECK`,
-`PUT` on `NEED` on the same connection, any failed upload retried from byte 0 on a new
-connection 0.2 s later, at most 3 upload attempts; claims as JSON lines on stdout; exit 0 only on
-completion.
+Exactly the behaviour of `backup_client.py --variant honest` (fixture/backup/protocol.md):
+SOURCE is read once (one streaming pass that hashes it with SHA-256 and keeps the bytes in
+memory), `CHECK`, `PUT` on `NEED` on the same connection, any failed upload retried from byte 0
+on a new connection 0.2 s later, at most 3 upload attempts; claims as JSON lines on stdout; exit
+0 only on completion.
 
 The one deliberate extra: before `CHECK`, the in-memory copy is hashed again REHASH_ROUNDS (256)
 times in a tight loop (`hashlib.sha256(data).digest()`, no I/O between passes). The file is

@@ -1,5 +1,5 @@
 #!/bin/bash
-# A backup client for evlab's receiver in Bash, written from docs/protocol.md: the connection is
+# A backup client for evlab's receiver in Bash, written from fixture/backup/protocol.md: the connection is
 # bash's /dev/tcp, the digest sha256sum's, the payload cat's (bash variables cannot hold binary
 # data, so the file goes from cat straight to the socket's descriptor).
 #

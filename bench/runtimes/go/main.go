@@ -1,5 +1,5 @@
 // A backup client for evlab's receiver in Go (standard library only), written from
-// docs/protocol.md.
+// fixture/backup/protocol.md.
 //
 // Usage: backup-client HOST PORT SOURCE
 //

@@ -1,5 +1,5 @@
 // A backup client for evlab's receiver in Java 17 (java.base only), written from
-// docs/protocol.md.
+// fixture/backup/protocol.md.
 //
 // Usage: java -jar backup-client.jar HOST PORT SOURCE
 //

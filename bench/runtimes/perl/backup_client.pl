@@ -1,6 +1,6 @@
 #!/usr/bin/perl
 # A backup client for evlab's receiver in Perl 5 (core modules only), written from
-# docs/protocol.md.
+# fixture/backup/protocol.md.
 #
 # Usage: perl backup_client.pl HOST PORT SOURCE
 #

@@ -1,5 +1,5 @@
 // A backup client for evlab's receiver in Rust (std only, built with rustc alone: no crates,
-// so SHA-256 is written out below), written from docs/protocol.md.
+// so SHA-256 is written out below), written from fixture/backup/protocol.md.
 //
 // Usage: backup-client HOST PORT SOURCE
 //        backup-client --sha256 FILE...   (prints each file's digest, to check the hash)

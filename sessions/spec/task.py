@@ -1,0 +1,240 @@
+"""A task is a folder: its task.toml names the contract, the suites of scenarios, the client's
+command-line placeholders and the documents a client is written from (docs/tasks.md).
+
+    task = load_task()                 # the default task, backup (fixture/backup/)
+    task = load_task("backup")         # a built-in task by its id (fixture/<id>/task.toml)
+    task = load_task("path/to/task")   # a folder of your own (or its task.toml)
+
+A malformed folder is a TaskError: one line naming the file, the key and what was expected.
+"""
+
+import functools
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from sessions.spec.contract import Contract, ContractError, load_contract
+from sessions.stream.events import SessionStarted
+
+TASKS_DIR = Path(__file__).resolve().parent.parent.parent / "fixture"
+DEFAULT_TASK = "backup"
+TASK_FILE = "task.toml"
+_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+_KEYS = {"": {"id", "version", "summary", "contract", "documents", "suites", "client"},
+         "client": {"args", "placeholders", "required"}}
+SUITE_NAMES = ("seeded", "faults", "grade")   # grade: what `evlab grade` runs a client through
+# What a folder's digest leaves out: what building and running it leaves behind
+_UNHASHED = {"__pycache__", "build"}
+
+
+class TaskError(ValueError):
+    """A task that cannot be used, in one line."""
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    version: str
+    summary: str
+    folder: Path
+    contract: Contract
+    suites: dict[str, Path]            # suite name -> its scenarios' folder
+    args: tuple[str, ...]              # a scenario's arguments when it names none
+    placeholders: dict[str, str]       # {name} in a command -> what fills it
+    required: tuple[str, ...]          # placeholders a graded client's command must use
+    documents: tuple[Path, ...]
+    sha256: str                        # of every file of the folder (folder_sha256)
+
+    @property
+    def clause_ids(self) -> tuple[str, ...]:
+        return self.contract.clause_ids
+
+    def record(self) -> dict:
+        """What a session's records say of the task it judged."""
+        return {"id": self.id, "version": self.version, "sha256": self.sha256,
+                "clauses": list(self.clause_ids)}
+
+
+def builtin_tasks() -> list[Path]:
+    """The folders of the built-in tasks, by id."""
+    return sorted(p.parent for p in TASKS_DIR.glob(f"*/{TASK_FILE}"))
+
+
+def load_task(ref: str | Path | None = None) -> Task:
+    """A task by its id (a built-in one) or its folder; the default task without one."""
+    return _load(_folder_of(ref).resolve())
+
+
+def task_ref(given: str | Path) -> str:
+    """A task named so that every process of the session finds it again (each lab of --jobs,
+    a campaign's node): a built-in one by its id, another by its folder made absolute. Loaded
+    now, so a wrong one is a one-line error before anything runs."""
+    task = load_task(given)
+    return task.id if task.folder == (TASKS_DIR / task.id).resolve() else str(task.folder)
+
+
+def _folder_of(ref: str | Path | None) -> Path:
+    text = str(ref if ref is not None else DEFAULT_TASK)
+    if _ID.match(text) and "/" not in text:
+        folder = TASKS_DIR / text
+        if (folder / TASK_FILE).is_file():
+            return folder
+        if not Path(text).exists():
+            ids = ", ".join(p.name for p in builtin_tasks())
+            raise TaskError(f"no task {text!r}: the built-in tasks are {ids} (or give a "
+                            "task folder's path)")
+    path = Path(text)
+    if path.name == TASK_FILE and path.is_file():
+        return path.parent
+    if not (path / TASK_FILE).is_file():
+        raise TaskError(f"{path}: not a task folder (it has no {TASK_FILE})")
+    return path
+
+
+_LOADED: dict[str, Task] = {}   # sha256 -> a task this process loaded (what its sessions ran)
+
+
+def task_of_record(task_id: str, sha256: str) -> Task:
+    """The task a session's record names: the one with that digest that this process loaded or
+    that is built in; else the built-in task of that id as it is now; a record from before
+    tasks were folders (no id) ran the default task."""
+    if sha256 in _LOADED:
+        return _LOADED[sha256]
+    for folder in builtin_tasks():
+        if folder.name == (task_id or DEFAULT_TASK):
+            return load_task(folder)
+    raise TaskError(f"the session judged task {task_id!r}, which is not built in here (give "
+                    "its folder with --task)")
+
+
+def record_of(session: SessionStarted | None) -> dict:
+    """The task a session's record names, as the document shows it: id, version, digest and
+    its clauses in order (a record from before tasks were folders names none: the default
+    task, as it is now)."""
+    task_id, sha = (session.task_id, session.task_sha256) if session else ("", "")
+    if session is not None and session.clauses:
+        return {"id": task_id, "version": session.task_version, "sha256": sha,
+                "clauses": list(session.clauses)}
+    return {**task_of_record(task_id, sha).record(), "recorded": False}
+
+
+def _load(folder: Path) -> Task:
+    task = _parse(folder)
+    _LOADED.setdefault(task.sha256, task)
+    return _LOADED[task.sha256]
+
+
+@functools.lru_cache(maxsize=16)
+def _parse(folder: Path) -> Task:
+    file = folder / TASK_FILE
+    try:
+        data = tomllib.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise TaskError(f"{file}: cannot be read as TOML ({e})") from None
+    _check_keys(file, data, "")
+    task_id = _text(file, data, "id")
+    if not _ID.match(task_id):
+        raise TaskError(f"{file}: id: expected lowercase letters, digits and '-', got "
+                        f"{task_id!r}")
+    client = data.get("client", {})
+    if not isinstance(client, dict):
+        raise TaskError(f"{file}: client: expected a table")
+    _check_keys(file, client, "client")
+    try:
+        contract = load_contract(_inside(file, folder, _text(file, data, "contract"), "contract"))
+    except ContractError as e:
+        raise TaskError(str(e)) from None
+    return Task(task_id, _text(file, data, "version"), _text(file, data, "summary"), folder,
+                contract, _suites(file, folder, data.get("suites")),
+                *_client(file, client),
+                tuple(_inside(file, folder, d, "documents") for d in _texts(file, data,
+                                                                            "documents")),
+                folder_sha256(folder))
+
+
+def _client(file: Path, client: dict) -> tuple[tuple[str, ...], dict[str, str],
+                                              tuple[str, ...]]:
+    names = client.get("placeholders", {})
+    if not isinstance(names, dict) or not all(isinstance(v, str) for v in names.values()):
+        raise TaskError(f"{file}: client.placeholders: expected a table of name = \"what "
+                        "fills it\"")
+    bad = [n for n in names if not _NAME.match(n)]
+    if bad:
+        raise TaskError(f"{file}: client.placeholders: {bad[0]!r} is not a name (lowercase "
+                        "letters, digits, '_')")
+    args = client.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise TaskError(f"{file}: client.args: expected a list of strings")
+    for arg in args:
+        used = set(re.findall(r"\{([a-z_0-9]+)\}", arg))
+        if used - set(names):
+            raise TaskError(f"{file}: client.args: {arg!r} uses a placeholder the task does "
+                            f"not declare ({', '.join(sorted(used - set(names)))})")
+    required = client.get("required", [])
+    if not isinstance(required, list) or not set(required) <= set(names):
+        raise TaskError(f"{file}: client.required: expected a list of the task's placeholders")
+    return tuple(args), dict(names), tuple(required)
+
+
+def _suites(file: Path, folder: Path, table) -> dict[str, Path]:
+    if not isinstance(table, dict) or "grade" not in table:
+        raise TaskError(f"{file}: suites: expected a table with at least grade = \"DIR\"")
+    unknown = set(table) - set(SUITE_NAMES)
+    if unknown:
+        raise TaskError(f"{file}: suites: expected names from {', '.join(SUITE_NAMES)}, got "
+                        f"{', '.join(sorted(unknown))}")
+    suites = {}
+    for name in SUITE_NAMES:
+        if name in table:
+            where = _inside(file, folder, table[name], f"suites.{name}")
+            if not where.is_dir():
+                raise TaskError(f"{file}: suites.{name}: {table[name]!r} is not a folder")
+            suites[name] = where
+    return suites
+
+
+def _inside(file: Path, folder: Path, relative, key: str) -> Path:
+    """A path the task names, which must stay in its folder (a task is what its folder holds)."""
+    if not isinstance(relative, str) or not relative:
+        raise TaskError(f"{file}: {key}: expected a path relative to the task's folder")
+    path = (folder / relative).resolve()
+    if not path.is_relative_to(folder):
+        raise TaskError(f"{file}: {key}: {relative!r} is outside the task's folder")
+    if not path.exists():
+        raise TaskError(f"{file}: {key}: {relative!r} does not exist")
+    return path
+
+
+def _check_keys(file: Path, table: dict, where: str) -> None:
+    for key in table:
+        if key not in _KEYS[where]:
+            full = f"{where}.{key}" if where else key
+            raise TaskError(f"{file}: {full}: expected one of {', '.join(sorted(_KEYS[where]))}")
+
+
+def _text(file: Path, data: dict, key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise TaskError(f"{file}: {key}: expected a non-empty string")
+    return value
+
+
+def _texts(file: Path, data: dict, key: str) -> list[str]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TaskError(f"{file}: {key}: expected a list of strings")
+    return value
+
+
+def folder_sha256(folder: Path) -> str:
+    """Every file of the folder, by its path in it and its bytes, in path order: a changed,
+    added or removed file changes it (what building or running it leaves, _UNHASHED, not)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()
+                       and not _UNHASHED & set(p.relative_to(folder).parts)):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()

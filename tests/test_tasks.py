@@ -1,0 +1,159 @@
+"""A task is a folder (fixture/<id>/task.toml, or a user's): evlab reads its contract, suites
+and placeholders from it, records which task (and which bytes of it) a session judged, and
+refuses a folder it cannot use with one line naming the file and the key."""
+
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from sessions.judging.clauses import predicates_of
+from sessions.spec.client_spec import ClientSpecError, from_command
+from sessions.spec.contract import ContractError
+from sessions.spec.scenario import ScenarioError, load_suite
+from sessions.spec.task import TaskError, builtin_tasks, folder_sha256, load_task
+from sessions.stream.evidence import EvidenceBook
+from tests.support import grade, runs
+
+ROOT = Path(__file__).resolve().parent.parent
+BACKUP = ROOT / "fixture" / "backup"
+EVLAB = ROOT / ".venv" / "bin" / "evlab"
+root_only = pytest.mark.root(reason="the BCC collector, cgroups and the sandbox need root")
+
+
+def test_the_backup_task_is_read_from_its_folder():
+    task = load_task()
+    contract = tomllib.loads((BACKUP / "contract.toml").read_text())
+    assert (task.id, task.folder, builtin_tasks()) == ("backup", BACKUP, [BACKUP])
+    assert task.clause_ids == tuple(contract["clauses"])   # the file's order, not a constant
+    assert task.contract.version == contract["version"]
+    assert set(task.suites) == {"seeded", "faults", "grade"}
+    assert [s.id for s in load_suite("grade", task)] == ["normal", "interrupted", "mismatch",
+                                                         "stale"]
+    assert task.documents == (BACKUP / "protocol.md",)
+    assert load_task("backup") is task and load_task(BACKUP / "task.toml") is task
+    assert list(predicates_of(task.contract)) == list(task.clause_ids)
+
+
+def test_evlab_tasks_lists_each_task_with_its_clauses():
+    out = subprocess.run([EVLAB, "tasks"], capture_output=True, text=True, check=True).stdout
+    task = load_task()
+    assert out.splitlines()[:2] == [f"backup (version {task.version}): {task.summary}",
+                                    f"  clauses: {', '.join(task.clause_ids)}"]
+
+
+def _copy(tmp_path: Path) -> Path:
+    folder = tmp_path / "my-backup"
+    shutil.copytree(BACKUP, folder, ignore=shutil.ignore_patterns("__pycache__", "build"))
+    return folder
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_a_folders_digest_covers_every_file_it_holds(tmp_path):
+    folder = _copy(tmp_path)
+    digest = folder_sha256(folder)
+    assert digest == folder_sha256(BACKUP) == load_task(folder).sha256
+    (folder / "__pycache__").mkdir()
+    (folder / "__pycache__" / "x.pyc").write_bytes(b"left by running it")
+    assert folder_sha256(folder) == digest
+    _edit(folder / "scenarios" / "grade" / "normal.toml", "normal", "normal ")
+    assert folder_sha256(folder) != digest
+
+
+BAD = [   # (file, old, new): what a user may get wrong, and the one line evlab says
+    ("task.toml", 'id = "backup"', 'id = "Backup!"', "task.toml: id: expected lowercase"),
+    ("task.toml", 'contract = "contract.toml"', 'contract = "../x.toml"',
+     "task.toml: contract: '../x.toml' is outside the task's folder"),
+    ("task.toml", 'grade = "scenarios/grade"', 'grade = "nowhere"',
+     "task.toml: suites.grade: 'nowhere' does not exist"),
+    ("task.toml", 'id = "backup"', 'colour = 1\nid = "backup"',
+     "task.toml: colour: expected one of"),
+    ("task.toml", "[client]", "extra = 1\n[client]",
+     "task.toml: suites: expected names from seeded, faults, grade, got extra"),
+    ("task.toml", 'required = ["port", "source"]', 'required = ["url"]',
+     "task.toml: client.required: expected a list of the task's placeholders"),
+    ("task.toml", 'args = ["{host}"', 'args = ["{url}"',
+     "task.toml: client.args: '{url}' uses a placeholder the task does not declare (url)"),
+    ("contract.toml", "max_upload_attempts = 3\n", "",
+     "contract.toml: thresholds: expected exactly"),
+    ("contract.toml", 'decided_by = "independent verifier"', "",
+     "contract.toml: clauses.integrity: expected holds_when and decided_by"),
+    ("contract.toml", "version =", "version = [",
+     "contract.toml: cannot be read as TOML"),
+]
+
+
+@pytest.mark.parametrize(("file", "old", "new", "says"), BAD, ids=[b[3][:40] for b in BAD])
+def test_a_task_evlab_cannot_use_is_one_line_naming_the_file_and_key(tmp_path, file, old,
+                                                                      new, says):
+    folder = _copy(tmp_path)
+    _edit(folder / file, old, new)
+    with pytest.raises(TaskError) as e:
+        load_task(folder)
+    assert says in str(e.value) and "\n" not in str(e.value)
+    out = subprocess.run([EVLAB, "list", "--task", str(folder)], capture_output=True, text=True)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr.startswith("evlab: ") and says in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_a_scenario_expecting_a_clause_its_task_lacks_is_refused(tmp_path):
+    folder = _copy(tmp_path)
+    _edit(folder / "contract.toml", "[clauses.hash-work]", "[clauses.digest-work]\n"
+          "predicate = \"hash-work\"")
+    task = load_task(folder)
+    assert "digest-work" in task.clause_ids and "hash-work" not in task.clause_ids
+    with pytest.raises(ScenarioError, match=r"hash-storm.toml: expect.fail: expected clause "
+                                            r"ids \(.*digest-work.*\), got 'hash-work'"):
+        load_suite("seeded", task)
+
+
+def test_a_clause_naming_no_predicate_of_the_library_is_refused(tmp_path):
+    folder = _copy(tmp_path)
+    _edit(folder / "contract.toml", "[clauses.cpu-budget]", "[clauses.cpu-budget]\n"
+          "predicate = \"cpu-budgett\"")
+    with pytest.raises(ContractError, match="clause cpu-budget: no predicate 'cpu-budgett' in "
+                                            "the library"):
+        predicates_of(load_task(folder).contract)
+
+
+def test_a_command_is_held_to_its_tasks_placeholders(tmp_path):
+    with pytest.raises(ClientSpecError, match=r"backup's placeholders are \{decoy_port\}, "
+                                              r"\{host\}, \{port\}, \{source\}"):
+        from_command("/bin/true {url} {port} {source}")
+    folder = _copy(tmp_path)
+    _edit(folder / "task.toml", 'required = ["port", "source"]', 'required = ["source"]')
+    assert from_command("/bin/true {source}", task=str(folder)).task == str(folder)
+    with pytest.raises(ClientSpecError, match=r"must contain \{port\} and \{source\}"):
+        from_command("/bin/true {source}")
+
+
+@pytest.mark.live
+@root_only
+def test_a_users_copy_of_a_task_is_judged_on_its_own_contract(tmp_path):
+    """A copy of backup whose contract names its clauses otherwise and drops one: the grade
+    judges exactly those clauses, and the document records which task and which bytes."""
+    folder = _copy(tmp_path)
+    _edit(folder / "task.toml", 'id = "backup"', 'id = "strict-backup"')
+    _edit(folder / "contract.toml", "[clauses.hash-work]", "[clauses.one-digest-pass]\n"
+          "predicate = \"hash-work\"")
+    contract = folder / "contract.toml"
+    text = contract.read_text()
+    start = text.index("[clauses.cpu-budget]")
+    contract.write_text(text[:start] + text[text.index("[thresholds]"):])
+    task = load_task(folder)
+    book = EvidenceBook()
+    doc = grade(f"{ROOT}/fixture/build/client-baseline {{host}} {{port}} {{source}}",
+                tmp_path, book=book, attempts=1, scenarios=("normal",), task=str(folder))
+    assert doc["task"] == {"id": "strict-backup", "version": "1", "sha256": task.sha256,
+                           "clauses": list(task.clause_ids)}
+    (run,) = runs(doc)
+    assert list(run["clauses"]) == list(task.clause_ids)
+    assert "one-digest-pass" in run["clauses"] and "cpu-budget" not in run["clauses"]
+    assert run["success"], run["reason"]
