@@ -2,6 +2,7 @@
 and placeholders from it, records which task (and which bytes of it) a session judged, and
 refuses a folder it cannot use with one line naming the file and the key."""
 
+import json
 import shutil
 import subprocess
 import tomllib
@@ -134,26 +135,59 @@ def test_a_command_is_held_to_its_tasks_placeholders(tmp_path):
         from_command("/bin/true {source}")
 
 
-@pytest.mark.live
-@root_only
-def test_a_users_copy_of_a_task_is_judged_on_its_own_contract(tmp_path):
-    """A copy of backup whose contract names its clauses otherwise and drops one: the grade
-    judges exactly those clauses, and the document records which task and which bytes."""
+def _strict_copy(tmp_path: Path) -> Path:
+    """backup with its hash-work clause named otherwise and its cpu-budget clause dropped."""
     folder = _copy(tmp_path)
     _edit(folder / "task.toml", 'id = "backup"', 'id = "strict-backup"')
     _edit(folder / "contract.toml", "[clauses.hash-work]", "[clauses.one-digest-pass]\n"
           "predicate = \"hash-work\"")
     contract = folder / "contract.toml"
     text = contract.read_text()
-    start = text.index("[clauses.cpu-budget]")
-    contract.write_text(text[:start] + text[text.index("[thresholds]"):])
+    contract.write_text(text[:text.index("[clauses.cpu-budget]")] + text[text.index(
+        "[thresholds]"):])
+    return folder
+
+
+@pytest.mark.live
+@root_only
+def test_a_users_task_is_judged_on_its_own_contract(tmp_path):
+    """The grade judges exactly the copy's clauses, and the document records which task and
+    which bytes of it."""
+    folder = _strict_copy(tmp_path)
     task = load_task(folder)
-    book = EvidenceBook()
     doc = grade(f"{ROOT}/fixture/build/client-baseline {{host}} {{port}} {{source}}",
-                tmp_path, book=book, attempts=1, scenarios=("normal",), task=str(folder))
+                tmp_path, book=EvidenceBook(), attempts=1, scenarios=("normal",),
+                task=str(folder))
     assert doc["task"] == {"id": "strict-backup", "version": "1", "sha256": task.sha256,
                            "clauses": list(task.clause_ids)}
     (run,) = runs(doc)
     assert list(run["clauses"]) == list(task.clause_ids)
     assert "one-digest-pass" in run["clauses"] and "cpu-budget" not in run["clauses"]
     assert run["success"], run["reason"]
+
+
+@pytest.mark.live
+@root_only
+def test_an_archive_replays_on_the_contract_it_was_judged_by_with_its_folder_gone(tmp_path):
+    folder = _strict_copy(tmp_path)
+    archive, first, second = tmp_path / "s.tar.gz", tmp_path / "1.json", tmp_path / "2.json"
+    graded = subprocess.run(
+        [EVLAB, "grade", "--task", str(folder), "--client",
+         f"{ROOT}/fixture/build/client-redundant-upload {{host}} {{port}} {{source}}",
+         "--attempts", "1", "--scenario", "normal", "--headless", "--archive", str(archive),
+         "--json", str(first)], capture_output=True, text=True, cwd=tmp_path)
+    assert graded.returncode == 1, graded.stderr   # it uploads what the receiver has
+    shutil.rmtree(folder)   # the replay has only the archive
+    replayed = subprocess.run([EVLAB, "replay", str(archive), "--headless"],
+                              capture_output=True, text=True, cwd=tmp_path)
+    assert (replayed.returncode, replayed.stderr.splitlines()[-1]) == (
+        1, graded.stderr.splitlines()[-1])
+    report = subprocess.run([EVLAB, "report", str(archive), "--format", "json", "--output",
+                             str(second)], capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr
+    before, after = (json.loads(p.read_text()) for p in (first, second))
+    assert before["task"] == after["task"] and before["task"]["id"] == "strict-backup"
+    assert [(c["id"], c["status"], c["reason"]) for c in before["scenarios"][0]["clauses"]] == \
+        [(c["id"], c["status"], c["reason"]) for c in after["scenarios"][0]["clauses"]]
+    assert "unchanged-no-upload" in before["grade"]["scenarios"]["normal"]["runs"][0][
+        "reason"]

@@ -99,6 +99,7 @@ class ReplayFeed(Feed):
         self.archive_path = Path(archive_path)
         starts = [e.scenario for e in loaded.events if isinstance(e, ScenarioStarted)]
         self._ids = tuple(dict.fromkeys(starts))
+        self._contracts = loaded.contracts   # its tasks' contracts, as the session judged
         # the driver makes the first stream (and so the first model) at once
         self.driver = ReplayDriver(loaded.events, self._fresh_stream, speed=speed,
                                    playing=playing)
@@ -106,7 +107,7 @@ class ReplayFeed(Feed):
         self.t0 = loaded.events[0].t_ns if loaded.events else 0
 
     def _fresh_stream(self) -> JudgedStream:
-        stream = JudgedStream()
+        stream = JudgedStream(contracts=self._contracts)
         self._model = DashboardModel(self._ids, stream)
         return stream
 

@@ -98,7 +98,7 @@ def cmd_replay(args) -> int:
         clients = loaded.manifest.get("clients")
         progress = (CampaignProgress(book) if loaded.manifest.get("campaign") else
                     Progress(len(clients) if isinstance(clients, dict) else 0))
-        stream = JudgedStream(progress, book=book)
+        stream = JudgedStream(progress, book=book, contracts=loaded.contracts)
         replay(loaded.events, stream, speed=args.speed)
         return document.judged(book)
 

@@ -101,8 +101,10 @@ class VerdictEngine:
     """Stream consumer: when a scenario reaches its judging phase, publish its verdicts, read
     from the session's book (which the stream fed before it: JudgedStream)."""
 
-    def __init__(self, book: EvidenceBook, contract: Contract | None = None):
-        self.contract = contract   # None: the contract of the task the session records
+    def __init__(self, book: EvidenceBook, contract: Contract | None = None,
+                 recorded: dict[str, Contract] | None = None):
+        self.contract = contract   # None: the contract of the task the session records:
+        self.recorded = recorded or {}   # an archive's copy of it (by the task's digest)
         self.book = book
 
     def __call__(self, event: Event) -> list[Event]:
@@ -114,6 +116,8 @@ class VerdictEngine:
 
     def _recorded(self) -> Contract:
         session = self.book.session
-        return task_of_record(session.task_id if session else "",
-                              session.task_sha256 if session else "").contract
+        sha = session.task_sha256 if session else ""
+        if sha in self.recorded:
+            return self.recorded[sha]
+        return task_of_record(session.task_id if session else "", sha).contract
 

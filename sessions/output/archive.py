@@ -1,7 +1,9 @@
 """The session archive (.tar.gz): the whole event stream and everything needed to re-judge it.
 
 Members: manifest.json, events.jsonl, verdicts.json, report.md, verifier.jsonl,
-pcap/<scenario>.pcap, records/<scenario>.{receiver,decoy}.jsonl, scenarios/<scenario>.toml.
+pcap/<scenario>.pcap, records/<scenario>.{receiver,decoy}.jsonl, scenarios/<scenario>.toml,
+tasks/<sha256>/contract.toml (the contract of each task judged, by its folder's digest: a
+replay re-judges by it, wherever the task's folder is now).
 
 Writing: ArchiveWriter is a stream consumer that appends every event to events.jsonl as it
 happens (so an interrupted session still leaves a loadable, partial archive); `finish()` packs.
@@ -20,8 +22,10 @@ from pathlib import Path, PurePosixPath
 from sessions.output import document, report
 from sessions.output.grades import grade_of
 from sessions.output.leaderboard import board_of
+from sessions.spec.contract import Contract, ContractError, parse_contract
+from sessions.spec.task import TaskError, task_of_record
 from sessions.stream.codec import EventFormatError, from_json, to_dict, to_json
-from sessions.stream.events import Event, SessionEnded, Verdict, VerifierResult
+from sessions.stream.events import Event, SessionEnded, SessionStarted, Verdict, VerifierResult
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.stream import EventStream
 
@@ -105,6 +109,8 @@ class ArchiveWriter:
             src = ev.started.scenario_file
             if src and Path(src).is_file():
                 tar.add(src, arcname=f"scenarios/{ev.id}.toml")
+        for sha, text in _contracts(book).items():
+            _add_bytes(tar, f"tasks/{sha}/contract.toml", text.encode())
 
     def close(self) -> None:
         """Stop recording: later writes pack the book as it is."""
@@ -114,6 +120,18 @@ class ArchiveWriter:
         """The last write: stop recording and pack."""
         self.close()
         return self.write(archive_path)
+
+
+def _contracts(book: EvidenceBook) -> dict[str, str]:
+    """The contract text of each task the session's records name (as the session read it)."""
+    out = {}
+    for e in book.events:
+        if isinstance(e, SessionStarted) and e.task_sha256 and e.task_sha256 not in out:
+            try:
+                out[e.task_sha256] = task_of_record(e.task_id, e.task_sha256).contract.text
+            except TaskError:   # not loaded here: a replay will need its folder
+                continue
+    return out
 
 
 def _json_bytes(data) -> bytes:
@@ -171,6 +189,19 @@ class LoadedArchive:
     members: dict[str, bytes]
 
     @property
+    def contracts(self) -> dict[str, Contract]:
+        """The archive's copies of its tasks' contracts, by task digest (each checked)."""
+        out = {}
+        for name, data in self.members.items():
+            if _is_contract(name):
+                try:
+                    text = data.decode(errors="replace")
+                    out[PurePosixPath(name).parts[1]] = parse_contract(text, name)
+                except ContractError as e:
+                    raise ArchiveError(f"the archive's {e}") from None
+        return out
+
+    @property
     def partial(self) -> bool:
         return bool(self.manifest.get("partial")) or not any(
             isinstance(e, SessionEnded) and not e.partial for e in self.events)
@@ -190,6 +221,11 @@ def _check_member(member: tarfile.TarInfo) -> None:
     if member.size > MAX_MEMBER_BYTES:
         raise ArchiveError(f"member {name!r} is {member.size:,} bytes "
                            f"(limit {MAX_MEMBER_BYTES:,})")
+
+
+def _is_contract(name: str) -> bool:
+    parts = PurePosixPath(name).parts
+    return len(parts) == 3 and parts[0] == "tasks" and parts[2] == "contract.toml"
 
 
 def load_archive(path: Path) -> LoadedArchive:
@@ -214,7 +250,8 @@ def load_archive(path: Path) -> LoadedArchive:
                 data = tar.extractfile(member)
                 if data is None:   # not a regular file (_check_member refused links)
                     raise ArchiveError(f"{path}: {name} is not a regular file")
-                if name in KEPT:   # read what is judged; only check the rest (pcaps, records)
+                # read what is judged; only check the rest (pcaps, records)
+                if name in KEPT or _is_contract(name):
                     members[name] = data.read()
                 else:
                     while data.read(1 << 20):

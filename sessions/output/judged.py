@@ -3,6 +3,7 @@ campaign's driver): its evidence book first, the verdict engine, then the front 
 consumers."""
 
 from sessions.judging.judge import VerdictEngine
+from sessions.spec.contract import Contract
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.stream import Consumer, EventStream
 
@@ -12,6 +13,9 @@ class JudgedStream(EventStream):
     seen the event; the verdict engine judges from it. A reader on another thread holds
     `hold()` to see the book between two events."""
 
-    def __init__(self, *consumers: Consumer, book: EvidenceBook | None = None):
+    def __init__(self, *consumers: Consumer, book: EvidenceBook | None = None,
+                 contracts: dict[str, Contract] | None = None):
+        """contracts: an archive's copies of its tasks' contracts, by the task's digest (a
+        replay judges by them, not by the task folder as it is now)."""
         self.book = book if book is not None else EvidenceBook()
-        super().__init__([self.book, VerdictEngine(self.book), *consumers])
+        super().__init__([self.book, VerdictEngine(self.book, recorded=contracts), *consumers])

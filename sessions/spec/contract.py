@@ -34,6 +34,7 @@ class Contract:
     version: str
     clauses: dict[str, dict]        # id -> {"holds_when", "decided_by"[, "predicate"]}
     thresholds: Thresholds
+    text: str = ""                  # the file as read: what an archive keeps to re-judge
 
     @property
     def clause_ids(self) -> tuple[str, ...]:
@@ -49,8 +50,17 @@ _CLAUSE_KEYS = {"holds_when", "decided_by", "predicate"}
 
 def load_contract(path: Path) -> Contract:
     try:
-        data = tomllib.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ContractError(f"{path}: cannot be read as TOML ({e})") from None
+    return parse_contract(text, path)
+
+
+def parse_contract(text: str, path: Path | str) -> Contract:
+    """A contract from its text (a task folder's file, or an archive's copy of it)."""
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as e:
         raise ContractError(f"{path}: cannot be read as TOML ({e})") from None
     clauses = data.get("clauses")
     if not isinstance(clauses, dict) or not clauses:
@@ -69,4 +79,4 @@ def load_contract(path: Path) -> Contract:
                             f"{', '.join(sorted(names))} (differs in {', '.join(wrong)})")
     if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in table.values()):
         raise ContractError(f"{path}: thresholds: expected numbers")
-    return Contract(str(data.get("version", "")), clauses, Thresholds(**table))
+    return Contract(str(data.get("version", "")), clauses, Thresholds(**table), text)
