@@ -25,7 +25,7 @@ $(VENV)/.stamp: pyproject.toml scripts/setup-venv.sh
 	@touch $@
 
 clients: $(CLIENTS)
-$(BUILD)/client-%: fixture/client.c | $(BUILD)
+$(BUILD)/client-%: fixture/backup/client.c | $(BUILD)
 	@$(CC) $(CFLAGS) -DEVLAB_BEHAVIOUR='"$*"' -o $@ $< -lcrypto
 $(BUILD):
 	@mkdir -p $@

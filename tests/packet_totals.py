@@ -20,7 +20,7 @@ class FlowKey(NamedTuple):
 @dataclass(frozen=True)
 class FlowTotals:
     packets: int = 0
-    payload_bytes: int = 0
+    payload_bytes: int = 0   # the stream's bytes: a segment TCP sent again counted once
 
 
 @dataclass(frozen=True)
@@ -30,12 +30,28 @@ class PortTotals:
 
 
 def flows(summaries: Iterable[PacketSummary]) -> dict[FlowKey, FlowTotals]:
-    totals: dict[FlowKey, list[int]] = {}
+    """Per flow, its segments and the bytes of its stream: a loaded machine's loopback can
+    retransmit (the wire then carries a range twice; the stream has it once)."""
+    packets: dict[FlowKey, int] = {}
+    ranges: dict[FlowKey, list[tuple[int, int]]] = {}
+    first: dict[FlowKey, int] = {}
     for s in summaries:
-        counts = totals.setdefault(FlowKey(s.src, s.sport, s.dst, s.dport), [0, 0])
-        counts[0] += 1
-        counts[1] += s.payload_len
-    return {key: FlowTotals(p, b) for key, (p, b) in totals.items()}
+        key = FlowKey(s.src, s.sport, s.dst, s.dport)
+        packets[key] = packets.get(key, 0) + 1
+        ranges.setdefault(key, [])
+        if s.payload_len:
+            start = (s.seq - first.setdefault(key, s.seq)) & 0xFFFFFFFF
+            ranges[key].append((start, start + s.payload_len))
+    return {key: FlowTotals(packets[key], _covered(ranges[key])) for key in packets}
+
+
+def _covered(ranges: list[tuple[int, int]]) -> int:
+    total, end = 0, 0
+    for lo, hi in sorted(ranges):
+        if hi > end:
+            total += hi - max(lo, end)
+            end = hi
+    return total
 
 
 def port_totals(summaries: Iterable[PacketSummary], port: int) -> PortTotals:

@@ -150,7 +150,7 @@ def test_a_setsid_daemon_is_killed_with_the_sandbox_and_fails_cleanup(egress, tm
     "{egress} fork-spin {{host}} {{port}} {{source}}",
     "{egress} mem-rehash {{host}} {{port}} {{source}}",
     f"/usr/bin/python3 {CLIENTS / 'rehash_client.py'} {{{{host}}}} {{{{port}}}} {{{{source}}}}",
-], ids=["forked-spinner", "c-rehash-512x", "python-rehash-256x"])
+], ids=["forked-spinner", "c-rehash-512x", "python-rehash-512x"])
 def test_waste_without_progress_fails_cpu_budget(egress, tmp_path, command):
     run, clauses = judged(command.format(egress=egress), tmp_path)
     cpu = clauses["cpu-budget"]

@@ -13,12 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fixture import faults as rules
+from fixture.backup.receiver_faults import FaultBook, checked
+from fixture.backup.verifier import verify
 from fixture.harness import backup_path, client_path, start_receiver
 from fixture.proxy_faults import FaultError as ProxyFaultError
 from fixture.proxy_faults import parse_fault
-from fixture.receiver_faults import FaultBook, checked
 from fixture.spawner import Spawner
-from fixture.verifier import verify
 from sessions.judging.fault_chance import could_fire
 from sessions.lab.noise import HELPER
 from sessions.lab.schedule import run_session

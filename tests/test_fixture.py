@@ -17,10 +17,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fixture import restore
+from fixture.backup import restore
+from fixture.backup.verifier import verify
 from fixture.harness import BEHAVIOURS, backup_path, client_path, start_decoy, start_receiver
 from fixture.source import SIZE, source_bytes
-from fixture.verifier import verify
 
 SOURCE_SHA256 = "1a6e6a175daad4e3850d050d3535248db87114598835db0c5911ed7dc7ffe514"
 RETRY_DROP_AFTER = 65_536
@@ -230,7 +230,7 @@ def test_servers_bind_loopback_only(tmp_path):
 def test_a_drop_the_shared_rules_refuse_is_a_usage_error(tmp_path):
     """--drop-first-upload-after goes through fixture/faults.py like any other drop."""
     proc = subprocess.run(
-        [sys.executable, "-m", "fixture.receiver", "--store", str(tmp_path / "store"),
+        [sys.executable, "-m", "fixture.backup.receiver", "--store", str(tmp_path / "store"),
          "--events", str(tmp_path / "rx.jsonl"), "--drop-first-upload-after", "-1"],
         capture_output=True, text=True, timeout=10, cwd=Path(__file__).resolve().parent.parent)
     assert proc.returncode == 2 and "after_bytes: expected a byte count" in proc.stderr
@@ -261,8 +261,8 @@ def test_an_answer_the_client_never_reads_frees_the_connection(tmp_path):
     import asyncio
     import io
 
+    from fixture.backup.receiver import Connection, Limits, Receiver, Store, Undeliverable
     from fixture.events import EventLog
-    from fixture.receiver import Connection, Limits, Receiver, Store, Undeliverable
 
     class NeverDrains:
         def write(self, data):

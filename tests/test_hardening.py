@@ -149,7 +149,7 @@ def test_non_root_gets_clear_messages_never_a_traceback(tmp_path, built_clients)
     # cannot start because this machine's interpreter lives under /root (0700).
     assert code in (2, 3), err
     if code == 2:
-        assert err.count("\n") == 1 and "cannot start fixture.receiver" in err
+        assert err.count("\n") == 1 and "cannot start fixture.backup.receiver" in err
 
 
 @pytest.mark.slow

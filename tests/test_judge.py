@@ -310,14 +310,14 @@ CLAUSES = {   # clause: {case: its stream}; what the judge decides: tests/data/j
         "disagree-beyond-the-chain": count(edit(B(), E.BoundaryObserved, 1,
                                                 cpu_ns=300_000_000), 1,
                                            launch_oncpu_ns=10_000_000),
-        # allowances scale with the machine's pace: a 30 ms stretch is honest work on a CPU
+        # allowances scale with the machine's pace: a 60 ms stretch is honest work on a CPU
         # 2x slower, 200 ms of spinning is waste on it too, and a pace within the measure's
         # spread scales nothing
-        "stretch-on-a-2x-slower-machine": edit(count(B(), 1, busy_max_ns=30_000_000),
+        "stretch-on-a-2x-slower-machine": edit(count(B(), 1, busy_max_ns=60_000_000),
                                                E.SessionStarted, cpu_pace=2.0),
         "spin-on-a-2x-slower-machine": edit(count(B(), 1, busy_start_max_ns=200_000_000),
                                             E.SessionStarted, cpu_pace=2.0),
-        "stretch-at-pace-noise": edit(count(B(), 1, busy_max_ns=30_000_000),
+        "stretch-at-pace-noise": edit(count(B(), 1, busy_max_ns=60_000_000),
                                       E.SessionStarted, cpu_pace=1.2),
         # waste spread thin: summed over the tree's stretches, and not scaled by the pace
         "spin-over-threads": count(B(), 1, busy_ns=640_000_000, busy_start_ns=640_000_000,

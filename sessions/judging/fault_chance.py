@@ -36,7 +36,7 @@ def could_fire(fault: dict, inv, source_size: int, digest: str | None = None) ->
         return False
     if fault["kind"] in WIRE_KINDS:
         return _wire_reached(fault, inv)
-    # The receiver strikes only uploads of the source (fixture/receiver_faults.py), from the
+    # The receiver strikes only uploads of the source (fixture/backup/receiver_faults.py), from the
     # k-th on until it fires: did any of them reach it?
     uploads = [u for u in inv.receiver_events("upload_started")
                if digest is None or u.fields.get("digest") == digest]

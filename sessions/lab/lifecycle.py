@@ -19,8 +19,8 @@ from pathlib import Path
 
 import psutil
 
-from fixture.receiver import BACKUP_NAME, sha256_of
-from fixture.restore import check, fetch
+from fixture.backup.receiver import BACKUP_NAME, sha256_of
+from fixture.backup.restore import check, fetch
 from probes.text import cleaned
 from sessions.judging.judgement import is_temp
 from sessions.stream.events import CleanupObserved, LifecycleCheck

@@ -18,10 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from fixture.backup.receiver import sha256_of
+from fixture.backup.verifier import verify
 from fixture.harness import Server, ServerStartError, start_decoy
-from fixture.receiver import sha256_of
 from fixture.source import SIZE, write_source, write_stale_backup
-from fixture.verifier import verify
 from probes.boundary.netns import HostNetwork, Network
 from probes.boundary.sandbox import unmount_under
 from probes.interrupts import deferred

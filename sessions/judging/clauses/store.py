@@ -19,7 +19,7 @@ def integrity(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     for n, v in verified:
         if not v.saved:
             return failed(f"after invocation {n} the store holds no backup", evidence)
-        if not v.match:   # saved: the verifier gives its digest (fixture/verifier.py)
+        if not v.match:   # saved: the verifier gives its digest (fixture/backup/verifier.py)
             return failed(f"after invocation {n} the saved backup's sha256 "
                           f"{v.saved_sha256[:12]}… differs from the source's "  # type: ignore[index]
                           f"{v.source_sha256[:12]}…", evidence)
