@@ -136,11 +136,14 @@ def test_a_command_is_held_to_its_tasks_placeholders(tmp_path):
 
 
 def _strict_copy(tmp_path: Path) -> Path:
-    """backup with its hash-work clause named otherwise and its cpu-budget clause dropped."""
+    """backup with its hash-work and unchanged-no-upload clauses named otherwise (the re-run
+    gate reads the latter by its predicate) and its cpu-budget clause dropped."""
     folder = _copy(tmp_path)
     _edit(folder / "task.toml", 'id = "backup"', 'id = "strict-backup"')
     _edit(folder / "contract.toml", "[clauses.hash-work]", "[clauses.one-digest-pass]\n"
           "predicate = \"hash-work\"")
+    _edit(folder / "contract.toml", "[clauses.unchanged-no-upload]",
+          "[clauses.no-second-upload]\npredicate = \"unchanged-no-upload\"")
     contract = folder / "contract.toml"
     text = contract.read_text()
     contract.write_text(text[:text.index("[clauses.cpu-budget]")] + text[text.index(
@@ -164,6 +167,7 @@ def test_a_users_task_is_judged_on_its_own_contract(tmp_path):
     assert list(run["clauses"]) == list(task.clause_ids)
     assert "one-digest-pass" in run["clauses"] and "cpu-budget" not in run["clauses"]
     assert run["success"], run["reason"]
+    assert run["gates"]["re-run"]["status"] == "pass"
 
 
 @pytest.mark.live
@@ -189,5 +193,4 @@ def test_an_archive_replays_on_the_contract_it_was_judged_by_with_its_folder_gon
     assert before["task"] == after["task"] and before["task"]["id"] == "strict-backup"
     assert [(c["id"], c["status"], c["reason"]) for c in before["scenarios"][0]["clauses"]] == \
         [(c["id"], c["status"], c["reason"]) for c in after["scenarios"][0]["clauses"]]
-    assert "unchanged-no-upload" in before["grade"]["scenarios"]["normal"]["runs"][0][
-        "reason"]
+    assert "no-second-upload" in before["grade"]["scenarios"]["normal"]["runs"][0]["reason"]

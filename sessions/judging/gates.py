@@ -37,7 +37,10 @@ def immediate(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) 
 
 def rerun(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> Judgement:
     """The unchanged-no-upload clause's verdict, and the backup still right after it."""
-    upload = clauses["unchanged-no-upload"]
+    upload = clauses.get("unchanged-no-upload")
+    if upload is None:
+        return unknown("the task's contract has no clause judged by unchanged-no-upload",
+                       failure_class=ENVIRONMENT)
     if upload.status != PASS:
         return Judgement(upload.status, upload.reason, upload.evidence, upload.failure_class)
     second = ev.invocations[2]
@@ -134,6 +137,8 @@ def limits(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> 
                      tuple(evidence))
 
 
+# Each gate gets the attempt's clause verdicts by the predicate that judged them (a task's
+# contract may give a clause another id).
 GATES: dict[str, Callable[[ScenarioEvidence, Thresholds, dict[str, Verdict]], Judgement]] = {
     "immediate": immediate,
     "re-run": rerun,

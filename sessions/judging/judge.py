@@ -82,10 +82,11 @@ def judge_grading(ev: ScenarioEvidence, contract: Contract, verdicts: list[Verdi
     """A grading attempt: its lifecycle gates, risk findings and outcome. Its clauses are
     judged against the contract, not against a seeded expectation, so there is no
     instrument check: ScenarioJudged says `graded` with the attempt's outcome."""
-    by_clause = {v.clause: v for v in verdicts}
+    # the gates read a clause's verdict by the predicate that judged it, whatever its id
+    by_predicate = {contract.predicate(v.clause): v for v in verdicts}
     gates = []
     for gate, fn in GATES.items():
-        j = fn(ev, contract.thresholds, by_clause)
+        j = fn(ev, contract.thresholds, by_predicate)
         gates.append(GateResult(now_ns, ev.id, gate, j.status, j.reason,
                                 j.failure_class if j.status != PASS else None,
                                 tuple(sorted(set(j.evidence)))))
