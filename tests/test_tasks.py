@@ -194,3 +194,56 @@ def test_an_archive_replays_on_the_contract_it_was_judged_by_with_its_folder_gon
     assert [(c["id"], c["status"], c["reason"]) for c in before["scenarios"][0]["clauses"]] == \
         [(c["id"], c["status"], c["reason"]) for c in after["scenarios"][0]["clauses"]]
     assert "no-second-upload" in before["grade"]["scenarios"]["normal"]["runs"][0]["reason"]
+
+
+CAMPAIGN = """
+[campaign]
+name = "strict"
+task = "my-backup"
+scenarios = ["normal"]
+attempts = 1
+[[client]]
+name = "c-baseline"
+command = ["{build}/client-baseline", "{{host}}", "{{port}}", "{{source}}"]
+[[client]]
+name = "c-redundant"
+command = ["{build}/client-redundant-upload", "{{host}}", "{{port}}", "{{source}}"]
+"""
+
+
+def test_a_campaigns_task_is_checked_before_anything_runs(tmp_path):
+    folder = _strict_copy(tmp_path)
+    file = tmp_path / "campaign.toml"
+    file.write_text(CAMPAIGN.format(build=ROOT / "fixture" / "build").replace(
+        'task = "my-backup"', 'task = "nowhere"'))
+    out = subprocess.run([EVLAB, "campaign", str(file), "--headless"], capture_output=True,
+                         text=True, cwd=tmp_path)
+    assert (out.returncode, out.stderr.count("\n")) == (2, 1)
+    assert "campaign.task: no task 'nowhere'" in out.stderr
+    file.write_text(CAMPAIGN.format(build=ROOT / "fixture" / "build"))
+    out = subprocess.run([EVLAB, "campaign", str(file), "--headless", "--ray", "auto"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 2 and "a task folder of your own runs in a local campaign" in \
+        out.stderr, out.stderr
+    assert not (tmp_path / "evlab-campaign-strict").exists() and folder.is_dir()
+
+
+@pytest.mark.live
+@root_only
+def test_a_local_campaign_runs_every_client_on_its_task(tmp_path):
+    folder = _strict_copy(tmp_path)
+    file = tmp_path / "campaign.toml"
+    file.write_text(CAMPAIGN.format(build=ROOT / "fixture" / "build"))
+    doc_path = tmp_path / "doc.json"
+    out = subprocess.run([EVLAB, "campaign", str(file), "--headless", "--json", str(doc_path)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr   # every attempt ran (a campaign ranks, not fails)
+    doc = json.loads(doc_path.read_text())
+    assert doc["task"]["id"] == "strict-backup" and doc["task"]["sha256"] == \
+        load_task(folder).sha256
+    board = doc["campaign"]
+    assert [r["name"] for r in board["leaderboard"]] == ["c-baseline", "c-redundant"]
+    runs_of = {name: c["scenarios"]["normal"]["runs"][0] for name, c in
+               board["clients"].items()}
+    assert list(runs_of["c-baseline"]["clauses"]) == list(load_task(folder).clause_ids)
+    assert runs_of["c-redundant"]["clauses"]["no-second-upload"] == "fail"

@@ -46,7 +46,8 @@ class Merger:
     def __init__(self, stream: EventStream, campaign: Campaign, journal: Journal):
         self.stream, self.campaign, self.journal = stream, campaign, journal
         self._files: dict[str, Files] = {}
-        self._versions = (VERSION, load_task().contract.version)   # what every node must run
+        # what every node must run: this evlab, and the campaign's task's contract
+        self._versions = (VERSION, load_task(campaign.task or None).contract.version)
 
     def files(self, client: str) -> Files:
         """The client's shipped files, read once (what every node receives)."""

@@ -3,6 +3,7 @@
 Its summary line and exit status: sessions/cli/endings.py.
 """
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from sessions.output.escape import visible
 from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import progress
 from sessions.spec.campaign import Campaign, CampaignError, load_campaign
+from sessions.spec.task import load_task, task_ref
 from sessions.stream.campaign_events import AttemptLost, CampaignStarted
 from sessions.stream.events import AttemptJudged, Event
 from sessions.stream.evidence import EvidenceBook
@@ -96,7 +98,12 @@ def open_campaign(args):
     options, engine, journal, resumed events). A mistake is a UsageError, with the engine
     closed again and nothing written."""
     try:
-        campaign = load_campaign(args.file)
+        campaign = load_campaign(args.file, task_ref(args.task) if args.task else None)
+        if args.ray is not None and campaign.task and campaign.task != load_task(
+                campaign.task).id:
+            raise CampaignError(f"{args.file}: a task folder of your own runs in a local "
+                                "campaign for now: Ray nodes get the clients' files, not the "
+                                "task's folder (a built-in task runs on Ray)")
         options = campaign_options(args, campaign)
         engine = make_engine(args, options)
     except (CampaignError, EngineError) as e:
@@ -114,4 +121,4 @@ def open_campaign(args):
 def campaign_options(args, campaign: Campaign):
     if not args.noise and campaign.noise:
         args.noise = ",".join(campaign.noise)
-    return options_of(args, True, campaign.sandbox)
+    return dataclasses.replace(options_of(args, True, campaign.sandbox), task=campaign.task)

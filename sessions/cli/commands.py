@@ -56,7 +56,7 @@ def cmd_grade(args) -> int:
 
 
 def untrusted(archive: Path, work):
-    """Judge an archive's events: well-typed (sessions/events.py checks every field) yet still
+    """Judge an archive's events: well-typed (sessions/stream/codec.py checks every field) yet still
     untrusted. Anything they make fail is the archive's fault, said in one line."""
     try:
         return work()

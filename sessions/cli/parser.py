@@ -161,6 +161,7 @@ def _campaign_parser(sub) -> None:
                        "here (one attempt at a time) or on a Ray cluster, and rank them. "
                        "File format: docs/campaign.md.")
     c.add_argument("file", type=Path, metavar="CAMPAIGN.toml")
+    _task_argument(c, "(default: the campaign file's [campaign] task, else backup)")
     c.add_argument("--dir", type=Path, metavar="DIR", help="the campaign's directory, kept "
                    "for --resume (default: ./evlab-campaign-NAME)")
     c.add_argument("--resume", action="store_true",

@@ -1,7 +1,7 @@
 """Lifecycle gates of a grading attempt: is the backup right now, after an unchanged re-run,
 after the receiver is killed and restarted, when fetched back — and did the client clean up?
 
-Each gate is judged from evidence events like a clause (sessions/judge.py); a gate whose
+Each gate is judged from evidence events like a clause (sessions/judging/judge.py); a gate whose
 evidence is missing is inconclusive, never pass.
 """
 

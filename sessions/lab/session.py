@@ -60,7 +60,7 @@ class Options:
     collector: str = "auto"
     packets: str = "on"          # on, off, required
     functions: tuple[str, ...] = ("hash_file", "send_payload", "busy_wait")
-    noise: tuple[str, ...] = ()  # ambient noise for every scenario (sessions/noise.py kinds)
+    noise: tuple[str, ...] = ()  # ambient noise for every scenario (sessions/lab/noise.py kinds)
     sandbox: str = "auto"        # auto (when it can be built), required, off (--no-sandbox)
     deny_egress: bool = False    # refuse every destination but the receiver (EPERM)
     limits: SandboxLimits = field(default_factory=SandboxLimits)

@@ -3,6 +3,7 @@
     [campaign]
     name = "backup-clients"
     scenarios = ["normal", "interrupted"]   # grade scenario ids or scenario .toml files
+    task = "backup"                         # a built-in task's id or a task folder (default)
     attempts = 3                            # per client and scenario
     retries = 2                             # runs of an attempt the engine lost, again
     noise = ["cpu"]                         # optional ambient noise (or "all")
@@ -36,6 +37,7 @@ from sessions.spec.client_spec import (
     read_toml,
 )
 from sessions.spec.scenario import NOISE_KINDS, Scenario, ScenarioError, load, load_suite
+from sessions.spec.task import TaskError, load_task, task_ref
 
 MAX_CLIENTS = 200
 MAX_CAMPAIGN_ATTEMPTS = 2000   # what one archive holds (sessions/output/archive.py's bounds)
@@ -43,7 +45,7 @@ MAX_RETRIES = 10
 MAX_SHIPPED_BYTES = 64 << 20
 SYSTEM_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/", "/etc/")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
-_KEYS = {"campaign": {"name", "scenarios", "attempts", "retries", "noise"},
+_KEYS = {"campaign": {"name", "scenarios", "attempts", "retries", "noise", "task"},
          "client": {"name", "command", "env", "timeout_s", "ship"}}
 
 
@@ -76,6 +78,7 @@ class Campaign:
     retries: int
     noise: tuple[str, ...]
     sandbox: dict                   # a grade file's [sandbox]
+    task: str = ""                  # every client's task: a built-in id or a folder ("": backup)
 
     @property
     def size(self) -> int:
@@ -95,18 +98,19 @@ def sha256_file(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def load_campaign(path: Path) -> Campaign:
+def load_campaign(path: Path, task: str | None = None) -> Campaign:
+    """task: the command line's --task, which wins over the file's [campaign] task."""
     path = Path(path)
     try:
         text, data = read_toml(path)
-        return _campaign(path, text, data)
+        return _campaign(path, text, data, task)
     except ClientSpecError as e:   # already names the file
         raise CampaignError(str(e)) from None
     except ScenarioError as e:
         raise CampaignError(f"{path}: {e}") from None
 
 
-def _campaign(path: Path, text: str, data: dict) -> Campaign:
+def _campaign(path: Path, text: str, data: dict, given: str | None) -> Campaign:
     unknown = set(data) - {"campaign", "sandbox", "client"}
     head, sandbox, clients = data.get("campaign", {}), data.get("sandbox", {}), data.get("client")
     if unknown or not isinstance(head, dict) or not isinstance(sandbox, dict):
@@ -127,18 +131,33 @@ def _campaign(path: Path, text: str, data: dict) -> Campaign:
     if not isinstance(name, str) or not _NAME.match(name):
         raise CampaignError(f"{path}: campaign.name: expected letters, digits, '-', '_' or "
                             f"'.' (at most 40), got {name!r}")
-    parsed = tuple(_client(path, root, c, attempts) for c in clients)
+    task = given if given is not None else _task(path, root, head)
+    parsed = tuple(_client(path, root, c, attempts, task) for c in clients)
     names = [c.name for c in parsed]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise CampaignError(f"{path}: client name(s) used twice: {', '.join(twice)}")
-    scenarios = _scenarios(path, root, head)
+    scenarios = _scenarios(path, root, head, task)
     if len(parsed) * len(scenarios) * attempts > MAX_CAMPAIGN_ATTEMPTS:
         raise CampaignError(f"{path}: {len(parsed)} clients x {len(scenarios)} scenarios x "
                             f"{attempts} attempts is more than {MAX_CAMPAIGN_ATTEMPTS} attempts "
                             "(one archive's worth): split the campaign")
     return Campaign(name, path.resolve(), text, parsed, scenarios, attempts, retries,
-                    _noise(path, head), dict(sandbox))
+                    _noise(path, head), dict(sandbox), task)
+
+
+def _task(path: Path, root: Path, head: dict) -> str:
+    """[campaign] task: a folder beside the file, else a built-in task's id (or a folder)."""
+    task = head.get("task", "")
+    if not isinstance(task, str):
+        raise CampaignError(f"{path}: campaign.task: expected a task's id or folder")
+    if not task:
+        return ""
+    beside = root / task
+    try:
+        return task_ref(beside if (beside / "task.toml").is_file() else task)
+    except TaskError as e:
+        raise CampaignError(f"{path}: campaign.task: {e}") from None
 
 
 def _known_keys(path: Path, table: dict, where: str) -> None:
@@ -167,8 +186,9 @@ def _noise(path: Path, head: dict) -> tuple[str, ...]:
     return tuple(dict.fromkeys(noise))
 
 
-def _scenarios(path: Path, root: Path, head: dict) -> tuple[Scenario, ...]:
-    builtin = {s.id: s for s in load_suite("grade")}
+def _scenarios(path: Path, root: Path, head: dict, task: str) -> tuple[Scenario, ...]:
+    chosen_task = load_task(task or None)
+    builtin = {s.id: s for s in load_suite("grade", chosen_task)}
     wanted = head.get("scenarios", list(builtin))
     if not isinstance(wanted, list) or not wanted or not all(isinstance(w, str)
                                                              for w in wanted):
@@ -177,7 +197,7 @@ def _scenarios(path: Path, root: Path, head: dict) -> tuple[Scenario, ...]:
     chosen: dict[str, Scenario] = {}
     for w in dict.fromkeys(wanted):
         if w.endswith(".toml"):
-            s = load(root / w)
+            s = load(root / w, chosen_task)
         elif w in builtin:
             s = builtin[w]
         else:
@@ -189,7 +209,7 @@ def _scenarios(path: Path, root: Path, head: dict) -> tuple[Scenario, ...]:
     return tuple(chosen.values())
 
 
-def _client(path: Path, root: Path, entry: dict, attempts: int) -> CampaignClient:
+def _client(path: Path, root: Path, entry: dict, attempts: int, task: str) -> CampaignClient:
     _known_keys(path, entry, "client")
     name = entry.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
@@ -198,7 +218,7 @@ def _client(path: Path, root: Path, entry: dict, attempts: int) -> CampaignClien
     where = f"client {name}"
     command, env, timeout = client_table(entry, f"{path}: {where}: ")
     try:
-        spec = build(command, root, env, timeout, attempts)
+        spec = build(command, root, env, timeout, attempts, task=task)
     except ClientSpecError as e:
         raise CampaignError(f"{path}: {where}: {e}") from None
     ship = _shipping(path, root, where, spec, entry.get("ship", []))
