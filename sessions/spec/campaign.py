@@ -37,7 +37,7 @@ from sessions.spec.client_spec import (
     read_toml,
 )
 from sessions.spec.scenario import NOISE_KINDS, Scenario, ScenarioError, load, load_suite
-from sessions.spec.task import TaskError, load_task, task_ref
+from sessions.spec.task import TaskError, load_task, task_named_in
 
 MAX_CLIENTS = 200
 MAX_CAMPAIGN_ATTEMPTS = 2000   # what one archive holds (sessions/output/archive.py's bounds)
@@ -131,7 +131,7 @@ def _campaign(path: Path, text: str, data: dict, given: str | None) -> Campaign:
     if not isinstance(name, str) or not _NAME.match(name):
         raise CampaignError(f"{path}: campaign.name: expected letters, digits, '-', '_' or "
                             f"'.' (at most 40), got {name!r}")
-    task = given if given is not None else _task(path, root, head)
+    task = given if given is not None else _task(path, head)
     parsed = tuple(_client(path, root, c, attempts, task) for c in clients)
     names = [c.name for c in parsed]
     twice = sorted({n for n in names if names.count(n) > 1})
@@ -146,16 +146,15 @@ def _campaign(path: Path, text: str, data: dict, given: str | None) -> Campaign:
                     _noise(path, head), dict(sandbox), task)
 
 
-def _task(path: Path, root: Path, head: dict) -> str:
+def _task(path: Path, head: dict) -> str:
     """[campaign] task: a folder beside the file, else a built-in task's id (or a folder)."""
     task = head.get("task", "")
     if not isinstance(task, str):
         raise CampaignError(f"{path}: campaign.task: expected a task's id or folder")
     if not task:
         return ""
-    beside = root / task
     try:
-        return task_ref(beside if (beside / "task.toml").is_file() else task)
+        return task_named_in(path, task)
     except TaskError as e:
         raise CampaignError(f"{path}: campaign.task: {e}") from None
 

@@ -5,11 +5,11 @@
 
 The command is split like a shell would (shlex) but never run by one. Its placeholders are its
 task's (for backup `{host}`, `{port}`, `{source}` and `{decoy_port}`), filled by evlab per
-invocation. The executable is resolved
-(PATH for a bare name) and its sha256 recorded; other arguments naming existing files (a script)
-are made absolute — the client runs in its own empty directory — and their sha256 recorded too.
-The client gets exactly the environment below plus what the user adds: HOME and TMPDIR point
-into its working directory, so anything it leaves there is seen by the cleanup gate.
+invocation. The executable is resolved (PATH for a bare name) and its sha256 recorded; other
+arguments naming existing files (a script) are made absolute — the client runs in its own empty
+directory — and their sha256 recorded too. The client gets exactly the environment below plus
+what the user adds: HOME and TMPDIR point into its working directory, so anything it leaves
+there is seen by the cleanup gate.
 
 TOML form (relative paths are relative to the file):
     [client]
@@ -42,7 +42,7 @@ from pathlib import Path
 
 from fixture.backup.receiver import sha256_of
 from sessions.spec.scenario import Scenario, placeholders_of
-from sessions.spec.task import Task, load_task, task_ref
+from sessions.spec.task import Task, load_task, task_named_in
 from sessions.stream.events import GradeStarted
 
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
@@ -261,9 +261,8 @@ def from_file(path: Path, extra_env: dict[str, str] | None = None, **overrides) 
     task = grade.get("task", "")
     if not isinstance(task, str):
         raise ClientSpecError(f"{path}: grade.task: expected a task's id or folder")
-    if task:   # a folder beside the file, else a built-in task's id (or an absolute folder)
-        beside = Path(path).parent / task
-        task = task_ref(beside if (beside / "task.toml").is_file() else task)
+    if task:
+        task = task_named_in(path, task)
     options = {"timeout_s": timeout, "task": task,
                "attempts": grade.get("attempts", 3), "scenarios": tuple(scenarios), **overrides}
     try:

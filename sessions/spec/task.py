@@ -76,6 +76,13 @@ def task_ref(given: str | Path) -> str:
     return task.id if task.folder == (TASKS_DIR / task.id).resolve() else str(task.folder)
 
 
+def task_named_in(file: Path, given: str) -> str:
+    """A task a grade or campaign file names: a folder beside the file, else a built-in
+    task's id (or an absolute folder); as task_ref gives it."""
+    beside = Path(file).parent / given
+    return task_ref(beside if (beside / TASK_FILE).is_file() else given)
+
+
 def _folder_of(ref: str | Path | None) -> Path:
     text = str(ref if ref is not None else DEFAULT_TASK)
     if _ID.match(text) and "/" not in text:
