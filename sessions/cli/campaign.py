@@ -3,7 +3,6 @@
 Its summary line and exit status: sessions/cli/endings.py.
 """
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from sessions.output.escape import visible
 from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import progress
 from sessions.spec.campaign import Campaign, CampaignError, load_campaign
-from sessions.spec.task import load_task, task_ref
+from sessions.spec.task import task_ref
 from sessions.stream.campaign_events import AttemptLost, CampaignStarted
 from sessions.stream.events import AttemptJudged, Event
 from sessions.stream.evidence import EvidenceBook
@@ -99,8 +98,7 @@ def open_campaign(args):
     closed again and nothing written."""
     try:
         campaign = load_campaign(args.file, task_ref(args.task) if args.task else None)
-        if args.ray is not None and campaign.task and campaign.task != load_task(
-                campaign.task).id:
+        if args.ray is not None and Path(campaign.task).is_absolute():   # not a built-in id
             raise CampaignError(f"{args.file}: a task folder of your own runs in a local "
                                 "campaign for now: Ray nodes get the clients' files, not the "
                                 "task's folder (a built-in task runs on Ray)")
@@ -121,4 +119,4 @@ def open_campaign(args):
 def campaign_options(args, campaign: Campaign):
     if not args.noise and campaign.noise:
         args.noise = ",".join(campaign.noise)
-    return dataclasses.replace(options_of(args, True, campaign.sandbox), task=campaign.task)
+    return options_of(args, True, campaign.sandbox, campaign.task)

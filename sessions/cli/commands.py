@@ -31,8 +31,9 @@ def cmd_tasks(args=None) -> int:
 
 
 def cmd_list(args=None) -> int:
-    task = load_task(getattr(args, "task", None))
-    option = f" --task {args.task}" if getattr(args, "task", None) else ""
+    given = getattr(args, "task", None)
+    task = load_task(given)
+    option = f" --task {given}" if given else ""
     for suite in task.suites:
         print(f"{suite} suite (evlab run{option} --suite {suite}):")
         for s in load_suite(suite, task):

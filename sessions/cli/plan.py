@@ -1,7 +1,6 @@
 """What `evlab run`, `evlab grade` or bare `evlab` will run, read from its arguments once: the
 headless session and the dashboard's lab are built from the same plan."""
 
-import dataclasses
 from dataclasses import dataclass
 
 from probes.boundary.limits import SandboxLimits
@@ -16,10 +15,10 @@ from sessions.stream.events import GradeStarted
 
 
 def chosen_scenarios(names: list[str], everything: bool, suite: str | None = None,
-                     task: str | None = None):
+                     task: str = ""):
     if sum(map(bool, (names, everything, suite))) > 1:
         raise UsageError("give scenario names, --all or --suite, not several")
-    chosen = load_task(task)
+    chosen = load_task(task or None)
     if suite:
         return load_suite(suite, chosen)
     if everything or not names:
@@ -61,10 +60,11 @@ def noise_kinds(text: str) -> tuple[str, ...]:
     return kinds
 
 
-def options_of(args, grading: bool = False, from_file: dict | None = None) -> Options:
+def options_of(args, grading: bool = False, from_file: dict | None = None,
+               task: str = "") -> Options:
     """The runner's options from run's or grade's flags (a grade file's [sandbox] table fills
-    what the flags leave out). A graded client is untrusted: grade refuses to run it
-    unconfined unless --no-sandbox says so."""
+    what the flags leave out), on the task (a task_ref). A graded client is untrusted: grade
+    refuses to run it unconfined unless --no-sandbox says so."""
     from_file, d = from_file or {}, SandboxLimits()
     limits = {}
     for _flag, field, _unit, scale in LIMIT_FLAGS:
@@ -75,7 +75,7 @@ def options_of(args, grading: bool = False, from_file: dict | None = None) -> Op
     sandbox = "off" if args.no_sandbox else "required" if grading else "auto"
     return Options(args.collector, args.packets, noise=noise_kinds(args.noise),
                    sandbox=sandbox, deny_egress=args.deny_egress or from_file.get(
-                       "deny_egress", False), limits=SandboxLimits(**limits))
+                       "deny_egress", False), limits=SandboxLimits(**limits), task=task)
 
 
 @dataclass(frozen=True)
@@ -91,12 +91,12 @@ def plan_of(args) -> Plan:
     if args.command == "grade":
         spec = grade_spec(args)
         attempts = spec.attempt_scenarios(load_suite("grade", spec.task_of()))
-        options = dataclasses.replace(options_of(args, True, spec.sandbox), task=spec.task)
-        return Plan(attempts, options, grade_started(spec, attempts), spec, _jobs(args))
+        return Plan(attempts, options_of(args, True, spec.sandbox, spec.task),
+                    grade_started(spec, attempts), spec, _jobs(args))
     if args.command == "run":
         task = _task_ref(args.task) or ""
-        return Plan(chosen_scenarios(args.scenarios, args.all, args.suite, task or None),
-                    dataclasses.replace(options_of(args), task=task), jobs=_jobs(args))
+        return Plan(chosen_scenarios(args.scenarios, args.all, args.suite, task),
+                    options_of(args, task=task), jobs=_jobs(args))
     return Plan(chosen_scenarios([], True), Options())   # bare `evlab`: the dashboard's suite
 
 
