@@ -251,12 +251,12 @@ def _inv(uploads=(), proxy_closed=()):
     inv, t = InvocationEvidence(1), 0
     for conn, (length, consumed, reason) in enumerate(uploads, 1):
         t += 10
-        inv.receiver.append(ServerRecord(t, "s", 1, "receiver", "upload_started",
+        inv.endpoint.append(ServerRecord(t, "s", 1, "receiver", "upload_started",
                                          {"conn": conn, "length": length}))
         if reason:
-            inv.receiver.append(ServerRecord(t + 5, "s", 1, "receiver", "rejected",
+            inv.endpoint.append(ServerRecord(t + 5, "s", 1, "receiver", "rejected",
                                              {"conn": conn, "reason": reason}))
-        inv.receiver.append(ServerRecord(t + 6, "s", 1, "receiver", "connection_closed",
+        inv.endpoint.append(ServerRecord(t + 6, "s", 1, "receiver", "connection_closed",
                                          {"conn": conn, "payload_bytes": consumed}))
     for up, down in proxy_closed:
         inv.proxy.append(ServerRecord(t, "s", 1, "proxy", "connection_closed",

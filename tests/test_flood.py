@@ -13,6 +13,7 @@ from probes.tail import LineTail
 from sessions.lab.caps import CAPS, Caps
 from sessions.lab.invocation import CLAIMS_MAX
 from sessions.lab.scenario_run import ScenarioRun
+from sessions.spec.task import load_task
 from sessions.stream.evidence import EvidenceBook
 from tests.support import grade, runs
 
@@ -34,9 +35,9 @@ def test_pipelined_checks_are_capped_and_held_against_the_client(tmp_path):
     [ev] = book.scenarios.values()
     capped = [r.fields for inv in ev.invocations.values() for r in inv.harness
               if r.event == "evidence_capped"]
-    assert capped and all(c["what"] == "receiver" and c["kept"] == CAPS["receiver"]
+    assert capped and all(c["what"] == "receiver" and c["kept"] == CAPS["endpoint"]
                           and c["dropped"] > 0 for c in capped), capped
-    assert all(len(inv.receiver) <= CAPS["receiver"] for inv in ev.invocations.values())
+    assert all(len(inv.endpoint) <= CAPS["endpoint"] for inv in ev.invocations.values())
     assert run["valid"] and not run["success"] and run["rule"] == "client-failed"
     # the backup itself was made, and the verifier (which no flood crowds out) says so; no
     # other clause passes on the swamped evidence (inconclusive, counted against the client,
@@ -70,10 +71,12 @@ def test_settling_counts_the_receivers_connections_by_event_not_by_a_clients_tex
              {"event": "connection_opened", "conn": 2}]
     path.write_text("".join(json.dumps(r) + "\n" for r in lines))
     published: list = []
-    for cap in (CAPS["receiver"], 1):   # every record kept; then past the cap
+    for cap in (CAPS["endpoint"], 1):   # every record kept; then past the cap
         run = ScenarioRun.__new__(ScenarioRun)
-        run.tails, run.caps = {"receiver": LineTail(path)}, Caps()
-        run.caps.kept["receiver"] = CAPS["receiver"] - cap
+        run.servers = SimpleNamespace(tails={"receiver": LineTail(path)})
+        run.task, run.caps = load_task(), Caps()
+        run.caps.take("receiver", "endpoint")   # its cap known, then kept up to it
+        run.caps.kept["receiver"] = CAPS["endpoint"] - cap
         run.stream = SimpleNamespace(publish=published.append)
         run.scenario = SimpleNamespace(id="s")
         run.open_connections = 0

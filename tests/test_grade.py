@@ -22,7 +22,7 @@ from sessions.cli.endings import grade_status
 from sessions.judging.judgement import is_temp
 from sessions.judging.metrics import OverallMetrics, overall_metrics, scenario_metrics
 from sessions.judging.risks import findings as risk_findings
-from sessions.lab import scenario_run
+from sessions.lab import servers as lab_servers
 from sessions.lab.schedule import run_session
 from sessions.lab.session import Options
 from sessions.output import document
@@ -430,15 +430,16 @@ def test_a_client_that_never_uploads_fails_the_fault_scenarios_it_is_not_invalid
 @root_only
 def test_a_harness_failure_makes_the_attempt_invalid_not_failed(tmp_path, monkeypatch,
                                                                  built_clients):
-    real, calls = scenario_run.start_decoy, []
+    real, calls = lab_servers.start_server, []
 
-    def clash_once(path, *args):
-        calls.append(path)
-        if len(calls) == 1:
-            raise ServerStartError("fixture.decoy exited at start: address already in use")
-        return real(path, *args)
+    def clash_once(module, *args):
+        if module == "fixture.decoy":
+            calls.append(module)
+            if len(calls) == 1:
+                raise ServerStartError("fixture.decoy exited at start: address already in use")
+        return real(module, *args)
 
-    monkeypatch.setattr(scenario_run, "start_decoy", clash_once)
+    monkeypatch.setattr(lab_servers, "start_server", clash_once)
     doc = grade(f"{client_path('baseline')} {{host}} {{port}} {{source}}", tmp_path,
                 attempts=2, scenarios=("normal",))
     m = doc["grade"]["scenarios"]["normal"]

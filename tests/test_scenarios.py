@@ -43,7 +43,8 @@ def test_the_eight_seeded_scenarios_ship_as_files():
 
 def test_argv_fills_placeholders(tmp_path):
     s = parse('[client]\nbehaviour = "baseline"\n', tmp_path / "x.toml")
-    assert s.argv("127.0.0.1", 4000, tmp_path / "src", 4001) == [
+    assert s.argv({"host": "127.0.0.1", "port": "4000", "source": str(tmp_path / "src"),
+                   "decoy_port": "4001"}) == [
         str(client_path("baseline")), "127.0.0.1", "4000", str(tmp_path / "src"), "4001"]
     assert s.id == "x" and s.timeout_s == 20
 

@@ -133,7 +133,7 @@ def lane(timeline: Timeline, row: str, window: Window, label_w: int, width: int)
             glyph, style, _ = MARKS.get(mark.kind, ("?", "bold", ""))
             cells[column] = (glyph, style)
     name = row if len(row) <= label_w else row[:label_w - 1] + "…"
-    out = plain(f"{name:<{label_w}} ", "bold" if row in ("receiver", "proxy", "decoy") else "")
+    out = plain(f"{name:<{label_w}} ", "bold" if row in timeline.servers else "")
     for glyph, style in cells:
         out.append(glyph, style)
     return out

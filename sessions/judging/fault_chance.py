@@ -38,7 +38,7 @@ def could_fire(fault: dict, inv, source_size: int, digest: str | None = None) ->
         return _wire_reached(fault, inv)
     # The receiver strikes only uploads of the source (fixture/backup/receiver_faults.py), from the
     # k-th on until it fires: did any of them reach it?
-    uploads = [u for u in inv.receiver_events("upload_started")
+    uploads = [u for u in inv.endpoint_events("upload_started")
                if digest is None or u.fields.get("digest") == digest]
     k = fault.get("upload", 1)
     chances = uploads[k - 1:] if digest is not None else uploads[k - 1:k]
@@ -47,7 +47,7 @@ def could_fire(fault: dict, inv, source_size: int, digest: str | None = None) ->
 
 def _upload_reached(fault: dict, inv, start: ServerRecord) -> bool:
     conn = start.fields.get("conn")
-    ends = [r for r in inv.receiver if r.fields.get("conn") == conn
+    ends = [r for r in inv.endpoint if r.fields.get("conn") == conn
             and r.event in ("connection_closed", "rejected") and r.t_ns >= start.t_ns]
     closed = [r for r in ends if r.event == "connection_closed"]
     consumed = closed[0].fields.get("payload_bytes", 0) if closed else 0
@@ -96,7 +96,7 @@ def _bound(fault: dict, inv) -> bool:
 
 def fired_records(inv: InvocationEvidence) -> list[ServerRecord]:
     """fault_fired records from the receiver and the wire proxy of one invocation."""
-    return [r for r in inv.receiver + inv.proxy if r.event == "fault_fired"]
+    return [r for r in inv.endpoint + inv.proxy if r.event == "fault_fired"]
 
 
 def unfired_faults(ev: ScenarioEvidence) -> list[dict]:

@@ -17,7 +17,7 @@ from sessions.judging.judgement import (
     is_temp,
     unknown,
 )
-from sessions.spec.contract import Thresholds
+from sessions.spec.contract import Contract, ContractError, Thresholds
 from sessions.stream.events import Verdict
 from sessions.stream.evidence import ScenarioEvidence
 
@@ -28,11 +28,8 @@ def immediate(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) 
     if v is None:
         return unknown("no verifier result after invocation 1", failure_class="harness")
     if v.match:
-        return Judgement(PASS, "right after invocation 1 the saved backup matches the source",
-                         (v.seq,))
-    return failed("right after invocation 1 the store holds "
-                  + ("no backup" if not v.saved else "a backup that does not match the source"),
-                  (v.seq,))
+        return Judgement(PASS, f"right after invocation 1 {v.described}", (v.seq,))
+    return failed(f"right after invocation 1 {v.described}", (v.seq,))
 
 
 def rerun(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> Judgement:
@@ -43,13 +40,13 @@ def rerun(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> J
                        failure_class=ENVIRONMENT)
     if upload.status != PASS:
         return Judgement(upload.status, upload.reason, upload.evidence, upload.failure_class)
-    second = ev.invocations[2]
-    if second.verifier is None:
+    second = ev.invocations.get(2)
+    if second is None or second.verifier is None:
         return unknown("no verifier result after the re-run", upload.evidence, "harness")
     if not second.verifier.match:
-        return failed("after the unchanged re-run the backup no longer matches the source",
+        return failed(f"after the unchanged re-run {second.verifier.described}",
                       (*upload.evidence, second.verifier.seq))
-    return Judgement(PASS, upload.reason + "; the backup still matches",
+    return Judgement(PASS, upload.reason + "; the end state still holds",
                      (*upload.evidence, second.verifier.seq))
 
 
@@ -63,8 +60,8 @@ def _lifecycle_gate(name: str):
         if last is None or last.verifier is None:
             return unknown("no verifier result before the check", (check.seq,), "harness")
         if not last.verifier.match:
-            return Judgement(NA, f"no matching backup after the invocations: nothing to "
-                                 f"{'survive' if name == 'durability' else 'restore'}",
+            return Judgement(NA, f"the end state did not hold after the invocations: nothing "
+                                 f"to {'survive' if name == 'durability' else 'restore'}",
                              (check.seq,))
         return Judgement(PASS if check.ok else FAIL, check.detail, (check.seq,),
                          None if check.ok else "client")
@@ -97,7 +94,7 @@ def cleanup(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) ->
                             ("process(es) running when it ended", at_exit),
                             ("listening socket(s)", c.listening),
                             ("temporary file(s) in its working directory", temp),
-                            ("file(s) in the receiver's store", c.store_files)):
+                            ("file(s) in the servers' state", c.store_files)):
             if items:
                 problems.append(f"invocation {n} left {len(items)} {what}: "
                                 f"{', '.join(items[:3])}")
@@ -147,3 +144,14 @@ GATES: dict[str, Callable[[ScenarioEvidence, Thresholds, dict[str, Verdict]], Ju
     "cleanup": cleanup,
     "limits": limits,
 }
+
+
+def gates_of(contract: Contract) -> dict[str, Callable[[ScenarioEvidence, Thresholds,
+                                                         dict[str, Verdict]], Judgement]]:
+    """The gates a task's contract names for its grading attempts, in GATES' order (every one
+    when it names none: backup's)."""
+    names = contract.gates if contract.gates is not None else tuple(GATES)
+    unknown = [g for g in names if g not in GATES]
+    if unknown:
+        raise ContractError(f"gates: no gate {unknown[0]!r} ({', '.join(GATES)})")
+    return {g: fn for g, fn in GATES.items() if g in names}

@@ -68,7 +68,7 @@ def harness_failures(ev: ScenarioEvidence) -> list[str]:
     out = []
     for n in sorted(ev.invocations):
         inv = ev.invocations[n]
-        crashed = any(r.fields.get("fault") == "crash" for r in inv.receiver
+        crashed = any(r.fields.get("fault") == "crash" for r in inv.endpoint
                       if r.event == "fault_fired")
         for r in inv.harness:
             if r.event == "start_failed":

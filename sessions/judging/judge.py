@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from sessions.judging.clauses import predicates_of
 from sessions.judging.fault_chance import unfired_faults
-from sessions.judging.gates import GATES
+from sessions.judging.gates import gates_of
 from sessions.judging.grading import judge_attempt
 from sessions.judging.judgement import FAIL, INCONCLUSIVE, NA, PASS, unknown
 from sessions.judging.risks import coverage, findings
@@ -85,7 +85,7 @@ def judge_grading(ev: ScenarioEvidence, contract: Contract, verdicts: list[Verdi
     # the gates read a clause's verdict by the predicate that judged it, whatever its id
     by_predicate = {contract.predicate(v.clause): v for v in verdicts}
     gates = []
-    for gate, fn in GATES.items():
+    for gate, fn in gates_of(contract).items():
         j = fn(ev, contract.thresholds, by_predicate)
         gates.append(GateResult(now_ns, ev.id, gate, j.status, j.reason,
                                 j.failure_class if j.status != PASS else None,

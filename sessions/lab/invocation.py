@@ -3,7 +3,7 @@ timeout passes, its claims read from stdout and the kernel's events of its tree 
 
     inv = Invocation(parts, scenario, n)
     invocations.own(inv)                         # kernel events of its id come to it
-    inv.launch(argv, cwd, source, port)          # ClientLaunched
+    inv.launch(argv, cwd, source, inputs, port, network)   # ClientLaunched
     inv.wait(run)                                # ClientExited; the run pumps evidence meanwhile
 
 Kernel events come from one ring buffer for every invocation of the session (several attempts
@@ -43,9 +43,9 @@ class Watching(Protocol):
     """What the scenario run does while its invocation runs (sessions/lab/scenario_run.py)."""
 
     @property
-    def receiver_pid(self) -> int: ...
+    def server_pids(self) -> dict[str, int]: ...
 
-    def revive_receiver(self, n: int) -> None: ...
+    def revive_servers(self, n: int) -> None: ...
 
     def pump(self, inv: "Invocation") -> None: ...
 
@@ -65,11 +65,13 @@ class Invocation:
         self._claims: threading.Thread | None = None
         self._started = 0
 
-    def launch(self, argv: list[str], cwd: Path, source: Path, port: int, network: Network,
-               behind: int | None = None) -> None:
-        """In the attempt's network; behind: the receiver's port when `port` is a proxy's."""
+    def launch(self, argv: list[str], cwd: Path, source: Path | None, inputs: Path, port: int,
+               network: Network, behind: int | None = None) -> None:
+        """In the attempt's network, its inputs (a folder, read-only) in reach; source: the
+        watched input (None: none is); port: the endpoint's as the client is given it (0:
+        none); behind: the endpoint's own port when `port` is a proxy's."""
         s, parts = self.scenario, self.parts
-        launch = parts.boundary.enter(parts.collector, self.id, s, argv, cwd, source.parent,
+        launch = parts.boundary.enter(parts.collector, self.id, s, argv, cwd, inputs,
                                       port, network, behind)
         self._started = time.monotonic_ns()
         with parts.launch_lock:   # the collector arms one launch at a time
@@ -78,7 +80,7 @@ class Invocation:
                                           stdin=subprocess.DEVNULL, env=_client_env(s, cwd))
         self.client, self.pid = proc, proc.pid
         parts.stream.publish(ClientLaunched(self._started, s.id, self.n, proc.pid, tuple(argv),
-                                            str(cwd), str(source), s.own_files))
+                                            str(cwd), str(source or ""), s.own_files))
         self._claims = threading.Thread(target=self._read_claims, args=(proc.stdout,),
                                         daemon=True)
         self._claims.start()
@@ -105,7 +107,7 @@ class Invocation:
         try:
             while True:
                 self.parts.check_cancel()
-                run.revive_receiver(self.n)
+                run.revive_servers(self.n)
                 pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
                 if pid:
                     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -119,7 +121,7 @@ class Invocation:
                     return status, None, True
                 run.pump(self)
                 if now - last_metrics > METRICS_EVERY_S * 1e9:
-                    self._metrics(run.receiver_pid)
+                    self._metrics(run.server_pids)
                     last_metrics = now
                 select.select([exited], [], [], min(POLL_S, max(0, deadline - now) / 1e9))
         finally:
@@ -139,8 +141,8 @@ class Invocation:
         kill_group(pid)
         self.parts.boundary.kill(self.id)
 
-    def _metrics(self, receiver_pid: int) -> None:
-        for role, pid in (("client", self.pid), ("receiver", receiver_pid)):
+    def _metrics(self, servers: dict[str, int]) -> None:
+        for role, pid in (("client", self.pid), *servers.items()):
             sample = procmetrics.sample(pid)
             if sample is not None:
                 self.parts.stream.publish(metrics_event(sample, self.scenario.id, self.n,

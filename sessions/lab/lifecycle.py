@@ -1,13 +1,10 @@
-"""The harness's lifecycle checks for a grading attempt, each returned as one evidence event.
-
-- cleanup: once an invocation has exited — which processes of its tree still run (the kernel's
-  view when BCC tracks the tree, else a scan of its session), what they listen on, what files it
-  left in its working directory and in the receiver's store. Leftover processes are then killed:
-  nothing the client started outlives the attempt.
-- durability: after the receiver was SIGKILLed and restarted on its store, does it still hold the
-  backup (CHECK over the protocol, and the file's sha256)?
-- restore: can the backup be fetched back (GET) into a fresh directory, byte for byte?
-"""
+"""The harness's cleanup census of a grading attempt's invocation, returned as one evidence
+event: once an invocation has exited, which processes of its tree still run (the kernel's view
+when BCC tracks the tree, else a scan of its session), what they listen on, what files it left
+in its working directory and in the servers' state (the task's residue_dir: backup's store).
+Leftover processes are then killed: nothing the client started outlives the attempt. (The
+task's own lifecycle checks, backup's durability and restore, are its program: task.toml
+[lifecycle].)"""
 
 import contextlib
 import os
@@ -19,11 +16,9 @@ from pathlib import Path
 
 import psutil
 
-from fixture.backup.receiver import BACKUP_NAME, sha256_of
-from fixture.backup.restore import check, fetch
 from probes.text import cleaned
 from sessions.judging.judgement import is_temp
-from sessions.stream.events import CleanupObserved, LifecycleCheck
+from sessions.stream.events import CleanupObserved
 
 MAX_LISTED = 50   # files named in one event; more are summarised as a count
 KILL_ROUNDS = 5
@@ -164,7 +159,8 @@ def _running(pid: int) -> bool:
 
 def cleanup_check(scenario: str, n: int, client_pid: int,
                   live_tasks: Callable[[], list[int] | None], cwd: Path,
-                  store: Path, left_at_exit: tuple[str, ...] = (),
+                  residue: Path | None, keep: tuple[str, ...] = (),
+                  left_at_exit: tuple[str, ...] = (),
                   killed: frozenset[int] = frozenset()) -> CleanupObserved:
     """What the exited invocation left behind; its leftover processes are killed whatever
     happens while looking. killed: what evlab itself killed (its tree at the timeout, waited
@@ -174,36 +170,8 @@ def cleanup_check(scenario: str, n: int, client_pid: int,
         pids = leftovers(client_pid, tasks) - killed
         return CleanupObserved(
             time.monotonic_ns(), scenario, n, tuple(_describe(p) for p in sorted(pids)),
-            tuple(_listening(pids)), _files(cwd), _files(store, skip={BACKUP_NAME}),
+            tuple(_listening(pids)), _files(cwd),
+            _files(residue, skip=set(keep)) if residue else (),
             kernel_view=tasks is not None, left_at_exit=left_at_exit)
     finally:
         kill_leftovers(client_pid, live_tasks)
-
-
-def durability_check(scenario: str, host: str, port: int, digest: str,
-                     store: Path) -> LifecycleCheck:
-    answer = check(host, port, digest)
-    saved = sha256_of(store / BACKUP_NAME)
-    ok = answer == "HAVE" and saved == digest
-    detail = (f"after SIGKILL and restart on its store the receiver answers {answer} for the "
-              f"source's digest; the saved file's sha256 is "
-              f"{saved[:12] + '…' if saved else 'absent'}")
-    return LifecycleCheck(time.monotonic_ns(), scenario, "durability", ok, detail,
-                          {"answer": answer, "saved_sha256": saved})
-
-
-def restore_check(scenario: str, host: str, port: int, digest: str,
-                  dest_dir: Path) -> LifecycleCheck:
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    got = fetch(host, port, digest, dest_dir / "restored.bin")
-    ok = got["answer"] == "DATA" and got["sha256"] == digest
-    if got["answer"] == "DATA":
-        detail = (f"GET returned {got['length']:,} bytes with sha256 {str(got['sha256'])[:12]}…"
-                  + (" = the source's" if ok else f", the source's is {digest[:12]}…"))
-    elif got["answer"] == "NONE":
-        detail = "GET: the receiver holds no backup with the source's digest"
-    else:
-        detail = f"GET failed: {got['error']}"
-    return LifecycleCheck(time.monotonic_ns(), scenario, "restore", ok, detail,
-                          {"answer": got["answer"], "length": got["length"],
-                           "sha256": got["sha256"]})

@@ -8,6 +8,7 @@ from pathlib import Path
 from fixture.spawner import Spawner
 from probes.collectors import Collector
 from sessions.lab.boundary import Boundary
+from sessions.spec.task import Task
 from sessions.stream.stream import EventStream
 
 HOST = "127.0.0.1"
@@ -27,7 +28,7 @@ class LabParts:
     noise: tuple[str, ...]           # ambient noise for every scenario
     out_dir: Path                    # pcaps and server records kept for the archive
     tmp: Path                        # the session's own temp directory
-    source: Path                     # the source file the verifier compares with
+    task: Task                       # what every scenario of the session runs
     cancel: threading.Event
     launch_lock: threading.Lock = field(default_factory=threading.Lock)   # one launch armed
 

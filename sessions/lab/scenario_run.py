@@ -1,27 +1,26 @@
 """One scenario's run, from set-up to teardown, and everything it has running meanwhile.
 
-A network of its own (probes/boundary/netns.py), in it a fresh store, receiver and decoy (and a
-wire-fault proxy when armed), a packet capture on their ports, ambient noise if asked;
-invocation 1 and the verifier, invocation 2 against the same receiver state and the verifier;
-for a grading attempt the lifecycle checks (durability, restore); then teardown in `finally`,
-so an exception, Ctrl-C or SIGTERM leaves no process, port, cgroup, network, mount or temp
-directory.
+A network of its own (probes/boundary/netns.py), in it the task's inputs and a fresh state for
+its servers (sessions/lab/servers.py: for backup a receiver and a decoy, and a wire-fault proxy
+when armed), a packet capture on their ports, ambient noise if asked; the task's verifier, then
+each invocation against the same servers, each followed by the verifier; for a grading attempt
+the task's lifecycle check (backup: durability, restore); then teardown in `finally`, so an
+exception, Ctrl-C or SIGTERM leaves no process, port, cgroup, network, mount or temp directory.
 
-    ScenarioRun(parts, scenario).run()
+    ScenarioRun(parts, invocations, scenario).run()
 """
 
-import functools
+import hashlib
 import itertools
 import json
+import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
-from fixture.backup.receiver import sha256_of
-from fixture.backup.verifier import verify
-from fixture.harness import Server, ServerStartError, start_decoy
-from fixture.source import SIZE, write_source, write_stale_backup
+from fixture.harness import ServerStartError
+from fixture.source import write_source, write_stale_backup
 from probes.boundary.netns import HostNetwork, Network
 from probes.boundary.sandbox import unmount_under
 from probes.interrupts import deferred
@@ -29,14 +28,8 @@ from probes.owned_tmp import make_owned_dir
 from probes.packets.capture import PacketCapture
 from probes.tail import LineTail
 from sessions.lab.caps import Caps
-from sessions.lab.injector import Injector
 from sessions.lab.invocation import Invocation, Invocations
-from sessions.lab.lifecycle import (
-    cleanup_check,
-    durability_check,
-    kill_leftovers,
-    restore_check,
-)
+from sessions.lab.lifecycle import cleanup_check, kill_leftovers
 from sessions.lab.noise import Noise
 from sessions.lab.observations import (
     counter_sample,
@@ -46,45 +39,49 @@ from sessions.lab.observations import (
     server_event,
 )
 from sessions.lab.parts import HOST, LabParts
+from sessions.lab.programs import blocked_checks, lifecycle_checks, verifier_result
+from sessions.lab.servers import LabServers
 from sessions.lab.teardown import run_every
 from sessions.spec.scenario import Scenario
 from sessions.stream.events import (
-    LifecycleCheck,
     PhaseChanged,
     ScenarioStarted,
     ServerRecord,
-    VerifierResult,
 )
 
-SETTLE_S = 3.0          # how long to wait for the receiver to finish with a client's connections
+SETTLE_S = 3.0          # how long to wait for the servers to finish with a client's connections
 SETTLE_POLL_S = 0.002   # how often the records are read while a connection is still open
-OPEN_DELTA = {"connection_opened": 1, "connection_closed": -1}   # the receiver's, per record
+OPEN_DELTA = {"connection_opened": 1, "connection_closed": -1}   # a server's, per record
 _LABS = itertools.count(1)   # lab networks are named per process (their owner tag says which)
 
 
 class ScenarioRun:
     def __init__(self, parts: LabParts, invocations: Invocations, scenario: Scenario):
         self.parts, self.invocations, self.scenario = parts, invocations, scenario
+        self.task = parts.task
         self.stream = parts.stream
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{scenario.id.replace('@', '-')}-",
                                              dir=parts.tmp))
-        self.source = parts.source       # the client's own copy, once its home exists
-        self.client_home: Path | None = None  # the client's own dir: its cwds and source copy
+        self.inputs: dict[str, Path] = {}   # the task's inputs, in the client's home
+        self.source: Path | None = None     # the watched one: "the source"
+        self.client_home: Path | None = None  # the client's own dir: its cwds and inputs
         self.home: Path | None = None         # in it, what the client may see (a sandbox tmpfs)
         self.network: Network = HostNetwork()   # the attempt's own, once set up
-        self.injector: Injector | None = None
-        self.decoy: Server | None = None
+        self.servers: LabServers | None = None
         self.capture: PacketCapture | None = None
         self.noise: Noise | None = None
-        self.tails: dict[str, LineTail] = {}
         self.caps = Caps()                # the current invocation's
         self.open_connections = 0
         self.started = False              # ScenarioStarted published
         self.runs: list[Invocation] = []  # its invocations so far
 
     @property
-    def receiver_pid(self) -> int:
-        return self.injector.receiver.pid if self.injector else 0
+    def tails(self) -> dict[str, LineTail]:
+        return self.servers.tails if self.servers is not None else {}
+
+    @property
+    def server_pids(self) -> dict[str, int]:
+        return self.servers.pids() if self.servers is not None else {}
 
     def run(self) -> None:
         s = self.scenario
@@ -92,11 +89,10 @@ class ScenarioRun:
             self._phase("setup")
             self.network = self.parts.boundary.network(f"lab{next(_LABS)}")
             # Fresh state per scenario, and nothing of evlab's within the client's reach: its
-            # source copy and working directories live apart from the store and records.
+            # inputs and working directories live apart from the servers' state and records.
             self.client_home = make_owned_dir("evlab-client-")
             self.home = self.parts.boundary.make_home(self.client_home, s)
-            (self.home / "source").mkdir(mode=0o755)
-            self.source = write_source(self.home / "source" / "source.bin")
+            self._write_inputs(self.home / "inputs")
             try:
                 self._run()
             except ServerStartError as e:
@@ -111,15 +107,32 @@ class ScenarioRun:
                 run_every(self._teardown())
                 self._phase("done")
 
+    def _write_inputs(self, where: Path) -> None:
+        where.mkdir(mode=0o755)
+        for spec in self.task.inputs:
+            if spec.file is not None:
+                path = Path(shutil.copy(spec.file, where / spec.file.name))
+            else:   # generate = "source": evlab's deterministic file
+                path = write_source(where / f"{spec.name}.bin")
+            os.chmod(path, 0o644)
+            self.inputs[spec.name] = path
+            if spec.watched:
+                self.source = path
+
+    def _values(self) -> dict[str, str]:
+        """What the task's servers and programs may name: the lab's words and the inputs."""
+        return {"host": HOST, "task": str(self.task.folder), "state": str(self.workdir),
+                **{name: str(path) for name, path in self.inputs.items()}}
+
     def _run(self) -> None:
         self._start_servers()
         self._publish_started()
         self.records(0)  # the servers' start-up records belong to set-up
         self._verify(0)
-        for n in (1, 2):
+        for n in range(1, self.task.invocations + 1):
             self._invoke(n)
             self._verify(n)
-        if self.scenario.lifecycle:
+        if self.scenario.lifecycle and self.task.lifecycle is not None:
             self._lifecycle()
         self._phase("judging")
 
@@ -141,63 +154,83 @@ class ScenarioRun:
         if s.store == "stale":
             write_stale_backup(self.workdir / "store")
         net = self.network
-        self.injector = Injector.start(s.faults, self.workdir, parts.spawner, net.path,
-                                       sha256_of(self.source))
-        self.decoy = start_decoy(self.workdir / "decoy.jsonl", parts.spawner, net.path)
-        self.tails = {"receiver": LineTail(self.injector.receiver.events_path),
-                      "decoy": LineTail(self.decoy.events_path)}
+        self.servers = LabServers(self.task, self.workdir, parts.spawner, net.path,
+                                  self._values(), s.faults,
+                                  sha256_of(self.source) if self.source else None).start()
         if parts.packets_mode == "on":
             capture = PacketCapture(pcap_path=parts.out_dir / f"{s.id}.pcap")
             self.capture = net.run(capture.start)   # on the lab's loopback
-            self.capture.set_ports({self.injector.receiver.port, self.decoy.port})
+            self.capture.set_ports({server.port for server in self.servers.running.values()})
         kinds = tuple(dict.fromkeys(parts.noise + s.noise))
         if kinds:
-            self.noise = Noise(self.workdir / "noise", self.injector.receiver.port, s.client,
+            self.noise = Noise(self.workdir / "noise", self._endpoint_port(), s.client,
                                kinds, net).start()
+
+    def _endpoint_port(self) -> int:
+        endpoint = self.servers.endpoint if self.servers is not None else None
+        return endpoint.port if endpoint is not None else 0
 
     def _publish_started(self) -> None:
         """ScenarioStarted: with port 0 for a server that did not start."""
         s = self.scenario
-        receiver = self.injector.receiver.port if self.injector else 0
+        roles: dict[str, dict] = self.servers.roles() if self.servers is not None else {
+            spec.name: {"role": spec.role, "port": 0} for spec in self.task.servers}
+        decoy = next((r["port"] for r in roles.values() if r["role"] == "decoy"), 0)
         self.stream.publish(ScenarioStarted(
             time.monotonic_ns(), s.id, str(s.client), s.client_sha256(), s.expect_fail,
-            s.expect_pass, s.faults, receiver, self.decoy.port if self.decoy else 0, SIZE,
+            s.expect_pass, s.faults, self._endpoint_port(), decoy,
+            self.source.stat().st_size if self.source else 0,
             str(s.file), s.expect_invalid, self.noise.kinds if self.noise else (), s.attempt,
             s.base, s.client_name, self.network.name,
-            {f: sha256_of(Path(f)) or "missing" for f in s.own_files}))
+            {f: sha256_of(Path(f)) or "missing" for f in s.own_files}, roles))
         self.started = True
 
+    def _client_values(self) -> dict[str, str]:
+        """Each of the task's placeholders, as the task fills it for this invocation."""
+        servers = self.servers
+        assert servers is not None
+        values = {}
+        for name, fill in self.task.fills.items():
+            if fill == "host":
+                values[name] = HOST
+            elif fill.startswith("inputs."):
+                values[name] = str(self.inputs[fill.removeprefix("inputs.")])
+            else:   # servers.NAME.port
+                values[name] = str(servers.client_port(fill.split(".")[1]))
+        return values
+
     def _invoke(self, n: int) -> None:
-        s, parts, injector = self.scenario, self.parts, self.injector
-        assert injector is not None and self.decoy is not None and self.home is not None
+        s, parts, servers = self.scenario, self.parts, self.servers
+        assert servers is not None and self.home is not None
         inv = Invocation(parts, s, n)
         self.caps = Caps()
         self.runs.append(inv)
         self.invocations.own(inv)
         self._phase("invocation", n)
-        port = injector.arm(n)
-        if injector.proxy is not None:
-            self.tails["proxy"] = LineTail(injector.proxy.events_path)
-            if self.capture is not None:
-                self.capture.add_ports({port})
-        argv = s.argv(HOST, port, self.source, self.decoy.port)
+        servers.arm(n)
+        endpoint = self.task.endpoint
+        port = servers.client_port(endpoint.name) if endpoint is not None else 0
+        if servers.proxy is not None and self.capture is not None:
+            self.capture.add_ports({port})
+        argv = s.argv(self._client_values())
         cwd = parts.boundary.workdir(self.home / f"run-{n}")
-        inv.launch(argv, cwd, self.source, port, self.network,
-                   behind=injector.receiver.port if injector.proxy is not None else None)
+        inv.launch(argv, cwd, self.source, self.home / "inputs", port, self.network,
+                   behind=self._endpoint_port() if servers.proxy is not None else None)
         inv.wait(self)
         self._settle(inv)
         if s.lifecycle:
             self.pump(inv)
-            self.stream.publish(cleanup_check(s.id, n, inv.pid, inv.tasks, cwd,
-                                              self.workdir / "store", tuple(inv.left_at_exit),
+            residue = self.workdir / self.task.residue_dir if self.task.residue_dir else None
+            self.stream.publish(cleanup_check(s.id, n, inv.pid, inv.tasks, cwd, residue,
+                                              self.task.residue_keep, tuple(inv.left_at_exit),
                                               frozenset(inv.killed)))
         self.pump(inv)
         for event in parts.boundary.leave(parts.collector, s.id, n, inv.id, self.home):
             self.stream.publish(event)
-        injector.disarm()  # heal: no fault outlives its invocation
+        servers.disarm()  # heal: no fault outlives its invocation
         final = parts.collector.finish(inv.id)
         self.pump(inv)
-        self.tails.pop("proxy", None)
+        servers.tails.pop("proxy", None)
         for event in self.caps.records(s.id, n):
             self.stream.publish(event)
         self.stream.publish(final_sample(final, s.id, n, parts.collector.overhead()))
@@ -217,31 +250,39 @@ class ScenarioRun:
         self.records(inv.n)
 
     def records(self, n: int) -> None:
-        for server, tail in self.tails.items():
+        roles = {spec.name: spec.role for spec in self.task.servers}
+        for server, tail in list(self.tails.items()):
             for line in tail.lines():
                 if not line.strip():
                     continue
-                keep = self.caps.take(server)
-                # settling counts the receiver's connections, kept or not; past the cap only a
+                keep = self.caps.take(server, roles.get(server, server))
+                # settling counts the servers' connections, kept or not; past the cap only a
                 # line that may be one is parsed (by its event: a client's text in a record's
                 # field, a verb named connection_closed say, must not count)
-                counted = server == "receiver" and b'"connection_' in line
+                counted = server != "proxy" and b'"connection_' in line
                 if not (keep or counted):
                     continue
-                record = json.loads(line)
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    record = None
+                if not isinstance(record, dict):   # a task's server wrote something else
+                    record = {"event": "malformed", "line": line[:200].decode(errors="replace")}
                 if counted:
                     self.open_connections += OPEN_DELTA.get(str(record.get("event")), 0)
                 if keep:
                     self.stream.publish(server_event(server, record, self.scenario.id, n))
 
-    def revive_receiver(self, n: int) -> None:
-        assert self.injector is not None
-        status = self.injector.revive_receiver()
-        if status is not None:  # an injected crash: its connections will never close
+    def revive_servers(self, n: int) -> None:
+        """A server that died (an injected crash) is started again: its connections will never
+        close, so the settle stops counting them."""
+        if self.servers is None:
+            return
+        for name, status, port in self.servers.revive():
             self.open_connections = 0
             self.stream.publish(ServerRecord(
-                time.monotonic_ns(), self.scenario.id, n, "harness", "receiver_restarted",
-                {"exit_status": status, "port": self.injector.receiver.port}))
+                time.monotonic_ns(), self.scenario.id, n, "harness", f"{name}_restarted",
+                {"exit_status": status, "port": port}))
 
     def _settle(self, inv: Invocation) -> None:
         """Let the receiver finish with the client's connections so records land in invocation
@@ -259,37 +300,33 @@ class ScenarioRun:
         self.pump(inv)
 
     def _lifecycle(self) -> None:
-        """After the invocations: SIGKILL the receiver and restart it on its store (durability),
-        then fetch the backup back with GET into a fresh directory (restore)."""
-        s, injector = self.scenario, self.injector
-        assert injector is not None
+        """After the invocations: SIGKILL the endpoint and start it again on its state, then
+        the task's lifecycle check in the lab's network (backup: durability, then restore)."""
+        servers = self.servers
+        assert servers is not None
         self._phase("durability")
-        digest = sha256_of(self.source)
-        assert digest is not None, "the client's source copy is written at set-up"
-        injector.receiver.kill()
         try:
-            self.revive_receiver(0)
-        except ServerStartError as e:  # the harness could not restart it: not the client's doing
-            for check in ("durability", "restore"):
-                self.stream.publish(LifecycleCheck(time.monotonic_ns(), s.id, check, False,
-                                                   f"harness: {e}", {"harness_error": str(e)}))
-            return
-        port = injector.receiver.port
-        in_lab = self.network.run   # evlab asks the receiver from inside its network
-        self.stream.publish(in_lab(functools.partial(
-            durability_check, s.id, HOST, port, digest, self.workdir / "store")))
-        self._phase("restore")
-        self.stream.publish(in_lab(functools.partial(
-            restore_check, s.id, HOST, port, digest, self.workdir / "restore")))
+            if servers.endpoint is not None:
+                servers.endpoint.kill()
+                self.revive_servers(0)
+        except ServerStartError as e:
+            checks = blocked_checks(self.scenario.id, str(e))
+        else:
+            checks = lifecycle_checks(self.task, servers, self.scenario.id, self.workdir,
+                                      self.parts.spawner, self.network.path)
+        for check in checks:
+            if check.check == "restore":
+                self._phase("restore")
+            self.stream.publish(check)
         self.records(0)
 
     def _verify(self, n: int) -> None:
         if n:
             self._phase("verify", n)
-        v = verify(self.workdir / "store", self.source)
-        self.stream.publish(VerifierResult(time.monotonic_ns(), self.scenario.id, n,
-                                           v["saved"], v["match"], v["source_sha256"],
-                                           v["saved_sha256"]))
+        if self.servers is not None:
+            self.stream.publish(verifier_result(self.task, self.servers, self.scenario.id, n,
+                                                self.workdir, self.parts.spawner,
+                                                self.network.path))
 
     def _teardown(self):
         parts, last = self.parts, (self.runs[-1] if self.runs else None)
@@ -303,11 +340,8 @@ class ScenarioRun:
         if last is not None:
             yield lambda: parts.boundary.abandon(parts.collector, last.id)
         yield from (part.stop for part in (self.noise, self.capture) if part is not None)
-        if self.injector is not None:   # the receiver, a proxy and the decoy stop side by side
-            injector = self.injector
-            yield lambda: injector.close(*[d for d in (self.decoy,) if d is not None])
-        elif self.decoy is not None:
-            yield self.decoy.stop
+        if self.servers is not None:   # every server and a proxy stop side by side
+            yield self.servers.close
         yield self.network.remove   # after every process and socket of it is gone
         yield self._keep_records
         yield lambda: self.invocations.disown(self.runs)
@@ -315,12 +349,20 @@ class ScenarioRun:
         yield self._remove_client_home
 
     def _keep_records(self) -> None:
-        for name in ("receiver", "decoy"):
-            record = self.workdir / f"{name}.jsonl"
+        for spec in self.task.servers:
+            record = self.workdir / f"{spec.name}.jsonl"
             if record.exists():
-                shutil.copy(record, self.parts.out_dir / f"{self.scenario.id}.{name}.jsonl")
+                shutil.copy(record, self.parts.out_dir / f"{self.scenario.id}.{spec.name}.jsonl")
 
     def _remove_client_home(self) -> None:
         if self.client_home is not None:
             unmount_under(self.client_home)
             shutil.rmtree(self.client_home, ignore_errors=True)
+
+
+def sha256_of(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except FileNotFoundError:
+        return None

@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fixture.source import write_source
 from fixture.spawner import Spawner, SpawnError
 from probes.boundary import netns
 from probes.boundary.cgroup import find_layout
@@ -137,13 +136,12 @@ class Session:
         packets_mode, packet_gap = self._probe_packets()
         self._tmp = make_owned_dir("evlab-session-")
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        source = write_source(self._tmp / "source.bin")
         collector, missing = open_collector(self.options.collector, functions)
         self._collector = collector
         collector.prepare([s.client for s in scenarios])
         missing += [gap for gap in (packet_gap, *boundary.gaps) if gap]
         self.parts = LabParts(self.stream, collector, boundary, self._spawner, packets_mode,
-                              self.options.noise, self.out_dir, self._tmp, source, self.cancel)
+                              self.options.noise, self.out_dir, self._tmp, self.task, self.cancel)
         self._invocations = Invocations(self.parts)
         self.stream.publish(SessionStarted(
             time.monotonic_ns(), wall_ns=time.time_ns(), evlab_version=VERSION,

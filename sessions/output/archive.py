@@ -103,7 +103,7 @@ class ArchiveWriter:
         for path in sorted(self.staging.iterdir()):
             if path.name.endswith(".pcap"):
                 tar.add(path, arcname=f"pcap/{path.name}")
-            elif path.name.endswith((".receiver.jsonl", ".decoy.jsonl")):
+            elif path.name.endswith(".jsonl"):   # a server's record (sessions/lab/scenario_run)
                 tar.add(path, arcname=f"records/{path.name}")
         for ev in book.scenarios.values():
             src = ev.started.scenario_file

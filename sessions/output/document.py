@@ -63,15 +63,15 @@ def _boundary(inv: InvocationEvidence) -> dict:
 
 def _receiver(inv: InvocationEvidence) -> dict:
     return {
-        "connections": len(inv.receiver_events("connection_opened")),
+        "connections": len(inv.endpoint_events("connection_opened")),
         "payload_bytes": inv.payload_bytes,
-        "check_requests": len(inv.receiver_events("check_request")),
-        "uploads_started": len(inv.receiver_events("upload_started")),
-        "commits": len(inv.receiver_events("committed")),
-        "rejections": len(inv.receiver_events("rejected")),
+        "check_requests": len(inv.endpoint_events("check_request")),
+        "uploads_started": len(inv.endpoint_events("upload_started")),
+        "commits": len(inv.endpoint_events("committed")),
+        "rejections": len(inv.endpoint_events("rejected")),
         "rejection_reasons": sorted({r.fields.get("reason") for r in
-                                     inv.receiver_events("rejected")}),
-        "faults_fired": len([r for r in inv.receiver + inv.proxy if r.event == "fault_fired"]),
+                                     inv.endpoint_events("rejected")}),
+        "faults_fired": len([r for r in inv.endpoint + inv.proxy if r.event == "fault_fired"]),
         "receiver_restarts": len([r for r in inv.harness if r.event == "receiver_restarted"]),
         "decoy_connections": sum(r.event == "connection_opened" for r in inv.decoy),
     }

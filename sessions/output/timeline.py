@@ -30,7 +30,6 @@ from sessions.stream.evidence import EvidenceBook, InvocationEvidence, ScenarioE
 MARK_KINDS = ("exec", "exit", "upload-start", "commit", "reject", "fault", "connect-receiver",
               "connect-other", "claim", "invocation-start", "invocation-end")
 SPAN_KINDS = ("invocation", "alive", "busy", "upload")
-SERVERS = ("receiver", "proxy", "decoy")
 LABEL_MAX = 160   # characters of a label (a claim can be long)
 
 
@@ -58,10 +57,11 @@ class Span:
 @dataclass(frozen=True)
 class Timeline:
     scenario: str              # the scenario's or attempt's id, as in the book
-    rows: tuple[str, ...]      # the client's processes, then "receiver", "proxy", "decoy"
-    spans: tuple[Span, ...]    # by start
+    rows: tuple[str, ...]      # the client's processes, then the task's servers (the endpoint,
+    spans: tuple[Span, ...]    #   a fault proxy, the others that recorded something); by start
     marks: tuple[Mark, ...]    # by time
     end_ns: int                # the scenario's end (its `done` phase) or its last thing drawn
+    servers: tuple[str, ...] = ()   # which rows are servers' (the rest: processes)
 
 
 def round_step(rough_ns: float) -> float:
@@ -83,15 +83,19 @@ def timeline_of(ev: ScenarioEvidence) -> Timeline:
         root = _processes(b, inv)
         _invocation(b, inv, root)
         _connects(b, ev, inv)
-    b.rows.append("receiver")
-    for server in SERVERS:
+    roles = ev.started.roles
+    endpoint = next((name for name, role in roles.items() if role == "endpoint"), None)
+    if endpoint is not None:
+        b.rows.append(endpoint)   # the endpoint's row is there even when it recorded nothing
+    for server in dict.fromkeys([*([endpoint] if endpoint else []), "proxy", *roles]):
         _server(b, server, [r for n in sorted(ev.invocations)
-                            for r in getattr(ev.invocations[n], server)])
+                            for r in ev.invocations[n].records.get(server, [])])
     end = max([b.rel(ev.done_ns) or 0, *(s.end_ns for s in b.spans),
                *(m.t_ns for m in b.marks)])
-    return Timeline(ev.id, tuple(dict.fromkeys(b.rows)),
-                    tuple(sorted(b.spans, key=lambda s: (s.start_ns, s.end_ns))),
-                    tuple(sorted(b.marks, key=lambda m: m.t_ns)), end)
+    rows = tuple(dict.fromkeys(b.rows))
+    return Timeline(ev.id, rows, tuple(sorted(b.spans, key=lambda s: (s.start_ns, s.end_ns))),
+                    tuple(sorted(b.marks, key=lambda m: m.t_ns)), end,
+                    tuple(r for r in rows if r in roles or r == "proxy"))
 
 
 @dataclass
@@ -249,8 +253,7 @@ def _server(b: _Builder, server: str, records: list) -> None:
     """A server's connections (opened..closed) and its upload, commit, reject and fault marks."""
     if not records:
         return
-    if server != "receiver":
-        b.rows.append(server)
+    b.rows.append(server)
     opened: dict[object, tuple[int, list[str]]] = {}
     for r in records:
         conn = r.fields.get("conn")

@@ -87,9 +87,8 @@ class Scenario:
         with open(self.client, "rb") as f:
             return hashlib.file_digest(f, "sha256").hexdigest()
 
-    def argv(self, host: str, port: int, source: Path, decoy_port: int) -> list[str]:
-        values = {"host": host, "port": str(port), "source": str(source),
-                  "decoy_port": str(decoy_port)}
+    def argv(self, values: dict[str, str]) -> list[str]:
+        """The command line with the task's placeholders filled (values: name -> its text)."""
         return [str(self.client), *(expand(a, values) for a in self.args)]
 
 

@@ -16,22 +16,31 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sessions.spec.contract import Contract, ContractError, load_contract
+from sessions.spec.task_lab import (
+    MAX_INVOCATIONS,
+    InputSpec,
+    Program,
+    ServerSpec,
+    TaskError,
+    check_keys,
+    inside,
+    parse_client,
+    parse_inputs,
+    parse_program,
+    parse_servers,
+    table_of,
+    text_of,
+    texts_of,
+)
 from sessions.stream.events import SessionStarted
 
 TASKS_DIR = Path(__file__).resolve().parent.parent.parent / "fixture"
 DEFAULT_TASK = "backup"
 TASK_FILE = "task.toml"
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
-_KEYS = {"": {"id", "version", "summary", "contract", "documents", "suites", "client"},
-         "client": {"args", "placeholders", "required"}}
 SUITE_NAMES = ("seeded", "faults", "grade")   # grade: what `evlab grade` runs a client through
 # What a folder's digest leaves out: what building and running it leaves behind
 _UNHASHED = {"__pycache__", "build"}
-
-
-class TaskError(ValueError):
-    """A task that cannot be used, in one line."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,23 @@ class Task:
     required: tuple[str, ...]          # placeholders a graded client's command must use
     documents: tuple[Path, ...]
     sha256: str                        # of every file of the folder (folder_sha256)
+    fills: dict[str, str]              # {name} -> host | servers.NAME.port | inputs.NAME
+    inputs: tuple[InputSpec, ...]
+    invocations: int                   # per scenario
+    servers: tuple[ServerSpec, ...]
+    verifier: Program | None
+    lifecycle: Program | None
+    residue_dir: str                   # the servers' state where a client's leftovers show
+    residue_keep: tuple[str, ...]      # what belongs there (the saved state itself)
+
+    @property
+    def endpoint(self) -> ServerSpec | None:
+        """The one server the client may contact (none: the task allows no egress at all)."""
+        return next((s for s in self.servers if s.role == "endpoint"), None)
+
+    @property
+    def watched(self) -> InputSpec | None:
+        return next((i for i in self.inputs if i.watched), None)
 
     @property
     def clause_ids(self) -> tuple[str, ...]:
@@ -142,49 +168,43 @@ def _parse(folder: Path) -> Task:
         data = tomllib.loads(file.read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise TaskError(f"{file}: cannot be read as TOML ({e})") from None
-    _check_keys(file, data, "")
-    task_id = _text(file, data, "id")
+    check_keys(file, data, "")
+    task_id = text_of(file, data, "id")
     if not _ID.match(task_id):
         raise TaskError(f"{file}: id: expected lowercase letters, digits and '-', got "
                         f"{task_id!r}")
     client = data.get("client", {})
     if not isinstance(client, dict):
         raise TaskError(f"{file}: client: expected a table")
-    _check_keys(file, client, "client")
+    check_keys(file, client, "client")
     try:
-        contract = load_contract(_inside(file, folder, _text(file, data, "contract"), "contract"))
+        contract = load_contract(inside(file, folder, text_of(file, data, "contract"), "contract"))
     except ContractError as e:
         raise TaskError(str(e)) from None
-    return Task(task_id, _text(file, data, "version"), _text(file, data, "summary"), folder,
-                contract, _suites(file, folder, data.get("suites")),
-                *_client(file, client),
-                tuple(_inside(file, folder, d, "documents") for d in _texts(file, data,
+    inputs = parse_inputs(file, folder, table_of(file, data, "inputs"))
+    servers = parse_servers(file, folder, table_of(file, data, "servers"), inputs)
+    args, about, required, fills = parse_client(file, client, inputs, servers)
+    lab = table_of(file, data, "lab")
+    check_keys(file, lab, "lab", "lab")
+    invocations = lab.get("invocations", 1)
+    if not isinstance(invocations, int) or isinstance(invocations, bool) or \
+            not 1 <= invocations <= MAX_INVOCATIONS:
+        raise TaskError(f"{file}: lab.invocations: expected a whole number from 1 to "
+                        f"{MAX_INVOCATIONS}")
+    residue_dir, keep = lab.get("residue_dir", ""), lab.get("residue_keep", [])
+    if not isinstance(residue_dir, str) or ".." in Path(residue_dir).parts or \
+            Path(residue_dir).is_absolute() or not isinstance(keep, list) or \
+            not all(isinstance(k, str) for k in keep):
+        raise TaskError(f"{file}: lab: residue_dir is a folder in the servers' state, "
+                        "residue_keep a list of the names that belong there")
+    return Task(task_id, text_of(file, data, "version"), text_of(file, data, "summary"), folder,
+                contract, _suites(file, folder, data.get("suites")), args, about, required,
+                tuple(inside(file, folder, d, "documents") for d in texts_of(file, data,
                                                                             "documents")),
-                folder_sha256(folder))
-
-
-def _client(file: Path, client: dict) -> tuple[tuple[str, ...], dict[str, str],
-                                              tuple[str, ...]]:
-    names = client.get("placeholders", {})
-    if not isinstance(names, dict) or not all(isinstance(v, str) for v in names.values()):
-        raise TaskError(f"{file}: client.placeholders: expected a table of name = \"what "
-                        "fills it\"")
-    bad = [n for n in names if not _NAME.match(n)]
-    if bad:
-        raise TaskError(f"{file}: client.placeholders: {bad[0]!r} is not a name (lowercase "
-                        "letters, digits, '_')")
-    args = client.get("args", [])
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        raise TaskError(f"{file}: client.args: expected a list of strings")
-    for arg in args:
-        used = set(re.findall(r"\{([a-z_0-9]+)\}", arg))
-        if used - set(names):
-            raise TaskError(f"{file}: client.args: {arg!r} uses a placeholder the task does "
-                            f"not declare ({', '.join(sorted(used - set(names)))})")
-    required = client.get("required", [])
-    if not isinstance(required, list) or not set(required) <= set(names):
-        raise TaskError(f"{file}: client.required: expected a list of the task's placeholders")
-    return tuple(args), dict(names), tuple(required)
+                folder_sha256(folder), fills, inputs, invocations, servers,
+                parse_program(file, folder, data, "verifier", inputs, servers),
+                parse_program(file, folder, data, "lifecycle", inputs, servers), residue_dir,
+                tuple(keep))
 
 
 def _suites(file: Path, folder: Path, table) -> dict[str, Path]:
@@ -197,44 +217,11 @@ def _suites(file: Path, folder: Path, table) -> dict[str, Path]:
     suites = {}
     for name in SUITE_NAMES:
         if name in table:
-            where = _inside(file, folder, table[name], f"suites.{name}")
+            where = inside(file, folder, table[name], f"suites.{name}")
             if not where.is_dir():
                 raise TaskError(f"{file}: suites.{name}: {table[name]!r} is not a folder")
             suites[name] = where
     return suites
-
-
-def _inside(file: Path, folder: Path, relative, key: str) -> Path:
-    """A path the task names, which must stay in its folder (a task is what its folder holds)."""
-    if not isinstance(relative, str) or not relative:
-        raise TaskError(f"{file}: {key}: expected a path relative to the task's folder")
-    path = (folder / relative).resolve()
-    if not path.is_relative_to(folder):
-        raise TaskError(f"{file}: {key}: {relative!r} is outside the task's folder")
-    if not path.exists():
-        raise TaskError(f"{file}: {key}: {relative!r} does not exist")
-    return path
-
-
-def _check_keys(file: Path, table: dict, where: str) -> None:
-    for key in table:
-        if key not in _KEYS[where]:
-            full = f"{where}.{key}" if where else key
-            raise TaskError(f"{file}: {full}: expected one of {', '.join(sorted(_KEYS[where]))}")
-
-
-def _text(file: Path, data: dict, key: str) -> str:
-    value = data.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise TaskError(f"{file}: {key}: expected a non-empty string")
-    return value
-
-
-def _texts(file: Path, data: dict, key: str) -> list[str]:
-    value = data.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise TaskError(f"{file}: {key}: expected a list of strings")
-    return value
 
 
 def folder_sha256(folder: Path) -> str:

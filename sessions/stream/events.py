@@ -82,6 +82,13 @@ class ScenarioStarted(Event):
     client: str = ""                # a campaign's client (its name); "" outside a campaign
     network: str = ""               # the attempt's lab network (its name); "": the host's
     files_sha256: dict = field(default_factory=dict)   # the command's files, hashed as it began
+    servers: dict = field(default_factory=dict)   # name -> {"role", "port"} (docs/tasks.md)
+
+    @property
+    def roles(self) -> dict[str, str]:   # by name (an old archive's: receiver and decoy)
+        if self.servers:
+            return {name: str(s.get("role", "internal")) for name, s in self.servers.items()}
+        return {"receiver": "endpoint", "decoy": "decoy"}
 
 
 @dataclass(frozen=True)
@@ -299,12 +306,27 @@ class ProcessMetrics(Event):
 
 @dataclass(frozen=True)
 class VerifierResult(Event):
+    """The task's verifier on the end state: match is its ok, detail its line, fields the rest
+    (saved and the digests: backup's, and every archive's from before tasks had verifiers)."""
+
     scenario: str
-    invocation: int                 # 0: the store before the first invocation
+    invocation: int                 # 0: the state before the first invocation
     saved: bool
     match: bool
     source_sha256: str
     saved_sha256: str | None
+    detail: str = ""
+    fields: dict = field(default_factory=dict)
+
+    @property
+    def described(self) -> str:
+        """What the verifier found, in one line (an old archive's: from backup's fields)."""
+        if self.detail or not self.saved:
+            return self.detail or "the store holds no backup"
+        if not self.match:
+            return (f"the saved backup's sha256 {str(self.saved_sha256)[:12]}… differs from "
+                    f"the source's {self.source_sha256[:12]}…")
+        return f"the saved backup matches the source (sha256 {self.source_sha256[:12]}…)"
 
 
 @dataclass(frozen=True)

@@ -56,21 +56,22 @@ class InvocationEvidence:
     cleanup: CleanupObserved | None = None
     packets: list[PacketSeen] = field(default_factory=list)
     packet_stats: PacketStats | None = None
-    receiver: list[ServerRecord] = field(default_factory=list)
-    decoy: list[ServerRecord] = field(default_factory=list)
-    proxy: list[ServerRecord] = field(default_factory=list)
-    harness: list[ServerRecord] = field(default_factory=list)
+    endpoint: list[ServerRecord] = field(default_factory=list)   # the task's endpoint's
+    decoy: list[ServerRecord] = field(default_factory=list)      # every decoy's
+    proxy: list[ServerRecord] = field(default_factory=list)      # evlab's fault proxy's
+    harness: list[ServerRecord] = field(default_factory=list)    # evlab's own
+    records: dict[str, list[ServerRecord]] = field(default_factory=dict)   # each by its name
     claims: list[ClientClaim] = field(default_factory=list)
     exited: ClientExited | None = None
     verifier: VerifierResult | None = None
 
-    def receiver_events(self, name: str, **match) -> list[ServerRecord]:
-        return [r for r in self.receiver if r.event == name
+    def endpoint_events(self, name: str, **match) -> list[ServerRecord]:
+        return [r for r in self.endpoint if r.event == name
                 and all(r.fields.get(k) == v for k, v in match.items())]
 
     @property
     def payload_bytes(self) -> int:
-        return sum(r.fields.get("payload_bytes", 0) for r in self.receiver_events(
+        return sum(r.fields.get("payload_bytes", 0) for r in self.endpoint_events(
             "connection_closed"))
 
     def wire_bytes_to(self, port: int) -> int:
@@ -142,7 +143,7 @@ _INVOCATION_LATEST = {EgressSummary: "egress_summary", BoundaryObserved: "bounda
                       ClientLaunched: "launched", CleanupObserved: "cleanup",
                       PacketStats: "packet_stats", ClientExited: "exited",
                       VerifierResult: "verifier"}
-_SERVERS = {"receiver", "decoy", "proxy", "harness"}
+_EVLAB_RECORDS = ("proxy", "harness")   # evlab's own, never a task's server (task.py refuses)
 
 
 class EvidenceBook:
@@ -242,10 +243,10 @@ def _scenario_event(scenario: ScenarioEvidence, event: Event) -> None:
         case _:
             n = getattr(event, "invocation", 0)   # per-invocation events carry one; 0: none
             if n > 0:
-                _invocation_event(scenario.invocation(n), event)
+                _invocation_event(scenario.invocation(n), event, scenario.started.roles)
 
 
-def _invocation_event(inv: InvocationEvidence, event: Event) -> None:
+def _invocation_event(inv: InvocationEvidence, event: Event, roles: dict[str, str]) -> None:
     kind = type(event)
     if kind in _INVOCATION_LISTS:
         getattr(inv, _INVOCATION_LISTS[kind]).append(event)
@@ -255,5 +256,11 @@ def _invocation_event(inv: InvocationEvidence, event: Event) -> None:
         inv.latest = event
         if event.final:
             inv.final = event
-    elif isinstance(event, ServerRecord) and event.server in _SERVERS:
-        getattr(inv, event.server).append(event)
+    elif isinstance(event, ServerRecord):
+        inv.records.setdefault(event.server, []).append(event)
+        if event.server in _EVLAB_RECORDS:
+            getattr(inv, event.server).append(event)
+        elif roles.get(event.server) == "endpoint":
+            inv.endpoint.append(event)
+        elif roles.get(event.server) == "decoy":
+            inv.decoy.append(event)

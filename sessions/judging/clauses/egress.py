@@ -92,12 +92,12 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                        seqs(finals), "client")
     watched = [s for s in summaries if s is not None]   # every one of them, as checked above
     for inv, summary in zip(invs, watched, strict=True):
-        opened = len(inv.receiver_events("connection_opened"))
+        opened = len(inv.endpoint_events("connection_opened"))
         seen = sum(c["calls"] for c in summary.calls if c["kind"] == "connect")
         if opened > seen and not inv.proxy:
             return unknown(f"invocation {inv.n}: the receiver accepted {opened} connection(s) "
                            f"but the client's cgroup made {seen} connect(s): the kernel view "
-                           "is incomplete", seqs([summary], inv.receiver))
+                           "is incomplete", seqs([summary], inv.endpoint))
     total = sum(c["calls"] for s in watched for c in s.calls)
     sent = sum(f["bytes"] for s in watched for f in s.flows)
     calls = (f"all {total} socket call(s) with a destination went to {allowed[0]}:{allowed[1]}"

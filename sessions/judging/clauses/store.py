@@ -1,5 +1,6 @@
-"""Clauses about what the store holds, judged from the verifier and the receiver's records:
-integrity, mismatch-rejected, and honest-outcome (the client's claims against the verifier)."""
+"""Clauses about the end state, judged from the task's verifier (and, for mismatch-rejected, an
+endpoint's records): integrity (the verifier's end state after every invocation),
+mismatch-rejected, and honest-outcome (the client's claims against the verifier)."""
 
 from sessions.judging.judgement import NA, PASS, Judgement, failed, seqs, unknown
 from sessions.judging.views import invocations
@@ -17,22 +18,18 @@ def integrity(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     verified = [(i.n, i.verifier) for i in invs if i.verifier is not None]   # every one of them
     evidence = seqs([v for _, v in verified])
     for n, v in verified:
-        if not v.saved:
-            return failed(f"after invocation {n} the store holds no backup", evidence)
-        if not v.match:   # saved: the verifier gives its digest (fixture/backup/verifier.py)
-            return failed(f"after invocation {n} the saved backup's sha256 "
-                          f"{v.saved_sha256[:12]}… differs from the source's "  # type: ignore[index]
-                          f"{v.source_sha256[:12]}…", evidence)
-    return Judgement(PASS, f"the saved backup matches the source after every invocation "
-                           f"(sha256 {verified[-1][1].source_sha256[:12]}…)", tuple(evidence))
+        if not v.match:
+            return failed(f"after invocation {n} {v.described}", evidence)
+    return Judgement(PASS, f"{verified[-1][1].described} after every invocation",
+                     tuple(evidence))
 
 
 def mismatch_rejected(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     before = ev.before
     rejected_total, evidence = 0, []
     for inv in invocations(ev):
-        rejected = inv.receiver_events("rejected", reason="digest-mismatch")
-        commits = inv.receiver_events("committed")
+        rejected = inv.endpoint_events("rejected", reason="digest-mismatch")
+        commits = inv.endpoint_events("committed")
         after = inv.verifier
         if after is None or before is None:
             if rejected:
@@ -76,10 +73,9 @@ def honest_outcome(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         actual = inv.verifier.match
         claim_text = (f"exit {inv.exited.exit_code}" + (", 'completed'" if completed else ""))
         if claimed != actual:
-            truth = "a matching backup" if actual else (
-                "no saved backup" if not inv.verifier.saved else "a backup that does not match")
             return failed(f"invocation {inv.n} claimed {'success' if claimed else 'failure'} "
-                          f"({claim_text}) but the verifier found {truth}", evidence)
+                          f"({claim_text}) but the verifier found that "
+                          f"{inv.verifier.described}", evidence)
         parts.append(f"{'success' if claimed else 'failure'}")
     if not parts:
         return unknown("no invocation ran", failure_class="harness")

@@ -16,8 +16,8 @@ def unchanged_no_upload(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     if not first.verifier.match:
         return Judgement(NA, "the receiver did not hold the source's content before invocation 2, "
                              "so an upload there was legitimate", (first.verifier.seq,))
-    uploads = second.receiver_events("upload_started")
-    closed = second.receiver_events("connection_closed")
+    uploads = second.endpoint_events("upload_started")
+    closed = second.endpoint_events("connection_closed")
     wire = second.wire_bytes_to(ev.started.receiver_port) if second.packet_stats else None
     evidence = seqs([first.verifier], uploads, closed, [second.packet_stats])
     if uploads or second.payload_bytes:
@@ -25,7 +25,7 @@ def unchanged_no_upload(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                       f"{second.payload_bytes:,} payload bytes although it held the content"
                       + (f"; the wire carried {wire:,} bytes to it" if wire is not None else ""),
                       evidence)
-    rejected = second.receiver_events("rejected")
+    rejected = second.endpoint_events("rejected")
     if wire is not None and wire > t.unchanged_wire_bytes_max and rejected:
         return failed(f"invocation 2 sent {wire:,} bytes the receiver rejected "
                       f"({', '.join(sorted({r.fields.get('reason', '?') for r in rejected}))}) "
@@ -66,8 +66,8 @@ def _recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                 continue
             return unknown(f"the interruption armed for invocation {n} never fired: this "
                            "attempt is invalid", failure_class="harness")
-        uploads = inv.receiver_events("upload_started")
-        commits = [c for c in inv.receiver_events("committed") if c.t_ns > fired[0].t_ns]
+        uploads = inv.endpoint_events("upload_started")
+        commits = [c for c in inv.endpoint_events("committed") if c.t_ns > fired[0].t_ns]
         evidence += seqs(fired, uploads, commits)
         what = fired[0].fields.get("fault", fired[0].fields.get("kind"))
         if not commits or len(uploads) > t.max_upload_attempts:
@@ -86,14 +86,14 @@ def _spoiled(ev: ScenarioEvidence) -> Judgement | None:
     sent first looks like a recovery (the fault strikes it, the next one commits); here is where
     such a client fails, in every scenario it plays that trick without a fault to absorb."""
     for inv in ev.invocations.values():
-        uploads = inv.receiver_events("upload_started")
-        committed = {r.fields.get("conn") for r in inv.receiver_events("committed")}
+        uploads = inv.endpoint_events("upload_started")
+        committed = {r.fields.get("conn") for r in inv.endpoint_events("committed")}
         failed_uploads = [u for u in uploads if u.fields.get("conn") not in committed]
         fired = fired_records(inv)
         struck = {r.fields.get("id") for r in fired
                   if r.fields.get("fault", r.fields.get("kind")) not in CONTINUOUS}
         if len(failed_uploads) > len(struck):
-            ends = {r.fields.get("conn"): r.fields.get("reason") for r in inv.receiver
+            ends = {r.fields.get("conn"): r.fields.get("reason") for r in inv.endpoint
                     if r.event == "rejected"}
             how = ", ".join(f"{ends.get(u.fields.get('conn')) or 'abandoned'}"
                             for u in failed_uploads)

@@ -15,7 +15,7 @@ def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         why = blind(inv, ev.started.receiver_port)
         if why:
             return unknown(why, seqs([inv.final]))
-        uploads = inv.receiver_events("upload_started")
+        uploads = inv.endpoint_events("upload_started")
         entries = inv.final.functions.get("hash_file") if inv.final else None
         evidence += seqs([inv.final], uploads)
         if entries is not None and entries > t.hash_passes_allowed:

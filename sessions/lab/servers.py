@@ -1,0 +1,152 @@
+"""A scenario's servers, as its task names them (task.toml [servers.*]), in the lab's network:
+started before the first invocation, their records tailed by name, faults armed per invocation
+and healed, a server that died (an injected crash) started again on its state and port, all
+stopped side by side at teardown, also on errors.
+
+Faults: a server with `faults = true` reads the invocation's receiver faults from its fault file
+(read when a transfer starts); wire faults get a fault proxy in front of it for that invocation,
+and the client is given the proxy's port.
+
+    servers = LabServers(task, workdir, spawner, netns, values, faults, digest).start()
+    servers.arm(n); servers.client_port(name); servers.disarm(); servers.close()
+"""
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from fixture.harness import Server, start_proxy, start_server, stop_all
+from fixture.spawner import Spawner
+from probes.tail import LineTail
+from sessions.spec.faults import ONE_SHOT, RECEIVER_KINDS, WIRE_KINDS, for_invocation
+from sessions.spec.task import Program, ServerSpec, Task
+
+
+def expand(template: str, values: dict[str, str]) -> str:
+    """A task's argument with its {words} filled (validated when the task was read)."""
+    for word, value in values.items():
+        template = template.replace("{" + word + "}", value)
+    return template
+
+
+class LabServers:
+    def __init__(self, task: Task, workdir: Path, spawner: Spawner | None, netns: Path | None,
+                 values: dict[str, str], faults=(), digest: str | None = None):
+        self.task, self.workdir, self.spawner, self.netns = task, workdir, spawner, netns
+        self.values = values       # host, task, state and the inputs' paths
+        self.faults = faults
+        self.digest = digest       # the watched input's: faults strike only transfers of it
+        self.fault_file = workdir / "faults.json"
+        self.running: dict[str, Server] = {}
+        self.proxy: Server | None = None
+        self.tails: dict[str, LineTail] = {}
+
+    def start(self) -> "LabServers":
+        self.fault_file.write_text("[]")
+        for spec in self.task.servers:
+            self.running[spec.name] = self._start(spec, 0)
+            self.tails[spec.name] = LineTail(self._events(spec.name))
+        return self
+
+    def _events(self, name: str) -> Path:
+        return self.workdir / f"{name}.jsonl"
+
+    def _start(self, spec: ServerSpec, port: int) -> Server:
+        values = {**self.values, "events": str(self._events(spec.name)), "port": str(port),
+                  "faults": str(self.fault_file), **self.ports()}
+        argv = [expand(a, values) for a in spec.program.args]
+        # a built-in server that restarts keeps its port bound while it is down: the spawner
+        # holds its listening socket (a task's own command picks its port again from {port})
+        listen = ((self._key(spec.name), port)
+                  if self.spawner is not None and spec.restart and spec.program.module else None)
+        return start_server(spec.program.module, spec.program.command, argv,
+                            self._events(spec.name), self.spawner, listen, self.netns,
+                            self.workdir)
+
+    def _key(self, name: str) -> str:
+        return f"{self.workdir}:{name}"
+
+    def ports(self) -> dict[str, str]:
+        """servers.NAME.port for each server started so far: its own port."""
+        return {f"servers.{name}.port": str(s.port) for name, s in self.running.items()}
+
+    @property
+    def endpoint(self) -> Server | None:
+        spec = self.task.endpoint
+        return self.running.get(spec.name) if spec is not None else None
+
+    def client_port(self, name: str) -> int:
+        """The port the client is given for a server: the proxy's while one stands in front."""
+        spec = next(s for s in self.task.servers if s.name == name)
+        if self.proxy is not None and spec.faults:
+            return self.proxy.port
+        return self.running[name].port
+
+    def roles(self) -> dict[str, dict]:
+        """What ScenarioStarted records of each server: its role and port (0: not started)."""
+        return {s.name: {"role": s.role, "port": self.running[s.name].port
+                         if s.name in self.running else 0} for s in self.task.servers}
+
+    def _faulted(self) -> Server | None:
+        spec = next((s for s in self.task.servers if s.faults), None)
+        return self.running.get(spec.name) if spec is not None else None
+
+    def _write(self, faults: list[dict]) -> None:
+        tmp = self.fault_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(faults))
+        os.replace(tmp, self.fault_file)  # the server never reads half a file
+
+    def arm(self, n: int) -> None:
+        """Arm invocation n's faults (a wire fault's proxy tailed as `proxy`)."""
+        self._write([{**f, "digest": self.digest} if self.digest else f
+                     for f in for_invocation(self.faults, n, RECEIVER_KINDS)])
+        wire = for_invocation(self.faults, n, WIRE_KINDS)
+        target = self._faulted()
+        if not wire or target is None:
+            return
+        wire = [{**{k: v for k, v in f.items() if k != "invocation"},
+                 **({"digest": self.digest} if self.digest and f["kind"] in ONE_SHOT else {})}
+                for f in wire]
+        self.proxy = start_proxy(target.port, self.workdir / f"proxy-{n}.jsonl", wire,
+                                 self.spawner, self.netns)
+        self.tails["proxy"] = LineTail(self.proxy.events_path)
+
+    def disarm(self) -> None:
+        """Heal: no fault outlives its invocation."""
+        self._write([])
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = None
+
+    def revive(self) -> Iterator[tuple[str, int, int]]:
+        """Each server that restarts and has died (an injected crash), started again on its
+        state and port: (name, the dead one's exit status, its port)."""
+        for spec in self.task.servers:
+            server = self.running.get(spec.name)
+            if not spec.restart or server is None:
+                continue
+            status = server.process.poll()
+            if status is not None:
+                self.running[spec.name] = self._start(spec, server.port)
+                yield spec.name, status, server.port
+
+    def program_values(self) -> dict[str, str]:
+        """What a program run after the servers started may name (a verifier, a check)."""
+        return {**self.values, "faults": str(self.fault_file), **self.ports()}
+
+    def pids(self) -> dict[str, int]:
+        return {name: s.pid for name, s in self.running.items()}
+
+    def close(self, *others: Server) -> None:
+        """Heal, then stop every server (and any other given) side by side."""
+        self._write([])
+        stop_all([*self.running.values(), *[p for p in (self.proxy,) if p], *others])
+        self.proxy = None
+        if self.spawner is not None:
+            for spec in self.task.servers:
+                self.spawner.release(self._key(spec.name))
+
+
+def program_argv(program: Program, values: dict[str, str]) -> list[str]:
+    return [expand(a, values) for a in program.args]

@@ -1,0 +1,220 @@
+"""What a task.toml says of its lab (docs/tasks.md): the client's inputs, the servers the lab
+starts, the programs it runs (the verifier, the lifecycle check), the client's placeholders and
+what fills each; and the checks every part of the file shares. Each malformed key is a
+TaskError: one line naming the file, the key and what was expected."""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+_KEYS = {"": {"id", "version", "summary", "contract", "documents", "suites", "client",
+              "inputs", "lab", "servers", "verifier", "lifecycle"},
+         "client": {"args", "placeholders", "required"},
+         "placeholder": {"fill", "about"},
+         "input": {"generate", "file", "watched"},
+         "lab": {"invocations", "residue_dir", "residue_keep"},
+         "server": {"module", "command", "args", "role", "restart", "faults"},
+         "program": {"module", "command", "args"}}
+ROLES = ("endpoint", "decoy", "internal")
+GENERATORS = ("source",)   # evlab's deterministic file (fixture/source.py)
+MAX_INVOCATIONS = 8
+# What a server's or a program's arguments may use besides the inputs (docs/tasks.md)
+PROGRAM_WORDS = ("events", "port", "state", "faults", "task", "host")
+
+class TaskError(ValueError):
+    """A task that cannot be used, in one line."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """A program of the task's: a Python module of a built-in task (run by evlab's interpreter)
+    or a command (its relative paths in the task's folder), and its arguments' templates."""
+
+    module: str
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str
+    program: Program
+    role: str          # endpoint, decoy or internal
+    restart: bool      # started again on its state and port when it dies
+    faults: bool       # reads receiver faults from {faults}; wire faults through a proxy
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    generate: str      # a generator of GENERATORS, or "" with a file
+    file: Path | None  # a file of the task's folder, copied in
+    watched: bool      # the collector counts reads of it: "the source"
+
+
+def table_of(file: Path, data: dict, key: str) -> dict:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise TaskError(f"{file}: {key}: expected a table")
+    return value
+
+
+def parse_inputs(file: Path, folder: Path, table: dict) -> tuple[InputSpec, ...]:
+    inputs = []
+    for name, spec in table.items():
+        key = f"inputs.{name}"
+        if not _NAME.match(name) or not isinstance(spec, dict):
+            raise TaskError(f"{file}: {key}: expected a table named by lowercase letters, "
+                            "digits and '_'")
+        check_keys(file, spec, "input", key)
+        generate, given = spec.get("generate", ""), spec.get("file")
+        if (generate == "") == (given is None) or generate not in ("", *GENERATORS):
+            raise TaskError(f"{file}: {key}: expected generate = "
+                            f"{' | '.join(repr(g) for g in GENERATORS)} or file = \"PATH\"")
+        watched = spec.get("watched", False)
+        if not isinstance(watched, bool):
+            raise TaskError(f"{file}: {key}.watched: expected true or false")
+        inputs.append(InputSpec(name, generate, inside(file, folder, given, f"{key}.file")
+                                if given is not None else None, watched))
+    if sum(i.watched for i in inputs) > 1:
+        raise TaskError(f"{file}: inputs: at most one input is watched (the source)")
+    return tuple(inputs)
+
+
+def parse_servers(file: Path, folder: Path, table: dict,
+             inputs: tuple[InputSpec, ...]) -> tuple[ServerSpec, ...]:
+    servers = []
+    for name, spec in table.items():
+        key = f"servers.{name}"
+        if not _NAME.match(name) or name in ("harness", "proxy") or not isinstance(spec, dict):
+            raise TaskError(f"{file}: {key}: expected a table named by lowercase letters, "
+                            "digits and '_' (not harness or proxy: evlab's own records)")
+        check_keys(file, spec, "server", key)
+        role = spec.get("role", "internal")
+        if role not in ROLES:
+            raise TaskError(f"{file}: {key}.role: expected one of {', '.join(ROLES)}")
+        flags = [spec.get(f, False) for f in ("restart", "faults")]
+        if not all(isinstance(f, bool) for f in flags):
+            raise TaskError(f"{file}: {key}: restart and faults are true or false")
+        program = _program_of(file, folder, spec, key, _words(inputs, ()))
+        servers.append(ServerSpec(name, program, role, *flags))
+    for what, many in (("endpoint", [s for s in servers if s.role == "endpoint"]),
+                       ("server with faults", [s for s in servers if s.faults])):
+        if len(many) > 1:
+            raise TaskError(f"{file}: servers: at most one {what} "
+                            f"({', '.join(s.name for s in many)})")
+    return tuple(servers)
+
+
+def _words(inputs: tuple[InputSpec, ...], servers) -> set[str]:
+    """What a server's or program's argument may name: evlab's words, the inputs, and (for a
+    program run after the servers started) servers.NAME.port."""
+    return {*PROGRAM_WORDS, *(i.name for i in inputs),
+            *(f"servers.{s.name}.port" for s in servers)}
+
+
+def parse_program(file: Path, folder: Path, data: dict, key: str, inputs,
+                  servers) -> Program | None:
+    spec = data.get(key)
+    if spec is None:
+        return None
+    if not isinstance(spec, dict):
+        raise TaskError(f"{file}: {key}: expected a table")
+    check_keys(file, spec, "program", key)
+    return _program_of(file, folder, spec, key, _words(inputs, servers))
+
+
+def _program_of(file: Path, folder: Path, spec: dict, key: str, words: set[str]) -> Program:
+    module, command = spec.get("module", ""), spec.get("command", [])
+    if isinstance(command, str):
+        command = [command]
+    if (module == "") == (command == []) or not isinstance(module, str) or \
+            not isinstance(command, list) or not all(isinstance(c, str) and c for c in command):
+        raise TaskError(f"{file}: {key}: expected module = \"NAME\" or command = [\"PROGRAM\", "
+                        "...]")
+    if module and not re.fullmatch(r"fixture(\.[a-z_][a-z0-9_]*)+", module):
+        raise TaskError(f"{file}: {key}.module: expected one of evlab's modules (fixture.*); "
+                        "a server or program of your own is a command")
+    args = spec.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise TaskError(f"{file}: {key}.args: expected a list of strings")
+    for arg in args:
+        used = set(re.findall(r"\{([a-z_0-9.]+)\}", arg))
+        if used - words:
+            raise TaskError(f"{file}: {key}.args: {arg!r} uses {', '.join(sorted(used - words))}"
+                            f" (expected {', '.join(sorted(words))})")
+    # a command's program is in the task's folder when it names a file there (./check.py),
+    # else found on PATH (python3)
+    if command and (folder / command[0]).is_file():
+        command = [str(inside(file, folder, command[0], f"{key}.command")), *command[1:]]
+    return Program(module, tuple(command), tuple(args))
+
+
+def parse_client(file: Path, client: dict, inputs: tuple[InputSpec, ...],
+            servers: tuple[ServerSpec, ...]) -> tuple[tuple[str, ...], dict[str, str],
+                                                      tuple[str, ...], dict[str, str]]:
+    table = client.get("placeholders", {})
+    if not isinstance(table, dict):
+        raise TaskError(f"{file}: client.placeholders: expected a table of name = "
+                        "{ fill = ..., about = ... }")
+    fillers = {"host", *(f"inputs.{i.name}" for i in inputs),
+               *(f"servers.{s.name}.port" for s in servers)}
+    names, fills = {}, {}
+    for name, spec in table.items():
+        key = f"client.placeholders.{name}"
+        if not _NAME.match(name):
+            raise TaskError(f"{file}: client.placeholders: {name!r} is not a name (lowercase "
+                            "letters, digits, '_')")
+        if not isinstance(spec, dict):
+            raise TaskError(f"{file}: {key}: expected {{ fill = ..., about = \"what it is\" }}")
+        check_keys(file, spec, "placeholder", key)
+        if spec.get("fill") not in fillers:
+            raise TaskError(f"{file}: {key}.fill: expected one of {', '.join(sorted(fillers))}")
+        fills[name], names[name] = spec["fill"], str(spec.get("about", ""))
+    args = client.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise TaskError(f"{file}: client.args: expected a list of strings")
+    for arg in args:
+        used = set(re.findall(r"\{([a-z_0-9]+)\}", arg))
+        if used - set(names):
+            raise TaskError(f"{file}: client.args: {arg!r} uses a placeholder the task does "
+                            f"not declare ({', '.join(sorted(used - set(names)))})")
+    required = client.get("required", [])
+    if not isinstance(required, list) or not set(required) <= set(names):
+        raise TaskError(f"{file}: client.required: expected a list of the task's placeholders")
+    return tuple(args), names, tuple(required), fills
+
+
+def inside(file: Path, folder: Path, relative, key: str) -> Path:
+    """A path the task names, which must stay in its folder (a task is what its folder holds)."""
+    if not isinstance(relative, str) or not relative:
+        raise TaskError(f"{file}: {key}: expected a path relative to the task's folder")
+    path = (folder / relative).resolve()
+    if not path.is_relative_to(folder):
+        raise TaskError(f"{file}: {key}: {relative!r} is outside the task's folder")
+    if not path.exists():
+        raise TaskError(f"{file}: {key}: {relative!r} does not exist")
+    return path
+
+
+def check_keys(file: Path, table: dict, kind: str, where: str | None = None) -> None:
+    where = kind if where is None else where
+    for key in table:
+        if key not in _KEYS[kind]:
+            full = f"{where}.{key}" if where else key
+            raise TaskError(f"{file}: {full}: expected one of {', '.join(sorted(_KEYS[kind]))}")
+
+
+def text_of(file: Path, data: dict, key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise TaskError(f"{file}: {key}: expected a non-empty string")
+    return value
+
+
+def texts_of(file: Path, data: dict, key: str) -> list[str]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TaskError(f"{file}: {key}: expected a list of strings")
+    return value
