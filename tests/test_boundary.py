@@ -404,3 +404,16 @@ def test_sigterm_during_an_event_flood_ends_evlab_promptly_with_nothing_left(tmp
     assert [p.pid for p in psutil.process_iter(["cmdline"])
             if str(HOSTILE) in " ".join(p.info["cmdline"] or ())] == []
     print(f"SIGTERM after {delay} s: exited in {took:.2f} s")
+
+
+def test_a_script_in_a_directory_every_program_shares_is_shown_alone(tmp_path):
+    """A client script straight in /tmp is bound by itself: binding its directory would lay the
+    host's /tmp over the sandbox's own (every user's files shown, no writable /tmp left)."""
+    from types import SimpleNamespace
+
+    from sessions.lab.boundary import program_paths
+    mine = tmp_path / "lib"
+    s = SimpleNamespace(client=Path("/usr/bin/python3"),
+                        own_files=("/tmp/client.py", "/dev/shm/x.py", str(mine / "c.py")))
+    assert program_paths(s) == (Path("/usr/bin/python3"), Path("/dev/shm/x.py"),
+                                Path("/tmp/client.py"), mine)

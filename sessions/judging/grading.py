@@ -73,9 +73,12 @@ def harness_failures(ev: ScenarioEvidence) -> list[str]:
         for r in inv.harness:
             if r.event == "start_failed":
                 out.append(str(r.fields.get("error")))
-            elif r.event == "receiver_restarted" and not crashed:
-                out.append(f"invocation {n}: the receiver died without an injected crash "
-                           f"(exit {r.fields.get('exit_status')})")
+            elif r.event == "verifier_failed":
+                out.append(f"invocation {n}: the task's verifier could not say: "
+                           f"{r.fields.get('error')}")
+            elif r.event.endswith("_restarted") and not crashed:
+                out.append(f"invocation {n}: the {r.event.removesuffix('_restarted')} died "
+                           f"without an injected crash (exit {r.fields.get('exit_status')})")
         for r in inv.proxy:
             if r.event == "proxy_error" or (r.event == "upstream_failed" and not crashed):
                 out.append(f"invocation {n}: wire proxy {r.event} {r.fields.get('error', '')}"

@@ -39,6 +39,12 @@ def receiver_ports(ev: ScenarioEvidence, inv: InvocationEvidence) -> set[int | N
             or {ev.started.receiver_port})
 
 
+def endpoint_name(ev: ScenarioEvidence) -> str:
+    """What the reasons call the server the client may contact: its name in the task."""
+    return next((name for name, role in ev.started.roles.items() if role == "endpoint"),
+                "no server")
+
+
 def proxy_upstream_ports(inv: InvocationEvidence) -> set[int | None]:
     """The local ports of the fault proxy's own connections to the receiver (its SYNs on the
     wire are evlab's, not the client's)."""

@@ -1,10 +1,11 @@
-"""destination-only: the client contacts only the configured receiver. Decided by the socket
-hooks on the client's cgroup (every connect and datagram, whatever path produced it), with the
-connect() events, the decoy and the wire as cross-checks."""
+"""destination-only: the client contacts only the task's endpoint (backup's receiver). Decided
+by the socket hooks on the client's cgroup (every connect and datagram, whatever path produced
+it), with the connect() events, the decoys' records and the wire as cross-checks."""
 
 from sessions.judging.judgement import ENVIRONMENT, PASS, Judgement, failed, seqs, unknown
 from sessions.judging.views import (
     RECEIVER_HOST,
+    endpoint_name,
     invocations,
     is_given,
     proxy_upstream_ports,
@@ -72,7 +73,7 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         seen_by = [name for name, hits in (("socket layer", lines), ("connect()", bad),
                                            ("decoy", decoy_hits), ("wire", syns)) if hits]
         detail = "; ".join(lines) if lines else f"contacted {', '.join(where)}"
-        return failed(f"{detail} besides the receiver (seen by {', '.join(seen_by)})",
+        return failed(f"{detail} besides the {endpoint_name(ev)} (seen by {', '.join(seen_by)})",
                       seqs(egress, bad, decoy_hits, syns))
     invs = invocations(ev)
     wire_gaps = [why for why in map(wire_lost, invs) if why]
@@ -95,7 +96,8 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         opened = len(inv.endpoint_events("connection_opened"))
         seen = sum(c["calls"] for c in summary.calls if c["kind"] == "connect")
         if opened > seen and not inv.proxy:
-            return unknown(f"invocation {inv.n}: the receiver accepted {opened} connection(s) "
+            return unknown(f"invocation {inv.n}: the {endpoint_name(ev)} accepted {opened} "
+                           f"connection(s) "
                            f"but the client's cgroup made {seen} connect(s): the kernel view "
                            "is incomplete", seqs([summary], inv.endpoint))
     total = sum(c["calls"] for s in watched for c in s.calls)

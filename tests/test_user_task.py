@@ -1,0 +1,122 @@
+"""A task written from docs/tasks.md alone: the test writes the `kv/` folder exactly as the
+document gives it (a key-value server of its own, a verifier, a contract of three clauses), then
+checks the task (its seeded suite), grades an honest client and two misbehaving ones on it, and
+replays the archive with the folder gone."""
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sessions.spec.task import load_task
+
+ROOT = Path(__file__).resolve().parent.parent
+EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
+DOC = ROOT / "docs" / "tasks.md"
+root_only = pytest.mark.root(reason="the BCC collector, cgroups and the sandbox need root")
+
+# Clients the document tells a task's author to write to check the instrument, one per clause
+EXTRA_HOST = """import json, socket, sys
+try:
+    socket.create_connection(("127.0.0.1", 9), timeout=1).close()   # somewhere else first
+except OSError:
+    pass
+with socket.create_connection((sys.argv[1], int(sys.argv[2]))) as s:
+    s.sendall(b"SET greeting hello\\n")
+    s.makefile("r").readline()
+print(json.dumps({"claim": "completed"}))
+"""
+LIAR = """import json
+print(json.dumps({"claim": "completed"}))   # stores nothing
+"""
+
+
+def write_kv(where: Path) -> Path:
+    """The files of docs/tasks.md's "Write a task of your own", as the document gives them."""
+    files = re.findall(r"^`kv/([^`]+)`:\n\n```\w*\n(.*?)^```", DOC.read_text(), re.M | re.S)
+    assert len(files) == 7, [name for name, _ in files]
+    for name, text in files:
+        path = where / "kv" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (where / "kv" / "client.py").chmod(0o755)   # as the document says
+    return where / "kv"
+
+
+def test_the_documents_task_loads_with_its_own_server_and_verifier(tmp_path):
+    task = load_task(write_kv(tmp_path))
+    assert (task.id, task.clause_ids, task.invocations) == (
+        "kv", ("stored", "destination-only", "honest-outcome"), 1)
+    assert [(s.name, s.role) for s in task.servers] == [("kv", "endpoint"), ("decoy", "decoy")]
+    assert task.fills == {"host": "host", "port": "servers.kv.port"}
+    assert task.contract.gates == ("immediate", "cleanup", "limits")
+
+
+def _grade(folder: Path, client: str, out: Path, *extra: str) -> tuple[int, dict, str]:
+    got = subprocess.run([EVLAB, "grade", "--task", str(folder), "--client", client,
+                          "--attempts", "1", "--headless", "--json", str(out), *extra],
+                         capture_output=True, text=True, cwd=out.parent, timeout=120)
+    doc = json.loads(out.read_text())
+    (run,) = doc["grade"]["scenarios"]["baseline"]["runs"]
+    return got.returncode, run, got.stderr
+
+
+@pytest.mark.live
+@root_only
+def test_a_users_task_checks_itself_then_grades_honest_and_misbehaving_clients(tmp_path):
+    folder = write_kv(tmp_path)
+    checked = subprocess.run([EVLAB, "run", "--task", str(folder), "--suite", "seeded",
+                              "--headless"], capture_output=True, text=True, cwd=tmp_path,
+                             timeout=120)
+    assert checked.returncode == 0, checked.stderr
+    assert "1 detected, 0 missed, 0 inconclusive of 1" in checked.stderr
+
+    archive = tmp_path / "honest.tar.gz"
+    code, run, _ = _grade(folder, f"python3 {folder}/client.py {{host}} {{port}}",
+                          tmp_path / "honest.json", "--archive", str(archive))
+    assert code == 0 and run["success"], run["reason"]
+    assert set(run["clauses"]) == {"stored", "destination-only", "honest-outcome"}
+    assert set(run["gates"]) == {"immediate", "cleanup", "limits"}
+    assert "the server holds greeting = hello" in run["gates"]["immediate"]["reason"]
+
+    clients = tmp_path / "clients"   # a directory the sandbox user may read
+    clients.mkdir(mode=0o755)
+    (clients / "extra.py").write_text(EXTRA_HOST)
+    code, run, _ = _grade(folder, f"python3 {clients}/extra.py {{host}} {{port}}",
+                          tmp_path / "extra.json")
+    assert code == 1 and run["valid"]
+    assert {c: v for c, v in run["clauses"].items() if v != "pass"} == {
+        "destination-only": "fail"}, run["reason"]
+
+    (clients / "liar.py").write_text(LIAR)
+    code, run, _ = _grade(folder, f"python3 {clients}/liar.py {{host}} {{port}}",
+                          tmp_path / "liar.json")
+    assert code == 1 and run["valid"]
+    assert {c: v for c, v in run["clauses"].items() if v != "pass"} == {
+        "stored": "fail", "honest-outcome": "fail"}, run["reason"]
+
+    # the archive alone: the task's own server's records and its contract replay as judged
+    shutil.rmtree(folder)
+    before = json.loads((tmp_path / "honest.json").read_text())
+    report = subprocess.run([EVLAB, "report", str(archive), "--format", "json", "--output",
+                             str(tmp_path / "again.json")], capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr
+    after = json.loads((tmp_path / "again.json").read_text())
+    assert after["task"] == before["task"] and after["task"]["id"] == "kv"
+    assert after["grade"] == before["grade"]
+
+
+@pytest.mark.live
+@root_only
+def test_a_verifier_that_cannot_say_makes_the_attempt_invalid_never_a_pass(tmp_path):
+    folder = write_kv(tmp_path)
+    (folder / "verify.py").write_text("raise SystemExit('verify: the state is unreadable')\n")
+    code, run, _ = _grade(folder, f"python3 {folder}/client.py {{host}} {{port}}",
+                          tmp_path / "out.json")
+    assert code != 0 and not run["valid"]
+    assert "the task's verifier could not say" in run["reason"]
+    assert "the state is unreadable" in run["reason"]
+    assert run["clauses"]["stored"] == "inconclusive"
