@@ -179,7 +179,7 @@ def test_every_kind_of_the_timeline_has_its_own_look_and_a_legend():
     assert set(MARKS) == set(MARK_KINDS) and set(SPANS) == set(SPAN_KINDS)
     looks = [(shape, colour) for shape, colour, _ in MARKS.values()]
     assert len(set(looks)) == len(looks)        # receiver connects and others included
-    assert MARKS["connect-receiver"][:2] != MARKS["connect-other"][:2]
+    assert MARKS["connect-endpoint"][:2] != MARKS["connect-other"][:2]
     drawn = svg(_timeline())
     parsed = _Parsed(drawn)
     assert parsed.tags.count("g") == len(MARK_KINDS) + 1 + len(SPAN_KINDS)
@@ -280,4 +280,4 @@ def test_grade_html_loads_in_chromium_with_the_json_documents_verdicts(
     assert doc["grade"]["overall"]["attempts"] == 1
     _check_in_browser(chromium, tmp_path / "g.html", doc)
     page = (tmp_path / "g.html").read_text()
-    assert 'data-kind="connect-receiver"' in page and 'data-kind="commit"' in page
+    assert 'data-kind="connect-endpoint"' in page and 'data-kind="commit"' in page

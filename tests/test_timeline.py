@@ -93,7 +93,7 @@ def test_marks_are_placed_from_the_scenarios_start_on_their_processs_row_in_time
     kinds = [(m.t_ns / MS, m.row, m.kind) for m in t.marks]
     assert (1, "pid 100 client", "invocation-start") in kinds
     assert (5, "pid 100 client", "exec") in kinds and (8, "pid 102 py\\x1bthon3", "exec") in kinds
-    assert (10, "pid 100 client", "connect-receiver") in kinds
+    assert (10, "pid 100 client", "connect-endpoint") in kinds
     assert (13, "pid 102 py\\x1bthon3", "connect-other") in kinds      # the decoy
     assert (14, "pid 102 py\\x1bthon3", "connect-other") in kinds      # a datagram
     assert [k for k in kinds if k[1] == "receiver"] == [
@@ -168,7 +168,7 @@ def test_a_wire_fault_proxy_is_a_row_and_its_port_is_the_receivers_for_the_clien
             end="reset"))
     assert t.rows == ("pid 100 c", "receiver", "proxy")
     kinds = [(m.t_ns / MS, m.row, m.kind) for m in t.marks]
-    assert kinds == [(1, "pid 100 c", "exec"), (2, "pid 100 c", "connect-receiver"),
+    assert kinds == [(1, "pid 100 c", "exec"), (2, "pid 100 c", "connect-endpoint"),
                      (2.5, "pid 100 c", "connect-other"), (4, "proxy", "fault")]
     assert "failed (-111)" in t.marks[2].label and "up" in t.marks[3].label
     assert t.marks[1].label.endswith("(the receiver, through the fault proxy)")
@@ -191,7 +191,7 @@ def test_a_recorded_session_and_its_replay_draw_the_same_timelines():
     # one process per invocation, then the receiver (the fixture's clients fork nothing)
     assert [len(t.rows) for t in drawn] == [3, 3, 3] and all(t.rows[-1] == "receiver"
                                                              for t in drawn)
-    assert (count(baseline, "connect-receiver"), count(baseline, "upload-start"),
+    assert (count(baseline, "connect-endpoint"), count(baseline, "upload-start"),
             count(baseline, "commit"), count(baseline, "connect-other")) == (3, 1, 1, 0)
     assert (count(corrupt, "upload-start"), count(corrupt, "reject"),
             count(corrupt, "commit")) == (6, 6, 0)

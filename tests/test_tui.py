@@ -336,7 +336,7 @@ async def test_new_lines_are_appended_not_redrawn():
             await pilot.press("right_square_bracket")
         await pilot.pause(0.5)
         assert app.selected == "corrupt-upload"
-        log = app.query_one("#receiver")
+        log = app.query_one("#events")
         cleared, before = [], log.line_count
         original = log.clear
         log.clear = lambda: cleared.append(1) or original()

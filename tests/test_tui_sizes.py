@@ -108,7 +108,7 @@ async def test_at_80x24_every_status_shows_and_each_panel_is_a_key_away():
         statuses = [str(table.get_row(r.key)[0]) for r in table.ordered_rows]
         assert statuses == ["✓", "✓", "✓"]   # baseline, corrupt-upload, retry: detected
         assert table.ordered_columns[0].width <= table.size.width   # never cut: it is first
-        for key, shown in (("2", "#packets"), ("3", "#receiver"), ("4", "#claims"),
+        for key, shown in (("2", "#packets"), ("3", "#events"), ("4", "#claims"),
                            ("1", "#verdicts")):
             await pilot.press(key)
             await pilot.pause(0.1)
@@ -122,7 +122,7 @@ async def test_at_120x40_every_panel_shows_at_once():
     app = app_of(RUN)
     async with app.run_test(size=(120, 40)) as pilot:
         await to_end(pilot)
-        for panel in ("#scenarios", "#verdicts", "#packets", "#receiver", "#claims"):
+        for panel in ("#scenarios", "#verdicts", "#packets", "#events", "#claims"):
             assert app.query_one(panel).region.area > 0, panel
         await pilot.press("3")   # a key focuses that pane
-        assert app.focused is app.query_one("#receiver")
+        assert app.focused is app.query_one("#events")

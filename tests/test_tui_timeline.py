@@ -134,7 +134,7 @@ def _drawn(*marks: Mark, spans: tuple[Span, ...] = ()) -> Timeline:
 
 
 def test_receiver_connects_and_other_connects_differ_in_glyph_and_colour():
-    tl = _drawn(Mark(10 * MS, "pid 1 c", "connect-receiver", "connect 127.0.0.1:1"),
+    tl = _drawn(Mark(10 * MS, "pid 1 c", "connect-endpoint", "connect 127.0.0.1:1"),
                 Mark(50 * MS, "pid 1 c", "connect-other", "connect 10.0.0.1:53"))
     text = lane(tl, "pid 1 c", Window(0, 100 * MS), 10, 111)
     glyphs = {str(text)[s.start:s.end]: str(s.style) for s in text.spans if s.style}

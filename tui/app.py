@@ -1,4 +1,4 @@
-"""The evlab dashboard: scenarios, live counters, packets, receiver events, claims and verdicts.
+"""The evlab dashboard: scenarios, live counters, packets, servers' records, claims and verdicts.
 
 Data flows one way. A feed (a live Lab or a ReplayDriver, on a Textual thread worker) drives
 the event stream; the DashboardModel consumes it; a timer hands the panels a fresh view of the
@@ -62,7 +62,7 @@ class EvlabApp(App):
         Binding("end", "follow", "Follow"),
         Binding("1", "show('verdicts')", "Verdicts", show=False),
         Binding("2", "show('packets')", "Packets", show=False),
-        Binding("3", "show('receiver')", "Events", show=False),
+        Binding("3", "show('events')", "Events", show=False),
         Binding("4", "show('claims')", "Claims", show=False),
         Binding("t", "timeline", "Timeline"),
         Binding("e", "export", "Export"),
@@ -326,7 +326,7 @@ class EvlabApp(App):
         self.push_screen(HelpScreen())
 
     async def action_quit(self) -> None:
-        self.notify("stopping the client, receiver and probes…")
+        self.notify("stopping the client, servers and probes…")
         self.feed.stop()
         self.exit()
 
@@ -337,9 +337,9 @@ class EvlabApp(App):
             ("Run selected scenario", "run or rerun the highlighted scenario",
              lambda: self.post_message(RunRequested((self.selected,)))),
             ("Pause / resume", "pause live updates (replay: play/pause)", self.action_pause),
-            ("Filter panes", "filter packets, receiver events and claims", self.action_filter),
+            ("Filter panes", "filter packets, servers' records and claims", self.action_filter),
             ("Follow panes", "resume following after scrolling up", self.action_follow),
-            ("Timeline", "the selected scenario's timeline: processes, receiver, marks",
+            ("Timeline", "the selected scenario's timeline: processes, servers, marks",
              self.action_timeline),
             ("Export archive", "write the session archive (.tar.gz)", self.action_export),
             ("Leaderboard", "a campaign's clients, ranked", self.action_leaderboard),

@@ -68,7 +68,7 @@ class Feed(Protocol):
         ...
 
     def stop(self) -> None:
-        """Ask serve() to end: stops the client, receiver and probes. Any thread, any time."""
+        """Ask serve() to end: stops the client, servers and probes. Any thread, any time."""
         ...
 
     def wait_stopped(self, timeout: float = STOP_TIMEOUT_S) -> bool:

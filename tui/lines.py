@@ -16,8 +16,8 @@ from sessions.stream.events import (
     VerifierResult,
 )
 
-PACKETS, RECEIVER, CLAIMS = "packets", "receiver", "claims"
-PANES = (PACKETS, RECEIVER, CLAIMS)
+PACKETS, EVENTS, CLAIMS = "packets", "events", "claims"
+PANES = (PACKETS, EVENTS, CLAIMS)
 
 
 def pane_of(event: Event) -> str | None:
@@ -26,9 +26,9 @@ def pane_of(event: Event) -> str | None:
         case PacketSeen():
             return PACKETS
         case ServerRecord() if event.event != "payload_progress":
-            return RECEIVER
+            return EVENTS
         case ConnectObserved() | EgressObserved():
-            return RECEIVER
+            return EVENTS
         case ProcessObserved() | ClientClaim() | ClientExited() | RiskFinding():
             return CLAIMS
         case VerifierResult() if event.invocation:

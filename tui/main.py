@@ -32,7 +32,7 @@ def _dashboard(feed: "Feed") -> int:
     finally:
         feed.stop()  # whatever ended the app: quit, a crash, a closed terminal
         if feed.mode in ("live", "campaign"):
-            _say("stopping the lab (client, receiver, probes)…")
+            _say("stopping the lab (client, servers, probes)…")
         if not feed.wait_stopped():
             _say("the lab did not stop within its timeout")
     if app.return_code:

@@ -39,7 +39,7 @@ from sessions.stream.events import (
     Verdict,
 )
 from sessions.stream.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
-from tui.lines import CLAIMS, PACKETS, PANES, RECEIVER, pane_line
+from tui.lines import CLAIMS, EVENTS, PACKETS, PANES, pane_line
 
 PANE_LINES = 500          # each scrolling pane keeps this many lines
 RATE_POINTS = 60          # sparkline history
@@ -106,7 +106,7 @@ class ScenarioView:
     rows: tuple[tuple[str, Verdict | GateResult | None], ...]   # clauses (and gates)
     rates: tuple[int, ...]
     packets: tuple[tuple[int, str], ...]     # (seq, line)
-    receiver: tuple[tuple[int, str], ...]
+    events: tuple[tuple[int, str], ...]      # the servers' records and the kernel's events
     claims: tuple[tuple[int, str], ...]
 
 
@@ -228,7 +228,7 @@ class DashboardModel:
                 ev.started.expected_failures if ev else (),
                 ev.judged.detail if ev and ev.judged else "", invocations,
                 tuple(verdict_rows(ev, self._clauses())), tuple(panes.rates),
-                tuple(panes.lines[PACKETS]), tuple(panes.lines[RECEIVER]),
+                tuple(panes.lines[PACKETS]), tuple(panes.lines[EVENTS]),
                 tuple(panes.lines[CLAIMS]))
 
     def conditions(self, sid: str) -> tuple[tuple[str, ...], int, int] | None:

@@ -22,18 +22,18 @@ HELP = f"""\
   space / p       pause or resume live updates (replay: play / pause)
   [ / ]           replay: step back / forward one phase
   + / -           replay: faster / slower
-  /               filter the packet, receiver and claim panes (empty: clear)
+  /               filter the packet, server and claim panes (empty: clear)
   end             resume following: the panes' newest lines and the running scenario
-  1 2 3 4         verdicts · packets · receiver & kernel events · claims (a small
+  1 2 3 4         verdicts · packets · servers & kernel events · claims (a small
                   terminal shows one of them below the scenarios; a larger one all)
-  t               timeline of the selected scenario: a lane per process and the receiver;
+  t               timeline of the selected scenario: a lane per process and per server;
                   + / - zoom, ← / → move, 0 the whole, j / k scenario; t or esc: back
   e               export the session archive (.tar.gz)
   g               grade view (`evlab grade`): attempts as dots, Pass@1, pass^k, Best-of-N
   l               leaderboard (`evlab campaign`): clients ranked, progress; enter: a
                   client's grade; l or esc: back to the dashboard
   ctrl+p          command palette: the same actions
-  ?               this help     q  quit (stops the client, receiver and probes)
+  ?               this help     q  quit (stops the client, servers and probes)
 
 Verdicts: {t('pass')}  {t('fail')}  {t('inconclusive')} (evidence missing)  \
 {t('not-applicable')}

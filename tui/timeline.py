@@ -31,7 +31,7 @@ MARKS = {
     "claim": ("•", "blue", "claim"),
     "exec": ("▸", "yellow", "exec"),
     "exit": ("■", "yellow", "exit"),
-    "connect-receiver": ("→", "bold cyan", "receiver connect"),
+    "connect-endpoint": ("→", "bold cyan", "endpoint connect"),
     "upload-start": ("↑", "bold cyan", "upload"),
     "commit": ("✓", "bold green", "commit"),
     "connect-other": ("↗", "bold magenta", "other connect"),

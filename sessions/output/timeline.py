@@ -23,11 +23,11 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from sessions.judging.views import is_given, receiver_ports
+from sessions.judging.views import endpoint_name, is_given, receiver_ports
 from sessions.output.escape import visible
 from sessions.stream.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
 
-MARK_KINDS = ("exec", "exit", "upload-start", "commit", "reject", "fault", "connect-receiver",
+MARK_KINDS = ("exec", "exit", "upload-start", "commit", "reject", "fault", "connect-endpoint",
               "connect-other", "claim", "invocation-start", "invocation-end")
 SPAN_KINDS = ("invocation", "alive", "busy", "upload")
 LABEL_MAX = 160   # characters of a label (a claim can be long)
@@ -227,7 +227,7 @@ def _connects(b: _Builder, ev: ScenarioEvidence, inv: InvocationEvidence) -> Non
     for c in inv.connects:
         seen.add((c.pid, c.address, c.port))
         given = is_given(c.address, c.port, ports)
-        b.mark(c.t_ns, row(c.pid), "connect-receiver" if given else "connect-other",
+        b.mark(c.t_ns, row(c.pid), "connect-endpoint" if given else "connect-other",
                f"connect {c.address}:{c.port}" + (_given(ev, c.port) if given else "")
                + (f" failed ({c.result})" if c.result else ""))
     for e in inv.egress:
@@ -235,14 +235,15 @@ def _connects(b: _Builder, ev: ScenarioEvidence, inv: InvocationEvidence) -> Non
             continue
         given = is_given(e.address, e.port, ports)
         what = "datagram to" if e.kind == "sendmsg" else "connect"
-        b.mark(e.t_ns, row(e.pid), "connect-receiver" if given else "connect-other",
+        b.mark(e.t_ns, row(e.pid), "connect-endpoint" if given else "connect-other",
                f"{what} {e.protocol} {e.address}:{e.port} (socket layer)"
                + (" REFUSED" if e.refused else ""))
 
 
 def _given(ev: ScenarioEvidence, port: int | None) -> str:
-    return (" (the receiver)" if port == ev.started.receiver_port
-            else " (the receiver, through the fault proxy)")
+    endpoint = endpoint_name(ev)
+    return (f" (the {endpoint})" if port == ev.started.receiver_port
+            else f" (the {endpoint}, through the fault proxy)")
 
 
 _RECORD_MARKS = {"upload_started": "upload-start", "committed": "commit",

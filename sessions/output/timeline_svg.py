@@ -3,7 +3,7 @@
 Time runs across, from the scenario's start (0) to its end; one row per process of the client's
 tree and one for the receiver. Spans are bars (an invocation's band, a process alive, a busy
 stretch on the CPU, an upload); marks are shapes, each kind its own shape and colour (never
-colour alone: a receiver connect is a blue circle, any other connect a magenta diamond). Every
+colour alone: an endpoint connect is a blue circle, any other connect a magenta diamond). Every
 mark and span carries a <title> (a tooltip: its time and label); labels and row names are client
 text, escaped (sessions/output/escape.py). Nothing is fetched: no fonts, no images, no links.
 """
@@ -36,7 +36,7 @@ MARKS = {
     "invocation-end": ("tick", "#24292f", "invocation ends"),
     "exec": ("circle", "#2a9d8f", "exec"),
     "exit": ("square", "#24292f", "exit"),
-    "connect-receiver": ("circle", "#0969da", "connect to the receiver"),
+    "connect-endpoint": ("circle", "#0969da", "connect to the endpoint"),
     "connect-other": ("diamond", "#bf3989", "connect elsewhere"),
     "upload-start": ("triangle", "#0550ae", "upload starts"),
     "commit": ("diamond", "#1a7f37", "commit"),

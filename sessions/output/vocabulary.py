@@ -90,7 +90,7 @@ def _event_line(e: Event) -> str | None:
             return (f"[client] inv {e.invocation} exited {e.exit_code}"
                     + (" (timed out, killed)" if e.timed_out else ""))
         case VerifierResult():
-            return f"[verifier] saved={e.saved} match={e.match}"
+            return f"[verifier] {'ok' if e.match else 'not ok'}: {e.described}"
         case CleanupObserved():
             left = [*e.leftover, *e.listening, *e.cwd_files, *e.store_files]
             return (f"[harness] after invocation {e.invocation}: "

@@ -1,4 +1,4 @@
-"""The three scrolling panes: packets, receiver & kernel events, client claims & exits.
+"""The three scrolling panes: packets, the servers' records & kernel events, client claims & exits.
 
 While the same scenario is shown (same model, same filter), new lines are appended; a user who
 scrolled up keeps their place. Another scenario, a new model (a replay stepped back) or another
@@ -9,12 +9,12 @@ from textual.containers import Horizontal
 from textual.reactive import reactive
 
 from tui.follow_log import FollowLog
-from tui.lines import CLAIMS, PACKETS, RECEIVER
+from tui.lines import CLAIMS, EVENTS, PACKETS
 from tui.model import ScenarioView
 
 PANE_BURST = 200  # lines a pane takes per redraw
 # Each with the key that shows it (on a small terminal one panel at a time: 1 is the verdicts).
-TITLES = {PACKETS: "2 packets", RECEIVER: "3 receiver & kernel events",
+TITLES = {PACKETS: "2 packets", EVENTS: "3 servers & kernel events",
           CLAIMS: "4 client claims & exits"}
 
 
@@ -41,7 +41,7 @@ class PanesPanel(Horizontal):
         key = (view.generation, view.id, self.filter_text)
         fresh, self._drawn = key != self._drawn, key
         needle = self.filter_text.lower()
-        for pane, lines in ((PACKETS, view.packets), (RECEIVER, view.receiver),
+        for pane, lines in ((PACKETS, view.packets), (EVENTS, view.events),
                             (CLAIMS, view.claims)):
             _append(self.query_one(f"#{pane}", FollowLog), lines, needle, fresh)
 
