@@ -81,6 +81,10 @@ def test_a_users_task_checks_itself_then_grades_honest_and_misbehaving_clients(t
     assert set(run["clauses"]) == {"stored", "destination-only", "honest-outcome"}
     assert set(run["gates"]) == {"immediate", "cleanup", "limits"}
     assert "the server holds greeting = hello" in run["gates"]["immediate"]["reason"]
+    (scenario,) = json.loads((tmp_path / "honest.json").read_text())["scenarios"]
+    (inv,) = scenario["invocations"]   # the task's one invocation, with the task's figure
+    assert inv["figures"] == {"keys set": 1}
+    assert inv["verifier"]["detail"] == "the server holds greeting = hello"
 
     clients = tmp_path / "clients"   # a directory the sandbox user may read
     clients.mkdir(mode=0o755)

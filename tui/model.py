@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sessions.judging.gates import GATES
+from sessions.output.figures import invocation_count, task_figures
 from sessions.output.grades import ClientGrade, grade_of, outcome_word
 from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import Board, board_of
@@ -42,6 +43,7 @@ from sessions.stream.evidence import EvidenceBook, InvocationEvidence, ScenarioE
 from tui.lines import CLAIMS, EVENTS, PACKETS, PANES, pane_line
 
 PANE_LINES = 500          # each scrolling pane keeps this many lines
+PANE_FIGURES = 3          # the task's figures the counters pane has room for (the reports: all)
 RATE_POINTS = 60          # sparkline history
 _generations = itertools.count(1)
 # what a campaign's leaderboard and progress are made from (the rest leaves them as they are)
@@ -79,7 +81,7 @@ class InvocationFigures:
     """One invocation's counters as the counters panel shows them."""
 
     sample: CounterSample | None          # the latest
-    receiver_payload: int
+    task: tuple[tuple[str, int | None], ...]   # the task's figures (sessions/output/figures)
     packets: int
     client: ProcessMetrics | None         # the client's latest process metrics
     client_cpu_percent: float | None
@@ -108,6 +110,8 @@ class ScenarioView:
     packets: tuple[tuple[int, str], ...]     # (seq, line)
     events: tuple[tuple[int, str], ...]      # the servers' records and the kernel's events
     claims: tuple[tuple[int, str], ...]
+    invocation_count: int = 2                 # the task's, per scenario
+    figure_labels: tuple[str, ...] = ()       # the task's figures, by label
 
 
 @dataclass(frozen=True)
@@ -221,7 +225,7 @@ class DashboardModel:
             if panes is None:
                 return None
             ev = self.book.scenarios.get(sid)
-            invocations = ({n: _figures(inv, panes) for n, inv in ev.invocations.items()}
+            invocations = ({n: _figures(ev, inv, panes) for n, inv in ev.invocations.items()}
                            if ev else {})
             return ScenarioView(
                 sid, self.generation, status_of(ev), ev.phase if ev else "", panes.invocation,
@@ -229,7 +233,8 @@ class DashboardModel:
                 ev.judged.detail if ev and ev.judged else "", invocations,
                 tuple(verdict_rows(ev, self._clauses())), tuple(panes.rates),
                 tuple(panes.lines[PACKETS]), tuple(panes.lines[EVENTS]),
-                tuple(panes.lines[CLAIMS]))
+                tuple(panes.lines[CLAIMS]), invocation_count(ev) if ev else 2,
+                tuple(label for label, _ in task_figures(ev, None))[:PANE_FIGURES] if ev else ())
 
     def conditions(self, sid: str) -> tuple[tuple[str, ...], int, int] | None:
         """(noise kinds, faults armed, faults fired) of a started scenario, without copying
@@ -280,9 +285,10 @@ class DashboardModel:
             return grade_of(self.book)
 
 
-def _figures(inv: InvocationEvidence, panes: _ScenarioPanes) -> InvocationFigures:
+def _figures(ev: ScenarioEvidence, inv: InvocationEvidence,
+             panes: _ScenarioPanes) -> InvocationFigures:
     previous, client = panes.client.get(inv.n, (None, None))
-    return InvocationFigures(inv.latest, inv.payload_bytes, len(inv.packets), client,
+    return InvocationFigures(inv.latest, tuple(task_figures(ev, inv)), len(inv.packets), client,
                              _cpu_percent(previous, client, inv))
 
 

@@ -182,7 +182,8 @@ class ScenarioRun:
             self.source.stat().st_size if self.source else 0,
             str(s.file), s.expect_invalid, self.noise.kinds if self.noise else (), s.attempt,
             s.base, s.client_name, self.network.name,
-            {f: sha256_of(Path(f)) or "missing" for f in s.own_files}, roles))
+            {f: sha256_of(Path(f)) or "missing" for f in s.own_files}, roles,
+            self.task.display()))
         self.started = True
 
     def _client_values(self) -> dict[str, str]:

@@ -58,7 +58,7 @@ class RunError(Exception):
 class Options:
     collector: str = "auto"
     packets: str = "on"          # on, off, required
-    functions: tuple[str, ...] = ("hash_file", "send_payload", "busy_wait")
+    functions: tuple[str, ...] = ()   # client functions counted besides the task's own
     noise: tuple[str, ...] = ()  # ambient noise for every scenario (sessions/lab/noise.py kinds)
     sandbox: str = "auto"        # auto (when it can be built), required, off (--no-sandbox)
     deny_egress: bool = False    # refuse every destination but the receiver (EPERM)
@@ -118,7 +118,7 @@ class Session:
         # What a run killed with SIGKILL left behind: its cgroups (and what still runs in
         # them), its lab networks, then its temp directories.
         stale = sweep_stale_cgroups(self.layout) + netns.sweep_stale() + sweep_stale()
-        functions = tuple(dict.fromkeys(self.options.functions))
+        functions = tuple(dict.fromkeys(self.task.functions + self.options.functions))
         # The servers' warm interpreter imports them while the collector compiles; without it
         # each server starts an interpreter of its own (and says so if it cannot).
         try:

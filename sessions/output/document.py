@@ -3,6 +3,7 @@
 A figure that was not observed is null, never 0. Schema: docs/json-schema.md.
 """
 
+from sessions.output.figures import task_figures
 from sessions.output.grades import ClientGrade, grade_of
 from sessions.output.leaderboard import Board, board_of
 from sessions.spec.task import record_of
@@ -87,7 +88,7 @@ def _packets(inv: InvocationEvidence, receiver_port: int) -> dict:
             "error": inv.packet_stats.error or None}
 
 
-def _invocation(inv: InvocationEvidence, receiver_port: int) -> dict:
+def _invocation(ev: ScenarioEvidence, inv: InvocationEvidence) -> dict:
     v = inv.verifier
     return {
         "n": inv.n,
@@ -97,9 +98,12 @@ def _invocation(inv: InvocationEvidence, receiver_port: int) -> dict:
         "kernel": _kernel(inv),
         "boundary": _boundary(inv),
         "receiver": _receiver(inv),
-        "packets": _packets(inv, receiver_port),
-        "verifier": ({"saved": v.saved, "match": v.match, "saved_sha256": v.saved_sha256}
-                     if v else {"saved": None, "match": None, "saved_sha256": None}),
+        "packets": _packets(inv, ev.started.receiver_port),
+        "verifier": ({"saved": v.saved, "match": v.match, "saved_sha256": v.saved_sha256,
+                      "detail": v.described}
+                     if v else {"saved": None, "match": None, "saved_sha256": None,
+                                "detail": None}),
+        "figures": dict(task_figures(ev, inv)),
     }
 
 
@@ -118,7 +122,7 @@ def _scenario(ev: ScenarioEvidence) -> dict:
         "receiver_port": s.receiver_port,
         "decoy_port": s.decoy_port,
         "network": s.network,
-        "invocations": [_invocation(ev.invocations[n], s.receiver_port)
+        "invocations": [_invocation(ev, ev.invocations[n])
                         for n in sorted(ev.invocations)],
         "clauses": [{"id": v.clause, "status": v.status, "expected": v.expected,
                      "reason": v.reason, "failure_class": v.failure_class,

@@ -34,7 +34,7 @@ from sessions.output.grades import (
 )
 from sessions.output.html_page import wrap
 from sessions.output.leaderboard import Board, Ranked, board_of
-from sessions.output.report import FIGURES, clause_order, fmt
+from sessions.output.report import clause_order, figure_rows, fmt
 from sessions.output.timeline import timeline_of
 from sessions.output.timeline_svg import legend, svg
 from sessions.output.vocabulary import fields_line, figure, score_text, status_text
@@ -300,7 +300,7 @@ def _figures(s: dict) -> str:
     head = ["figure", *(f"inv {i['n']}" for i in s["invocations"])]
     return _table(head, [f"<th>{esc(label)}</th>" + "".join(f"<td>{_line(fmt(get(i)))}</td>"
                                                             for i in s["invocations"])
-                         for label, get in FIGURES])
+                         for label, get in figure_rows(s)])
 
 
 def _claims(s: dict) -> str:

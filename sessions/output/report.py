@@ -3,6 +3,7 @@ scenario), JSON (the --json document) and JUnit XML (one test case per scenario 
 
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 
 from sessions.output import document
 from sessions.output.campaign_report import campaign_junit, campaign_markdown
@@ -91,7 +92,7 @@ def _scenario_section(s: dict, book: EvidenceBook) -> list[str]:
                    f"| {md(c['reason'])} | {refs}{more} |")
     out += ["", "| figure | " + " | ".join(f"inv {i['n']}" for i in s["invocations"]) + " |",
             "|---|" + "---|" * len(s["invocations"])]
-    for label, get in FIGURES:
+    for label, get in figure_rows(s):
         out.append(f"| {label} | " + " | ".join(fmt(get(i)) for i in s["invocations"]) + " |")
     out += ["", "Timeline (ms from scenario start):", "", "```"]
     out += _timeline(book, s["id"])
@@ -105,22 +106,25 @@ FIGURES = (
     ("destinations (kernel)", lambda i: ", ".join(i["kernel"]["connect_destinations"])
      if i["kernel"]["connect_destinations"] is not None else None),
     ("egress (socket layer)", lambda i: _egress(i["boundary"]["egress"])),
-    ("source bytes read (kernel)", lambda i: i["kernel"]["source_read_bytes"]),
     ("socket bytes sent (kernel)", lambda i: i["kernel"]["sent_bytes"]),
-    ("hash_file entries (uprobe)", lambda i: i["kernel"]["hash_file_calls"]),
     ("switches out (sched)", lambda i: i["kernel"]["switches_out"]),
     ("on-CPU ms (sched)", lambda i: None if i["kernel"]["cpu_ns"] is None
      else round(i["kernel"]["cpu_ns"] / 1e6, 1)),
     ("CPU ms (its cgroup)", lambda i: None if i["boundary"]["cgroup_cpu_ns"] is None
      else round(i["boundary"]["cgroup_cpu_ns"] / 1e6, 1)),
-    ("payload bytes consumed (receiver)", lambda i: i["receiver"]["payload_bytes"]),
-    ("commits / rejections (receiver)",
-     lambda i: f"{i['receiver']['commits']} / {i['receiver']['rejections']}"),
     ("decoy connections", lambda i: i["receiver"]["decoy_connections"]),
     ("packets / payload bytes (wire)", lambda i: None if i["packets"]["count"] is None
      else f"{i['packets']['count']} / {i['packets']['payload_bytes']:,}"),
-    ("saved / match (verifier)", lambda i: f"{i['verifier']['saved']} / {i['verifier']['match']}"),
+    ("end state (verifier)", lambda i: None if i["verifier"]["match"] is None
+     else f"{'ok' if i['verifier']['match'] else 'not ok'}: {i['verifier']['detail']}"),
 )
+
+
+def figure_rows(s: dict) -> list[tuple[str, Callable[[dict], object]]]:
+    """evlab's figures, then the task's (each invocation's `figures`, by label)."""
+    labels = dict.fromkeys(label for i in s["invocations"] for label in i.get("figures", {}))
+    return [*FIGURES, *((label, lambda i, label=label: i.get("figures", {}).get(label))
+                        for label in labels)]
 
 
 def _egress(egress: dict | None) -> str | None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from sessions.judging.views import endpoint_name, is_given, receiver_ports
 from sessions.output.escape import visible
+from sessions.spec.task import display_of
 from sessions.stream.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
 
 MARK_KINDS = ("exec", "exit", "upload-start", "commit", "reject", "fault", "connect-endpoint",
@@ -87,9 +88,10 @@ def timeline_of(ev: ScenarioEvidence) -> Timeline:
     endpoint = next((name for name, role in roles.items() if role == "endpoint"), None)
     if endpoint is not None:
         b.rows.append(endpoint)   # the endpoint's row is there even when it recorded nothing
+    marks = {**display_of(ev.started)["marks"], **EVLAB_MARKS}
     for server in dict.fromkeys([*([endpoint] if endpoint else []), "proxy", *roles]):
         _server(b, server, [r for n in sorted(ev.invocations)
-                            for r in ev.invocations[n].records.get(server, [])])
+                            for r in ev.invocations[n].records.get(server, [])], marks)
     end = max([b.rel(ev.done_ns) or 0, *(s.end_ns for s in b.spans),
                *(m.t_ns for m in b.marks)])
     rows = tuple(dict.fromkeys(b.rows))
@@ -246,12 +248,12 @@ def _given(ev: ScenarioEvidence, port: int | None) -> str:
             else f" (the {endpoint}, through the fault proxy)")
 
 
-_RECORD_MARKS = {"upload_started": "upload-start", "committed": "commit",
-                 "rejected": "reject", "fault_fired": "fault"}
+EVLAB_MARKS = {"fault_fired": "fault"}   # the fault proxy's (and any server's that says so)
 
 
-def _server(b: _Builder, server: str, records: list) -> None:
-    """A server's connections (opened..closed) and its upload, commit, reject and fault marks."""
+def _server(b: _Builder, server: str, records: list, marks: dict[str, str]) -> None:
+    """A server's connections (opened..closed) and the marks its records make (the task's
+    [marks]: backup's uploads, commits and rejects; and a fault that fired)."""
     if not records:
         return
     b.rows.append(server)
@@ -268,8 +270,8 @@ def _server(b: _Builder, server: str, records: list) -> None:
         elif conn in opened and r.event in ("check_request", "upload_started",
                                             "restore_request"):
             opened[conn][1].append(r.event.split("_")[0])
-        if r.event in _RECORD_MARKS:
-            b.mark(r.t_ns, server, _RECORD_MARKS[r.event], _record_label(server, r))
+        if r.event in marks:
+            b.mark(r.t_ns, server, marks[r.event], _record_label(server, r))
 
 
 def _closed(fields: dict) -> str:

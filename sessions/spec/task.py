@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sessions.spec.contract import Contract, ContractError, load_contract
+from sessions.spec.task_display import parse_figures, parse_functions, parse_marks
 from sessions.spec.task_lab import (
     MAX_INVOCATIONS,
     InputSpec,
@@ -32,7 +33,7 @@ from sessions.spec.task_lab import (
     text_of,
     texts_of,
 )
-from sessions.stream.events import SessionStarted
+from sessions.stream.events import ScenarioStarted, SessionStarted
 
 TASKS_DIR = Path(__file__).resolve().parent.parent.parent / "fixture"
 DEFAULT_TASK = "backup"
@@ -64,6 +65,14 @@ class Task:
     lifecycle: Program | None
     residue_dir: str                   # the servers' state where a client's leftovers show
     residue_keep: tuple[str, ...]      # what belongs there (the saved state itself)
+    figures: tuple[dict, ...]          # the task's counter rows (sessions/spec/task_display.py)
+    marks: dict[str, str]              # an endpoint's record event -> a timeline mark
+    functions: tuple[str, ...]         # client functions whose entries the collector counts
+
+    def display(self) -> dict:
+        """What ScenarioStarted records of how the task's evidence is shown."""
+        return {"invocations": self.invocations, "figures": [dict(f) for f in self.figures],
+                "marks": dict(self.marks)}
 
     @property
     def endpoint(self) -> ServerSpec | None:
@@ -144,6 +153,12 @@ def task_of_record(task_id: str, sha256: str) -> Task:
                     "whose contract the record does not carry")
 
 
+def display_of(started: ScenarioStarted) -> dict:
+    """How a scenario's evidence is shown (Task.display), as its record says; a record from
+    before tasks said so shows backup's (it ran backup)."""
+    return started.display or load_task(DEFAULT_TASK).display()
+
+
 def record_of(session: SessionStarted | None) -> dict:
     """The task a session's record names, as the document shows it: id, version, digest and
     its clauses in order (a record from before tasks were folders names none: the default
@@ -204,7 +219,9 @@ def _parse(folder: Path) -> Task:
                 folder_sha256(folder), fills, inputs, invocations, servers,
                 parse_program(file, folder, data, "verifier", inputs, servers),
                 parse_program(file, folder, data, "lifecycle", inputs, servers), residue_dir,
-                tuple(keep))
+                tuple(keep), parse_figures(file, data.get("figures", []), servers),
+                parse_marks(file, data.get("marks", {})),
+                parse_functions(file, client.get("functions", [])))
 
 
 def _suites(file: Path, folder: Path, table) -> dict[str, Path]:

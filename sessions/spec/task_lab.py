@@ -9,8 +9,8 @@ from pathlib import Path
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _KEYS = {"": {"id", "version", "summary", "contract", "documents", "suites", "client",
-              "inputs", "lab", "servers", "verifier", "lifecycle"},
-         "client": {"args", "placeholders", "required"},
+              "inputs", "lab", "servers", "verifier", "lifecycle", "figures", "marks"},
+         "client": {"args", "placeholders", "required", "functions"},
          "placeholder": {"fill", "about"},
          "input": {"generate", "file", "watched"},
          "lab": {"invocations", "residue_dir", "residue_keep"},

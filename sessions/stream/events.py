@@ -83,6 +83,7 @@ class ScenarioStarted(Event):
     network: str = ""               # the attempt's lab network (its name); "": the host's
     files_sha256: dict = field(default_factory=dict)   # the command's files, hashed as it began
     servers: dict = field(default_factory=dict)   # name -> {"role", "port"} (docs/tasks.md)
+    display: dict = field(default_factory=dict)   # the task's: invocations, figures, marks
 
     @property
     def roles(self) -> dict[str, str]:   # by name (an old archive's: receiver and decoy)
@@ -319,8 +320,7 @@ class VerifierResult(Event):
     fields: dict = field(default_factory=dict)
 
     @property
-    def described(self) -> str:
-        """What the verifier found, in one line (an old archive's: from backup's fields)."""
+    def described(self) -> str:   # what it found, in one line (an old archive's: backup's)
         if self.detail or not self.saved:
             return self.detail or "the store holds no backup"
         if not self.match:
