@@ -146,6 +146,11 @@ def test_a_clause_naming_no_predicate_of_the_library_is_refused(tmp_path):
     with pytest.raises(ContractError, match="clause cpu-budget: no predicate 'cpu-budgett' in "
                                             "the library"):
         predicates_of(load_task(folder).contract)
+    out = subprocess.run([EVLAB, "grade", "--task", str(folder), "--client",
+                          f"{ROOT}/fixture/build/client-baseline {{host}} {{port}} {{source}}",
+                          "--headless"], capture_output=True, text=True, cwd=tmp_path)
+    assert (out.returncode, out.stdout) == (2, "") and out.stderr.count("\n") == 1
+    assert "no predicate 'cpu-budgett'" in out.stderr
 
 
 def test_a_command_is_held_to_its_tasks_placeholders(tmp_path):

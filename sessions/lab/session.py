@@ -30,6 +30,8 @@ from probes.interrupts import deferred
 from probes.owned_tmp import make_owned_dir, sweep_stale
 from probes.pace import pace_ns
 from probes.packets.capture import CaptureUnavailable, PacketCapture
+from sessions.judging.clauses import predicates_of
+from sessions.judging.gates import gates_of
 from sessions.lab.boundary import Boundary, BoundaryError
 from sessions.lab.invocation import Invocations
 from sessions.lab.parts import HOST, Cancelled, LabParts
@@ -82,6 +84,8 @@ class Session:
         self.options = options or Options()
         self.task = load_task(self.options.task or None)
         self.contract = self.task.contract
+        predicates_of(self.contract)   # a clause or gate the library lacks: refused before
+        gates_of(self.contract)        # anything runs (a ContractError, one line)
         self.cancel = threading.Event()  # set from another thread to stop the current run
         self.layout = find_layout()
         self.parts: LabParts | None = None
