@@ -21,13 +21,7 @@ from fixture.spawner import Spawner
 from probes.tail import LineTail
 from sessions.spec.faults import ONE_SHOT, RECEIVER_KINDS, WIRE_KINDS, for_invocation
 from sessions.spec.task import Program, ServerSpec, Task
-
-
-def expand(template: str, values: dict[str, str]) -> str:
-    """A task's argument with its {words} filled (validated when the task was read)."""
-    for word, value in values.items():
-        template = template.replace("{" + word + "}", value)
-    return template
+from sessions.spec.template import expand
 
 
 class LabServers:

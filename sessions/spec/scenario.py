@@ -14,40 +14,11 @@ from fixture.harness import client_path
 from sessions.spec.faults import FaultSpecError, parse_faults
 from sessions.spec.suites import NOISE_KINDS
 from sessions.spec.task import Task, TaskError, load_task
+from sessions.spec.template import expand, placeholders_of
 
 _SHELL_SYNTAX = re.compile(r"[;&|`$<>(){}*?!\n\\\"']")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 STORES = ("empty", "stale")   # stale: the store already holds an older, different backup
-
-
-# A template is literal text, `{{` and `}}` for braces, and `{name}` for a documented name —
-# nothing else: no attribute access, format specs or conversions (str.format would take them).
-_TEMPLATE = re.compile(r"\{\{|\}\}|\{([a-z_]+)\}|[{}]")
-
-
-def placeholders_of(arg: str, known) -> set[str] | None:
-    """The placeholders an argument uses, or None when it is not a valid template (a name not
-    in known, a lone brace): caught when the scenario or command is read, not mid-run."""
-    names = set()
-    for m in _TEMPLATE.finditer(arg):
-        if m.group(0) in ("{{", "}}"):
-            continue
-        if m.group(1) not in known:
-            return None
-        names.add(m.group(1))
-    return names
-
-
-def expand(arg: str, values: dict[str, str]) -> str:
-    """The template with each documented name replaced by its value, literally."""
-    def one(m: re.Match) -> str:
-        token = m.group(0)
-        if token in ("{{", "}}"):
-            return token[0]
-        if m.group(1) not in values:
-            raise ValueError(f"not a template: {arg!r}")
-        return values[m.group(1)]
-    return _TEMPLATE.sub(one, arg)
 
 
 class ScenarioError(ValueError):

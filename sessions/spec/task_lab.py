@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from sessions.spec.template import template_names
+
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _KEYS = {"": {"id", "version", "summary", "contract", "documents", "suites", "client",
               "inputs", "lab", "servers", "verifier", "lifecycle", "figures", "marks"},
@@ -140,7 +142,7 @@ def _program_of(file: Path, folder: Path, spec: dict, key: str, words: set[str])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise TaskError(f"{file}: {key}.args: expected a list of strings")
     for arg in args:
-        used = set(re.findall(r"\{([a-z_0-9.]+)\}", arg))
+        used = _names(file, f"{key}.args", arg)
         if used - words:
             raise TaskError(f"{file}: {key}.args: {arg!r} uses {', '.join(sorted(used - words))}"
                             f" (expected {', '.join(sorted(words))})")
@@ -176,7 +178,7 @@ def parse_client(file: Path, client: dict, inputs: tuple[InputSpec, ...],
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise TaskError(f"{file}: client.args: expected a list of strings")
     for arg in args:
-        used = set(re.findall(r"\{([a-z_0-9]+)\}", arg))
+        used = _names(file, "client.args", arg)
         if used - set(names):
             raise TaskError(f"{file}: client.args: {arg!r} uses a placeholder the task does "
                             f"not declare ({', '.join(sorted(used - set(names)))})")
@@ -184,6 +186,14 @@ def parse_client(file: Path, client: dict, inputs: tuple[InputSpec, ...],
     if not isinstance(required, list) or not set(required) <= set(names):
         raise TaskError(f"{file}: client.required: expected a list of the task's placeholders")
     return tuple(args), names, tuple(required), fills
+
+
+def _names(file: Path, key: str, arg: str) -> set[str]:
+    names = template_names(arg)
+    if names is None:
+        raise TaskError(f"{file}: {key}: {arg!r} is not a template (a brace alone: write {{{{ "
+                        "or }})")
+    return names
 
 
 def inside(file: Path, folder: Path, relative, key: str) -> Path:
