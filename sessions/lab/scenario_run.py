@@ -10,7 +10,6 @@ exception, Ctrl-C or SIGTERM leaves no process, port, cgroup, network, mount or 
     ScenarioRun(parts, invocations, scenario).run()
 """
 
-import hashlib
 import itertools
 import json
 import os
@@ -19,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from fixture.digest import sha256_of
 from fixture.harness import ServerStartError
 from fixture.source import write_source, write_stale_backup
 from probes.boundary.netns import HostNetwork, Network
@@ -359,11 +359,3 @@ class ScenarioRun:
         if self.client_home is not None:
             unmount_under(self.client_home)
             shutil.rmtree(self.client_home, ignore_errors=True)
-
-
-def sha256_of(path: Path) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
-    except FileNotFoundError:
-        return None

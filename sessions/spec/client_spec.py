@@ -40,7 +40,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from fixture.backup.receiver import sha256_of
+from fixture.digest import sha256_of
 from sessions.spec.scenario import Scenario, placeholders_of
 from sessions.spec.task import Task, load_task, task_named_in
 from sessions.stream.events import GradeStarted
