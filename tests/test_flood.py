@@ -75,6 +75,7 @@ def test_settling_counts_the_receivers_connections_by_event_not_by_a_clients_tex
         run = ScenarioRun.__new__(ScenarioRun)
         run.servers = SimpleNamespace(tails={"receiver": LineTail(path)})
         run.task, run.caps = load_task(), Caps()
+        run.roles = {spec.name: spec.role for spec in run.task.servers}
         run.caps.take("receiver", "endpoint")   # its cap known, then kept up to it
         run.caps.kept["receiver"] = CAPS["endpoint"] - cap
         run.stream = SimpleNamespace(publish=published.append)

@@ -59,6 +59,7 @@ class ScenarioRun:
     def __init__(self, parts: LabParts, invocations: Invocations, scenario: Scenario):
         self.parts, self.invocations, self.scenario = parts, invocations, scenario
         self.task = parts.task
+        self.roles = {spec.name: spec.role for spec in self.task.servers}   # by server name
         self.stream = parts.stream
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{scenario.id.replace('@', '-')}-",
                                              dir=parts.tmp))
@@ -251,7 +252,7 @@ class ScenarioRun:
         self.records(inv.n)
 
     def records(self, n: int) -> None:
-        roles = {spec.name: spec.role for spec in self.task.servers}
+        roles = self.roles
         for server, tail in list(self.tails.items()):
             for line in tail.lines():
                 if not line.strip():
