@@ -39,10 +39,14 @@ def receiver_ports(ev: ScenarioEvidence, inv: InvocationEvidence) -> set[int | N
             or {ev.started.receiver_port})
 
 
+def endpoint_of(ev: ScenarioEvidence) -> str | None:
+    """The name of the server the client may contact (None: the task has none)."""
+    return next((name for name, role in ev.started.roles.items() if role == "endpoint"), None)
+
+
 def endpoint_name(ev: ScenarioEvidence) -> str:
     """What the reasons call the server the client may contact: its name in the task."""
-    return next((name for name, role in ev.started.roles.items() if role == "endpoint"),
-                "no server")
+    return endpoint_of(ev) or "no server"
 
 
 def proxy_upstream_ports(inv: InvocationEvidence) -> set[int | None]:

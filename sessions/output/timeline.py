@@ -23,13 +23,14 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from sessions.judging.views import endpoint_name, is_given, receiver_ports
+from sessions.judging.views import endpoint_name, endpoint_of, is_given, receiver_ports
 from sessions.output.escape import visible
 from sessions.spec.task import display_of
+from sessions.spec.task_display import RECORD_MARK_KINDS
 from sessions.stream.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
 
-MARK_KINDS = ("exec", "exit", "upload-start", "commit", "reject", "fault", "connect-endpoint",
-              "connect-other", "claim", "invocation-start", "invocation-end")
+MARK_KINDS = ("exec", "exit", *RECORD_MARK_KINDS, "connect-endpoint", "connect-other", "claim",
+              "invocation-start", "invocation-end")
 SPAN_KINDS = ("invocation", "alive", "busy", "upload")
 LABEL_MAX = 160   # characters of a label (a claim can be long)
 
@@ -84,8 +85,7 @@ def timeline_of(ev: ScenarioEvidence) -> Timeline:
         root = _processes(b, inv)
         _invocation(b, inv, root)
         _connects(b, ev, inv)
-    roles = ev.started.roles
-    endpoint = next((name for name, role in roles.items() if role == "endpoint"), None)
+    roles, endpoint = ev.started.roles, endpoint_of(ev)
     if endpoint is not None:
         b.rows.append(endpoint)   # the endpoint's row is there even when it recorded nothing
     marks = {**display_of(ev.started)["marks"], **EVLAB_MARKS}

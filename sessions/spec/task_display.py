@@ -9,7 +9,7 @@ from pathlib import Path
 from sessions.spec.task_lab import ServerSpec, TaskError
 
 # What a server's record may mark on the timeline (sessions/output/timeline.py draws them)
-MARK_KINDS = ("upload-start", "commit", "reject", "fault")
+RECORD_MARK_KINDS = ("upload-start", "commit", "reject", "fault")
 _EVENT = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _FIGURE_KEYS = {"label", "counter", "function", "records", "sum"}
 
@@ -44,10 +44,10 @@ def parse_figures(file: Path, raw, servers: tuple[ServerSpec, ...]) -> tuple[dic
 
 def parse_marks(file: Path, raw) -> dict[str, str]:
     """[marks]: EVENT = KIND, a record of the endpoint's drawn as that mark on the timeline."""
-    if not isinstance(raw, dict) or not all(
-            isinstance(k, str) and _EVENT.match(k) and v in MARK_KINDS for k, v in raw.items()):
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and _EVENT.match(k)
+                                            and v in RECORD_MARK_KINDS for k, v in raw.items()):
         raise TaskError(f"{file}: marks: expected EVENT = KIND, a kind of "
-                        f"{', '.join(MARK_KINDS)}")
+                        f"{', '.join(RECORD_MARK_KINDS)}")
     return dict(raw)
 
 
