@@ -58,7 +58,8 @@ def measure() -> dict:
 
 def _capped(doc: dict) -> dict:
     """Per invocation, what the receiver's records and claims show of the flood."""
-    return {f"invocation {i['n']}": {"receiver_connections": i["receiver"]["connections"],
+    return {f"invocation {i['n']}": {"receiver_connections": i["servers"]["receiver"]["records"]
+                                     .get("connection_opened", 0),
                                      "packets": i["packets"]["count"]}
             for s in doc["scenarios"] for i in s["invocations"]}
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from fixture.harness import backup_path, client_path, read_events, start_proxy, start_receiver
+from sessions.spec.contract import Vocabulary
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 5.0  # every socket operation; a broken proxy fails a test, never hangs it
@@ -489,8 +490,8 @@ def test_a_digest_bound_fault_beyond_every_upload_is_judged_as_never_reached(tmp
                                                        down_base=0),
                                          record("connection_closed", conn=1, bytes_up=150_000),
                                          record("connection_closed", conn=2, bytes_up=600)])
-    assert not could_fire(fault, short, 524_288)
+    assert not could_fire(fault, short, 524_288, Vocabulary())
     reached = InvocationEvidence(1, proxy=[armed, record("source_upload", conn=3, start=71,
                                                          end=524_400, down_base=5),
                                            record("connection_closed", conn=3, bytes_up=9_000)])
-    assert could_fire(fault, reached, 524_288)
+    assert could_fire(fault, reached, 524_288, Vocabulary())

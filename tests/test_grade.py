@@ -271,8 +271,9 @@ def test_python_client_from_the_protocol_document_passes_every_clause_and_gate(t
     assert runs(doc, "mismatch")[0]["clauses"]["mismatch-rejected"] == "pass"
     stale = next(s for s in doc["scenarios"] if s["id"] == "stale@1")
     first, second = stale["invocations"]
-    assert first["receiver"]["uploads_started"] == 1 and first["receiver"]["commits"] == 1
-    assert second["receiver"]["uploads_started"] == 0   # the stale copy replaced, then kept
+    records = [i["servers"]["receiver"]["records"] for i in (first, second)]
+    assert records[0]["upload_started"] == 1 and records[0]["committed"] == 1
+    assert "upload_started" not in records[1]   # the stale copy replaced, then kept
 
 
 @pytest.mark.slow
@@ -399,13 +400,13 @@ def test_a_forked_helper_making_the_connections_is_attributed_to_the_client(tmp_
     helpers = {p.child_pid for p in inv.processes if p.kind == "fork"}
     assert {c.pid for c in inv.connects} <= helpers and inv.launched.pid not in helpers
     # bytes: everything the receiver consumed and the wire carried came from the client tree
-    assert first["receiver"]["payload_bytes"] == 524_288
-    assert first["kernel"]["sent_bytes"] == first["packets"]["to_receiver_bytes"]
+    assert first["figures"]["receiver payload bytes"] == 524_288
+    assert first["kernel"]["sent_bytes"] == first["packets"]["to_endpoint_bytes"]
     assert first["kernel"]["source_read_bytes"] == 2 * 524_288   # hash pass + upload pass
 
 
 def _receiver_port(doc: dict) -> int:
-    return doc["scenarios"][0]["receiver_port"]
+    return doc["scenarios"][0]["servers"]["receiver"]["port"]
 
 
 @pytest.mark.slow
@@ -522,4 +523,4 @@ def test_a_one_shot_fault_cannot_be_absorbed_by_junk_uploads(tmp_path):
             run["reason"]
         assert run["clauses"]["bounded-recovery"] == "fail"
     # one fault fired in each (the receiver's and the proxy's count together)
-    assert [s["invocations"][0]["receiver"]["faults_fired"] for s in doc["scenarios"]] == [1, 1]
+    assert [s["invocations"][0]["faults_fired"] for s in doc["scenarios"]] == [1, 1]

@@ -147,7 +147,7 @@ def test_a_client_reaching_past_its_lab_reaches_nothing_and_is_judged(tmp_path):
         assert tries["fastopen 127.0.0.1:7"] == "Connection refused"
         # the only listeners it can see are its own lab's: the receiver and the decoy
         seen = {k.rsplit(":", 1)[1] for k in tries if k.startswith("listener ")}
-        assert seen == {str(scenario["receiver_port"]), str(scenario["decoy_port"])}, tries
+        assert seen == {str(s["port"]) for s in scenario["servers"].values()}, tries
     dest = next(c for c in scenario["clauses"] if c["id"] == "destination-only")
     assert dest["status"] == "fail" and "seen by socket layer" in dest["reason"]
     for where in (f"127.0.0.1:{host.port}", f"127.0.0.2:{host.port}", f"[::1]:{host.port}",
@@ -168,11 +168,12 @@ def test_the_receiver_behind_a_fault_proxy_cannot_be_reached_around_it(tmp_path)
     assert run["valid"] and not run["success"], run["reason"]
     scenario = doc["scenarios"][0]
     first = next(c for c in scenario["invocations"][0]["claims"] if c.get("claim") == "reach")
-    assert first["receiver"] == scenario["receiver_port"]   # it found the port ...
+    port = scenario["servers"]["receiver"]["port"]
+    assert first["receiver"] == port   # it found the port ...
     assert first["tries"]["upload"] == "Operation not permitted"   # ... and was refused
     dest = next(c for c in scenario["clauses"] if c["id"] == "destination-only")
     assert dest["status"] == "fail", dest["reason"]
-    assert f"to 127.0.0.1:{scenario['receiver_port']}" in dest["reason"]
+    assert f"to 127.0.0.1:{port}" in dest["reason"]
     assert "refused" in dest["reason"]
 
 

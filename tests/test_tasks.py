@@ -82,9 +82,9 @@ BAD = [   # (file, old, new): what a user may get wrong, and the one line evlab 
      "task.toml: client.required: expected a list of the task's placeholders"),
     ("task.toml", 'args = ["{host}"', 'args = ["{url}"',
      "task.toml: client.args: '{url}' uses a placeholder the task does not declare (url)"),
-    ("contract.toml", "max_upload_attempts = 3\n", "max_upload_attemps = 3\n",
-     "contract.toml: thresholds: max_upload_attemps: expected names from"),
-    ("contract.toml", 'version = "6"', 'version = "6"\ngates = 1',
+    ("contract.toml", "max_transfer_attempts = 3\n", "max_transfer_attemps = 3\n",
+     "contract.toml: thresholds: max_transfer_attemps: expected names from"),
+    ("contract.toml", 'version = "7"', 'version = "7"\ngates = 1',
      "contract.toml: gates: expected a list of gate names"),
     ("task.toml", 'role = "endpoint"', 'role = "boss"',
      "task.toml: servers.receiver.role: expected one of endpoint, decoy, internal"),
@@ -175,7 +175,7 @@ def _strict_copy(tmp_path: Path) -> Path:
     _edit(folder / "contract.toml", "[clauses.hash-work]", "[clauses.one-digest-pass]\n"
           "predicate = \"hash-work\"")
     _edit(folder / "contract.toml", "[clauses.unchanged-no-upload]",
-          "[clauses.no-second-upload]\npredicate = \"unchanged-no-upload\"")
+          "[clauses.no-second-upload]")
     contract = folder / "contract.toml"
     text = contract.read_text()
     contract.write_text(text[:text.index("[clauses.cpu-budget]")] + text[text.index(

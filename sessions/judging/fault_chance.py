@@ -1,27 +1,29 @@
-"""Did an armed fault get its chance? Judged from the receiver's and the proxy's records: an
+"""Did an armed fault get its chance? Judged from the endpoint's and the proxy's records: an
 unfired fault that had its chance makes the attempt invalid (the lab's failure, not the client's);
 one the client never reached is the client's doing."""
 
 # BURST_S, HEADER_MAX and WIRE_KINDS are fixture/faults.py's (the proxy's and the protocol's),
 # reached through the spec, which judging may import
+from sessions.spec.contract import Vocabulary
 from sessions.spec.faults import BURST_S, HEADER_MAX, ONE_SHOT, WIRE_KINDS, armed
 from sessions.stream.events import ServerRecord
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
 
 def source_digest(ev: ScenarioEvidence) -> str | None:
-    """The source's sha256, as the verifier computed it (what receiver faults are armed for)."""
+    """The source's sha256, as the verifier computed it (what endpoint faults are armed for)."""
     for v in [ev.before, *(i.verifier for i in ev.invocations.values())]:
         if v is not None and v.source_sha256:
             return v.source_sha256
     return None
 
 
-def could_fire(fault: dict, inv, source_size: int, digest: str | None = None) -> bool:
+def could_fire(fault: dict, inv, source_size: int, w: Vocabulary,
+               digest: str | None = None) -> bool:
     """Did an armed fault get its chance in an invocation (its InvocationEvidence, or None)?
 
     Either no correct client could have triggered it (the scenario's mistake), or this client
-    did what triggers it: the fault's upload got past its byte offset or lasted past its time,
+    did what triggers it: the fault's transfer got past its byte offset or lasted past its time,
     arrived complete (reject) and matching its digest (crash); the wire carried more than its
     byte offset (or anything, or more than a bandwidth burst) in its direction. An unfired
     fault that had its chance makes the attempt invalid; one the client never reached is the
@@ -36,21 +38,21 @@ def could_fire(fault: dict, inv, source_size: int, digest: str | None = None) ->
         return False
     if fault["kind"] in WIRE_KINDS:
         return _wire_reached(fault, inv)
-    # The receiver strikes only uploads of the source (fixture/backup/receiver_faults.py), from the
-    # k-th on until it fires: did any of them reach it?
-    uploads = [u for u in inv.endpoint_events("upload_started")
+    # The endpoint strikes only transfers of the source (for backup: fixture/backup/
+    # receiver_faults.py), from the k-th on until it fires: did any of them reach it?
+    uploads = [u for u in inv.endpoint_events(w.started)
                if digest is None or u.fields.get("digest") == digest]
     k = fault.get("upload", 1)
     chances = uploads[k - 1:] if digest is not None else uploads[k - 1:k]
-    return any(_upload_reached(fault, inv, start) for start in chances)
+    return any(_transfer_reached(fault, inv, start, w) for start in chances)
 
 
-def _upload_reached(fault: dict, inv, start: ServerRecord) -> bool:
+def _transfer_reached(fault: dict, inv, start: ServerRecord, w: Vocabulary) -> bool:
     conn = start.fields.get("conn")
     ends = [r for r in inv.endpoint if r.fields.get("conn") == conn
-            and r.event in ("connection_closed", "rejected") and r.t_ns >= start.t_ns]
-    closed = [r for r in ends if r.event == "connection_closed"]
-    consumed = closed[0].fields.get("payload_bytes", 0) if closed else 0
+            and r.event in (w.closed, w.refused) and r.t_ns >= start.t_ns]
+    closed = [r for r in ends if r.event == w.closed]
+    consumed = closed[0].fields.get(w.bytes, 0) if closed else 0
     complete = consumed >= start.fields.get("length", 0)
     if fault.get("after_bytes") is not None:
         return consumed >= fault["after_bytes"]
@@ -58,16 +60,16 @@ def _upload_reached(fault: dict, inv, start: ServerRecord) -> bool:
         lasted = (ends[0].t_ns - start.t_ns) if ends else 0
         return lasted >= fault["after_ms"] * 1_000_000
     if fault["kind"] == "crash":
-        return complete and not any(r.fields.get("reason") == "digest-mismatch" for r in ends)
+        return complete and not any(r.fields.get("reason") == w.mismatch for r in ends)
     return complete   # reject: a complete payload
 
 
 def _wire_reached(fault: dict, inv) -> bool:
     key = "bytes_up" if fault.get("direction", "up") == "up" else "bytes_down"
     if fault["kind"] in ONE_SHOT and _bound(fault, inv):
-        # bound to the source's upload (fixture/faultproxy.py): its chance is an upload of the
-        # source that carried the fault's offset, counted from its PUT line (up) or from the
-        # answers' offset then (down)
+        # bound to the source's transfer (fixture/faultproxy.py): its chance is a transfer of
+        # the source that carried the fault's offset, counted from its request line (up) or
+        # from the answers' offset then (down)
         closed = {r.fields.get("conn"): r.fields.get(key, 0) for r in inv.proxy
                   if r.event == "connection_closed"}
         for u in (r for r in inv.proxy if r.event == "source_upload"):
@@ -88,14 +90,14 @@ def _wire_reached(fault: dict, inv) -> bool:
 
 
 def _bound(fault: dict, inv) -> bool:
-    """Was this wire fault armed for the source's upload only (the proxy's fault_armed)?"""
+    """Was this wire fault armed for the source's transfer only (the proxy's fault_armed)?"""
     return any(r.event == "fault_armed" and r.fields.get("digest")
                and r.fields.get("kind") == fault["kind"]
                and r.fields.get("direction") == fault.get("direction", "up") for r in inv.proxy)
 
 
 def fired_records(inv: InvocationEvidence) -> list[ServerRecord]:
-    """fault_fired records from the receiver and the wire proxy of one invocation."""
+    """fault_fired records from the endpoint and the wire proxy of one invocation."""
     return [r for r in inv.endpoint + inv.proxy if r.event == "fault_fired"]
 
 
@@ -111,6 +113,6 @@ def unfired_faults(ev: ScenarioEvidence) -> list[dict]:
 
 
 def _same_fault(record: ServerRecord, fault: dict) -> bool:
-    # The receiver names its fault by id; the proxy by kind and direction.
+    # The endpoint names its fault by id; the proxy by kind and direction.
     return (record.server == "proxy" and record.fields.get("kind") == fault["kind"]
             and record.fields.get("direction") == fault.get("direction"))

@@ -1,5 +1,6 @@
-"""Lifecycle gates of a grading attempt: is the backup right now, after an unchanged re-run,
-after the receiver is killed and restarted, when fetched back — and did the client clean up?
+"""Lifecycle gates of a grading attempt: is the end state right now, after an unchanged re-run,
+after the endpoint is killed and restarted, when fetched back (the task's lifecycle checks) —
+and did the client clean up and stay within its limits?
 
 Each gate is judged from evidence events like a clause (sessions/judging/judge.py); a gate whose
 evidence is missing is inconclusive, never pass.
@@ -33,21 +34,22 @@ def immediate(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) 
 
 
 def rerun(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> Judgement:
-    """The unchanged-no-upload clause's verdict, and the backup still right after it."""
-    upload = clauses.get("unchanged-no-upload")
-    if upload is None:
-        return unknown("the task's contract has no clause judged by unchanged-no-upload",
+    """The unchanged-no-transfer clause's verdict, and the end state still right after it."""
+    unchanged = clauses.get("unchanged-no-transfer")
+    if unchanged is None:
+        return unknown("the task's contract has no clause judged by unchanged-no-transfer",
                        failure_class=ENVIRONMENT)
-    if upload.status != PASS:
-        return Judgement(upload.status, upload.reason, upload.evidence, upload.failure_class)
+    if unchanged.status != PASS:
+        return Judgement(unchanged.status, unchanged.reason, unchanged.evidence,
+                         unchanged.failure_class)
     second = ev.invocations.get(2)
     if second is None or second.verifier is None:
-        return unknown("no verifier result after the re-run", upload.evidence, "harness")
+        return unknown("no verifier result after the re-run", unchanged.evidence, "harness")
     if not second.verifier.match:
         return failed(f"after the unchanged re-run {second.verifier.described}",
-                      (*upload.evidence, second.verifier.seq))
-    return Judgement(PASS, upload.reason + "; the end state still holds",
-                     (*upload.evidence, second.verifier.seq))
+                      (*unchanged.evidence, second.verifier.seq))
+    return Judgement(PASS, unchanged.reason + "; the end state still holds",
+                     (*unchanged.evidence, second.verifier.seq))
 
 
 def _lifecycle_gate(name: str):
@@ -149,7 +151,7 @@ GATES: dict[str, Callable[[ScenarioEvidence, Thresholds, dict[str, Verdict]], Ju
 def gates_of(contract: Contract) -> dict[str, Callable[[ScenarioEvidence, Thresholds,
                                                          dict[str, Verdict]], Judgement]]:
     """The gates a task's contract names for its grading attempts, in GATES' order (every one
-    when it names none: backup's)."""
+    when it names none: an archive's from before contracts named them)."""
     names = contract.gates if contract.gates is not None else tuple(GATES)
     unknown = [g for g in names if g not in GATES]
     if unknown:

@@ -11,6 +11,7 @@ shown and left out of every denominator (sessions/judging/metrics.py).
 """
 
 from sessions.judging.fault_chance import could_fire, source_digest
+from sessions.spec.contract import Vocabulary
 from sessions.stream.events import AttemptJudged, GateResult, Verdict
 from sessions.stream.evidence import ScenarioEvidence
 
@@ -28,11 +29,11 @@ RULES = {
 
 
 def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[GateResult],
-                  unfired: list[dict], now_ns: int) -> AttemptJudged:
+                  unfired: list[dict], names: Vocabulary, now_ns: int) -> AttemptJudged:
     s = ev.started
     for rule, broken in (("harness-failed", harness_failures(ev)),
                          ("identity-changed", identity_failures(ev))):
-        if broken:   # e.g. a port clash, a receiver that died by itself: not the client's doing
+        if broken:   # e.g. a port clash, a server that died by itself: not the client's doing
             return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, False, False, None,
                                  "invalid: " + "; ".join(broken), rule)
     judged: list[Verdict | GateResult] = [*verdicts, *gates]
@@ -40,7 +41,7 @@ def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[Gat
     blocked = [j for j in judged if j.status == "inconclusive" and j.failure_class != "client"]
     digest = source_digest(ev)
     had_chance = [f for f in unfired if could_fire(f, ev.invocations.get(f["invocation"]),
-                                                   s.source_size, digest)]
+                                                   s.source_size, names, digest)]
     passed = [j for j in judged if j.status == "pass"]
     failed = [j for j in judged if j.status == "fail"
               or (j.status == "inconclusive" and j.failure_class == "client")]

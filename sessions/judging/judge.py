@@ -93,7 +93,8 @@ def judge_grading(ev: ScenarioEvidence, contract: Contract, verdicts: list[Verdi
     risks = [RiskFinding(now_ns, ev.id, f.invocation, f.severity, f.kind, f.detail,
                          tuple(sorted(set(f.evidence)))) for f in findings(ev)]
     scan = RiskScan(now_ns, ev.id, *coverage(ev))
-    outcome = judge_attempt(ev, verdicts, gates, unfired_faults(ev), now_ns)
+    outcome = judge_attempt(ev, verdicts, gates, unfired_faults(ev), contract.thresholds.names,
+                            now_ns)
     return [*gates, *risks, scan, outcome,
             ScenarioJudged(now_ns, ev.id, "graded", outcome.reason)]
 

@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from sessions.judging.views import is_given, receiver_ports
+from sessions.judging.views import given_ports, is_given
 from sessions.stream.events import ClientLaunched, FileObserved, ProcessObserved
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
@@ -220,7 +220,7 @@ def findings(ev: ScenarioEvidence) -> list[Finding]:
         launched = inv.launched
         if launched is None:
             continue
-        ports = receiver_ports(ev, inv)
+        ports = given_ports(ev, inv)
         out += (_exec_findings(inv) + _file_findings(inv, launched)
                 + _connect_findings(inv, ports))
     return _merge(out)

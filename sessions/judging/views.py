@@ -2,9 +2,10 @@
 
 import ipaddress
 
+from sessions.spec.contract import Vocabulary
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
-RECEIVER_HOST = "127.0.0.1"   # where the lab's servers listen, in the lab's own network
+LAB_HOST = "127.0.0.1"   # where the lab's servers listen, in the lab's own network
 
 
 def invocations(ev: ScenarioEvidence) -> list[InvocationEvidence]:
@@ -15,28 +16,33 @@ def counter(inv: InvocationEvidence, name: str) -> int | None:
     return inv.final.counters.get(name) if inv.final else None
 
 
-def blind(inv: InvocationEvidence, receiver_port: int) -> str | None:
-    """Defence in depth: the receiver consumed payload the kernel never saw the client send
+def consumed_bytes(inv: InvocationEvidence, names: Vocabulary) -> int:
+    """The payload bytes the endpoint says it took in an invocation (its `closed` records)."""
+    return sum(r.fields.get(names.bytes, 0) for r in inv.endpoint_events(names.closed))
+
+
+def blind(ev: ScenarioEvidence, inv: InvocationEvidence, names: Vocabulary) -> str | None:
+    """Defence in depth: the endpoint consumed payload the kernel never saw the client send
     (or the wire never carried): one of the views is incomplete, so no kernel clause passes."""
-    consumed = inv.payload_bytes
+    consumed, endpoint = consumed_bytes(inv, names), endpoint_name(ev)
     sent = counter(inv, "sock_sent_bytes")
     if sent is not None and consumed > sent:
-        return (f"invocation {inv.n}: the receiver consumed {consumed:,} payload bytes but the "
+        return (f"invocation {inv.n}: the {endpoint} consumed {consumed:,} payload bytes but the "
                 f"kernel saw the client send {sent:,}: the kernel view is incomplete")
     if inv.packet_stats is not None and not inv.packet_stats.error and not inv.proxy:
-        wire = inv.wire_bytes_to(receiver_port)
+        wire = inv.wire_bytes_to(ev.started.endpoint_port)
         if consumed > wire:
-            return (f"invocation {inv.n}: the receiver consumed {consumed:,} payload bytes but "
+            return (f"invocation {inv.n}: the {endpoint} consumed {consumed:,} payload bytes but "
                     f"the wire carried {wire:,} to it: the evidence disagrees")
     return None
 
 
-def receiver_ports(ev: ScenarioEvidence, inv: InvocationEvidence) -> set[int | None]:
-    """The port(s) the client was given in an invocation: the receiver's, or the fault proxy's
-    when one stands in front of it (the receiver's own is then not the client's to use). A
+def given_ports(ev: ScenarioEvidence, inv: InvocationEvidence) -> set[int | None]:
+    """The port(s) the client was given in an invocation: the endpoint's, or the fault proxy's
+    when one stands in front of it (the endpoint's own is then not the client's to use). A
     proxy record without its port puts None in the set, which no destination matches."""
     return ({r.fields.get("port") for r in inv.proxy if r.event == "listening"}
-            or {ev.started.receiver_port})
+            or {ev.started.endpoint_port})
 
 
 def endpoint_of(ev: ScenarioEvidence) -> str | None:
@@ -50,12 +56,12 @@ def endpoint_name(ev: ScenarioEvidence) -> str:
 
 
 def proxy_upstream_ports(inv: InvocationEvidence) -> set[int | None]:
-    """The local ports of the fault proxy's own connections to the receiver (its SYNs on the
+    """The local ports of the fault proxy's own connections to the endpoint (its SYNs on the
     wire are evlab's, not the client's)."""
     return {r.fields.get("upstream_port") for r in inv.proxy if r.event == "upstream_connected"}
 
 
-def same_host(address: str | None, host: str = RECEIVER_HOST) -> bool:
+def same_host(address: str | None, host: str = LAB_HOST) -> bool:
     """address is host in any family: 127.0.0.1 is also ::ffff:127.0.0.1, the IPv4-mapped form
     a dual-stack IPv6 socket (the JVM's default) connects to."""
     if address is None:
@@ -69,7 +75,7 @@ def same_host(address: str | None, host: str = RECEIVER_HOST) -> bool:
 
 
 def is_given(address: str | None, port: int | None, ports: set[int | None]) -> bool:
-    """A destination is the one the client was given (receiver_ports), in any family."""
+    """A destination is the one the client was given (given_ports), in any family."""
     return same_host(address) and port in ports
 
 

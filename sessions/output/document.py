@@ -3,6 +3,8 @@
 A figure that was not observed is null, never 0. Schema: docs/json-schema.md.
 """
 
+from collections import Counter
+
 from sessions.output.figures import task_figures
 from sessions.output.grades import ClientGrade, grade_of
 from sessions.output.leaderboard import Board, board_of
@@ -14,7 +16,7 @@ from sessions.stream.evidence import (
     sequence_bytes,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2   # 2: servers by name (was: receiver), no hash_file_calls
 
 
 def _kernel(inv: InvocationEvidence) -> dict:
@@ -33,7 +35,6 @@ def _kernel(inv: InvocationEvidence) -> dict:
         "read_bytes": get("read_bytes"),
         "sent_bytes": get("sock_sent_bytes"),
         "received_bytes": get("sock_recv_bytes"),
-        "hash_file_calls": final.functions.get("hash_file") if final else None,
         "function_calls": dict(final.functions) if final else {},
         "switches_out": get("switches_out"),
         "cpu_ns": get("oncpu_ns"),
@@ -62,28 +63,22 @@ def _boundary(inv: InvocationEvidence) -> dict:
     }
 
 
-def _receiver(inv: InvocationEvidence) -> dict:
-    return {
-        "connections": len(inv.endpoint_events("connection_opened")),
-        "payload_bytes": inv.payload_bytes,
-        "check_requests": len(inv.endpoint_events("check_request")),
-        "uploads_started": len(inv.endpoint_events("upload_started")),
-        "commits": len(inv.endpoint_events("committed")),
-        "rejections": len(inv.endpoint_events("rejected")),
-        "rejection_reasons": sorted({r.fields.get("reason") for r in
-                                     inv.endpoint_events("rejected")}),
-        "faults_fired": len([r for r in inv.endpoint + inv.proxy if r.event == "fault_fired"]),
-        "receiver_restarts": len([r for r in inv.harness if r.event == "receiver_restarted"]),
-        "decoy_connections": sum(r.event == "connection_opened" for r in inv.decoy),
-    }
+def _servers(ev: ScenarioEvidence, inv: InvocationEvidence) -> dict:
+    """Each of the task's servers: its role, its records by event (counted) and how often the
+    lab started it again after it died."""
+    return {name: {"role": role,
+                   "records": dict(sorted(Counter(r.event for r in inv.records.get(name, ())
+                                                  ).items())),
+                   "restarts": sum(r.event == f"{name}_restarted" for r in inv.harness)}
+            for name, role in ev.started.roles.items()}
 
 
-def _packets(inv: InvocationEvidence, receiver_port: int) -> dict:
+def _packets(inv: InvocationEvidence, endpoint_port: int) -> dict:
     if inv.packet_stats is None:
-        return {"count": None, "payload_bytes": None, "to_receiver_bytes": None,
+        return {"count": None, "payload_bytes": None, "to_endpoint_bytes": None,
                 "dropped": None, "error": None}
     return {"count": len(inv.packets), "payload_bytes": sequence_bytes(inv.packets),
-            "to_receiver_bytes": inv.wire_bytes_to(receiver_port),
+            "to_endpoint_bytes": inv.wire_bytes_to(endpoint_port),
             "dropped": inv.packet_stats.dropped_by_kernel,
             "error": inv.packet_stats.error or None}
 
@@ -97,8 +92,9 @@ def _invocation(ev: ScenarioEvidence, inv: InvocationEvidence) -> dict:
         "claims": [c.claim for c in inv.claims],
         "kernel": _kernel(inv),
         "boundary": _boundary(inv),
-        "receiver": _receiver(inv),
-        "packets": _packets(inv, ev.started.receiver_port),
+        "servers": _servers(ev, inv),
+        "faults_fired": sum(r.event == "fault_fired" for r in inv.endpoint + inv.proxy),
+        "packets": _packets(inv, ev.started.endpoint_port),
         "verifier": ({"saved": v.saved, "match": v.match, "saved_sha256": v.saved_sha256,
                       "detail": v.described}
                      if v else {"saved": None, "match": None, "saved_sha256": None,
@@ -119,8 +115,8 @@ def _scenario(ev: ScenarioEvidence) -> dict:
         "attempt": ev.started.attempt or None,
         "instrument_check": ev.judged.instrument_check if ev.judged else "incomplete",
         "instrument_detail": ev.judged.detail if ev.judged else "the scenario did not finish",
-        "receiver_port": s.receiver_port,
-        "decoy_port": s.decoy_port,
+        "servers": {name: {"role": role, "port": s.ports.get(name)}
+                    for name, role in s.roles.items()},
         "network": s.network,
         "invocations": [_invocation(ev, ev.invocations[n])
                         for n in sorted(ev.invocations)],

@@ -112,7 +112,7 @@ FIGURES = (
      else round(i["kernel"]["cpu_ns"] / 1e6, 1)),
     ("CPU ms (its cgroup)", lambda i: None if i["boundary"]["cgroup_cpu_ns"] is None
      else round(i["boundary"]["cgroup_cpu_ns"] / 1e6, 1)),
-    ("decoy connections", lambda i: i["receiver"]["decoy_connections"]),
+    ("decoy connections", lambda i: _decoy_connections(i["servers"])),
     ("packets / payload bytes (wire)", lambda i: None if i["packets"]["count"] is None
      else f"{i['packets']['count']} / {i['packets']['payload_bytes']:,}"),
     ("end state (verifier)", lambda i: None if i["verifier"]["match"] is None
@@ -125,6 +125,11 @@ def figure_rows(s: dict) -> list[tuple[str, Callable[[dict], object]]]:
     labels = dict.fromkeys(label for i in s["invocations"] for label in i.get("figures", {}))
     return [*FIGURES, *((label, lambda i, label=label: i.get("figures", {}).get(label))
                         for label in labels)]
+
+
+def _decoy_connections(servers: dict) -> int | None:
+    decoys = [s for s in servers.values() if s["role"] == "decoy"]
+    return sum(s["records"].get("connection_opened", 0) for s in decoys) if decoys else None
 
 
 def _egress(egress: dict | None) -> str | None:

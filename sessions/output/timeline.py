@@ -23,7 +23,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from sessions.judging.views import endpoint_name, endpoint_of, is_given, receiver_ports
+from sessions.judging.views import endpoint_name, endpoint_of, given_ports, is_given
 from sessions.output.escape import visible
 from sessions.spec.task import display_of
 from sessions.spec.task_display import RECORD_MARK_KINDS
@@ -220,7 +220,7 @@ def _busy(inv: InvocationEvidence) -> str:
 def _connects(b: _Builder, ev: ScenarioEvidence, inv: InvocationEvidence) -> None:
     """Every connect (the kernel's connect() events, and what the socket hooks saw that those
     missed: datagrams, an io_uring connect), the receiver's in one kind, the rest in another."""
-    ports = receiver_ports(ev, inv)
+    ports = given_ports(ev, inv)
 
     def row(pid: int) -> str:
         return b.by_pid.get(pid) or b.row(pid, "", inv.n)
@@ -244,7 +244,7 @@ def _connects(b: _Builder, ev: ScenarioEvidence, inv: InvocationEvidence) -> Non
 
 def _given(ev: ScenarioEvidence, port: int | None) -> str:
     endpoint = endpoint_name(ev)
-    return (f" (the {endpoint})" if port == ev.started.receiver_port
+    return (f" (the {endpoint})" if port == ev.started.endpoint_port
             else f" (the {endpoint}, through the fault proxy)")
 
 

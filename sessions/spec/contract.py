@@ -6,9 +6,30 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from sessions.spec import compat
+
 
 class ContractError(ValueError):
     """A contract that cannot be used, in one line."""
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The names the library's predicates read of the endpoint's records and of the client, and
+    the words their reasons use: a contract's [vocabulary], each one the task's own. A contract
+    that leaves one out has backup's (sessions/spec/compat.py), so an archive recorded before
+    tasks were folders re-judges with the words it was judged with."""
+
+    transfer: str = compat.VOCABULARY["transfer"]      # what a reason calls a transfer attempt
+    state: str = compat.VOCABULARY["state"]            # ... the endpoint's state
+    saved: str = compat.VOCABULARY["saved"]            # ... what that state keeps
+    started: str = compat.VOCABULARY["started"]        # record: a transfer attempt began
+    committed: str = compat.VOCABULARY["committed"]    # record: it changed the state
+    refused: str = compat.VOCABULARY["refused"]        # record: a request refused (reason)
+    closed: str = compat.VOCABULARY["closed"]          # record: a connection ended
+    bytes: str = compat.VOCABULARY["bytes"]            # field of `closed`: payload bytes taken
+    mismatch: str = compat.VOCABULARY["mismatch"]      # a refusal's reason: payload != digest
+    digest_function: str = compat.VOCABULARY["digest_function"]   # client function hashing
 
 
 @dataclass(frozen=True)
@@ -16,7 +37,7 @@ class Thresholds:
     """What the library's predicates read. A contract may leave out those its clauses do not
     need: each then has the value below, backup's (where its measurement is written)."""
 
-    max_upload_attempts: int = 3
+    max_transfer_attempts: int = 3
     unchanged_wire_bytes_max: int = 1024
     hash_passes_allowed: int = 1
     relay_passes_allowed: int = 1
@@ -30,6 +51,7 @@ class Thresholds:
     pace_reference_ns: int = 151_700
     pace_noise: float = 1.25
     pace_max: float = 3.0
+    names: Vocabulary = Vocabulary()   # the contract's [vocabulary]
 
 
 @dataclass(frozen=True)
@@ -46,7 +68,8 @@ class Contract:
 
     def predicate(self, clause: str) -> str:
         """The library predicate that judges a clause: its own id unless it names another."""
-        return str(self.clauses[clause].get("predicate", clause))
+        name = str(self.clauses[clause].get("predicate", clause))
+        return compat.PREDICATE_NAMES.get(name, name)
 
 
 _CLAUSE_KEYS = {"holds_when", "decided_by", "predicate"}
@@ -74,12 +97,14 @@ def parse_contract(text: str, path: Path | str) -> Contract:
                 isinstance(clause.get(k), str) for k in ("holds_when", "decided_by")):
             raise ContractError(f"{path}: clauses.{cid}: expected holds_when and decided_by "
                                 "(strings), and optionally predicate")
-    unknown = set(data) - {"version", "clauses", "thresholds", "gates"}
+    unknown = set(data) - {"version", "clauses", "thresholds", "gates", "vocabulary"}
     if unknown:
         raise ContractError(f"{path}: {sorted(unknown)[0]}: expected version, clauses, "
-                            "thresholds or gates")
+                            "thresholds, vocabulary or gates")
     table = data.get("thresholds", {})
-    names = {f.name for f in dataclasses.fields(Thresholds)}
+    if isinstance(table, dict):
+        table = {compat.THRESHOLD_NAMES.get(k, k): v for k, v in table.items()}
+    names = {f.name for f in dataclasses.fields(Thresholds)} - {"names"}
     if not isinstance(table, dict) or set(table) - names:
         got = set(table) if isinstance(table, dict) else {"(not a table)"}
         raise ContractError(f"{path}: thresholds: {', '.join(sorted(got - names))}: expected "
@@ -90,5 +115,12 @@ def parse_contract(text: str, path: Path | str) -> Contract:
     if gates is not None and (not isinstance(gates, list)
                               or not all(isinstance(g, str) for g in gates)):
         raise ContractError(f"{path}: gates: expected a list of gate names")
-    return Contract(str(data.get("version", "")), clauses, Thresholds(**table), text,
+    words = data.get("vocabulary", {})
+    known = {f.name for f in dataclasses.fields(Vocabulary)}
+    if not isinstance(words, dict) or set(words) - known \
+            or not all(isinstance(v, str) and v for v in words.values()):
+        raise ContractError(f"{path}: vocabulary: expected names (non-empty strings) from "
+                            f"{', '.join(sorted(known))}")
+    return Contract(str(data.get("version", "")), clauses,
+                    Thresholds(**table, names=Vocabulary(**words)), text,
                     tuple(gates) if gates is not None else None)

@@ -9,11 +9,17 @@ Events serialise to one JSON object per line with a `type` field (sessions/strea
 
 from dataclasses import dataclass, field
 
+from sessions.stream.event import Event
 
-@dataclass(frozen=True)
-class Event:
-    t_ns: int
-    seq: int = field(default=0, kw_only=True)
+# The judge's own events, defined apart and found here with every other event type
+from sessions.stream.judgements import (  # noqa: F401
+    AttemptJudged,
+    GateResult,
+    RiskFinding,
+    RiskScan,
+    ScenarioJudged,
+    Verdict,
+)
 
 
 @dataclass(frozen=True)
@@ -71,8 +77,8 @@ class ScenarioStarted(Event):
     expected_failures: tuple[str, ...]
     expected_passes: tuple[str, ...]
     faults: tuple[dict, ...]        # armed faults (sessions/spec/faults.py), each with its id
-    receiver_port: int
-    decoy_port: int
+    receiver_port: int              # the endpoint's port (named so in every archive since 1)
+    decoy_port: int                 # the decoy's (0: the task has none)
     source_size: int
     scenario_file: str
     expected_invalid: bool = False  # declared: an armed fault cannot fire (attempt invalid)
@@ -86,10 +92,18 @@ class ScenarioStarted(Event):
     display: dict = field(default_factory=dict)   # the task's: invocations, figures, marks
 
     @property
-    def roles(self) -> dict[str, str]:   # by name (an old archive's: receiver and decoy)
-        if self.servers:
-            return {name: str(s.get("role", "internal")) for name, s in self.servers.items()}
-        return {"receiver": "endpoint", "decoy": "decoy"}
+    def endpoint_port(self) -> int:
+        return self.receiver_port
+
+    @property
+    def roles(self) -> dict[str, str]:   # by name (compatibility: an old archive's, backup's)
+        return ({n: str(s.get("role", "internal")) for n, s in self.servers.items()}
+                if self.servers else {"receiver": "endpoint", "decoy": "decoy"})
+
+    @property
+    def ports(self) -> dict[str, int | None]:   # by name (an old archive's: its two fields)
+        return ({n: s.get("port") for n, s in self.servers.items()} if self.servers
+                else {"receiver": self.receiver_port, "decoy": self.decoy_port})
 
 
 @dataclass(frozen=True)
@@ -230,11 +244,10 @@ class EgressSummary(Event):
 
 @dataclass(frozen=True)
 class LifecycleCheck(Event):
-    """durability (receiver SIGKILLed and restarted on its store) or restore (backup fetched
-    back with GET), run by the harness after the invocations of a grading attempt."""
+    """A check of the task's lifecycle program, run after a grading attempt's invocations."""
 
     scenario: str
-    check: str                      # durability, restore
+    check: str                      # e.g. durability, restore (the gate of that name reads it)
     ok: bool
     detail: str
     fields: dict
@@ -265,11 +278,12 @@ class PacketStats(Event):
 
 @dataclass(frozen=True)
 class ServerRecord(Event):
-    """A record from the receiver or the decoy, as the server wrote it (its own t_ns)."""
+    """A record from one of the task's servers, the fault proxy or evlab's harness, as it was
+    written (its own t_ns)."""
 
     scenario: str
     invocation: int
-    server: str                     # "receiver" or "decoy"
+    server: str                     # its name in the task, "proxy" or "harness"
     event: str
     fields: dict
 
@@ -296,7 +310,7 @@ class ClientExited(Event):
 class ProcessMetrics(Event):
     scenario: str
     invocation: int
-    role: str                       # "client" or "receiver"
+    role: str                       # "client" or a server's name
     pid: int
     cpu_s: float
     rss_bytes: int
@@ -308,7 +322,7 @@ class ProcessMetrics(Event):
 @dataclass(frozen=True)
 class VerifierResult(Event):
     """The task's verifier on the end state: match is its ok, detail its line, fields the rest
-    (saved and the digests: backup's, and every archive's from before tasks had verifiers)."""
+    (saved and the digests: compatibility with archives from before tasks had verifiers)."""
 
     scenario: str
     invocation: int                 # 0: the state before the first invocation
@@ -327,70 +341,6 @@ class VerifierResult(Event):
             return (f"the saved backup's sha256 {str(self.saved_sha256)[:12]}… differs from "
                     f"the source's {self.source_sha256[:12]}…")
         return f"the saved backup matches the source (sha256 {self.source_sha256[:12]}…)"
-
-
-@dataclass(frozen=True)
-class Verdict(Event):
-    scenario: str
-    clause: str
-    status: str                     # pass, fail, inconclusive, not-applicable
-    expected: str                   # fail, pass (expected explicitly) or not-fail
-    reason: str
-    failure_class: str | None       # client, environment, harness (None unless not a pass)
-    evidence: tuple[int, ...]       # seq numbers of the events that decided it
-
-
-@dataclass(frozen=True)
-class ScenarioJudged(Event):
-    scenario: str
-    instrument_check: str           # detected, missed, inconclusive
-    detail: str
-
-
-@dataclass(frozen=True)
-class GateResult(Event):
-    """A lifecycle gate of a grading attempt: immediate, re-run, durability, restore, cleanup."""
-
-    scenario: str
-    gate: str
-    status: str                     # pass, fail, inconclusive, not-applicable
-    reason: str
-    failure_class: str | None
-    evidence: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class RiskFinding(Event):
-    """Something risky the kernel saw the client do; reported with a severity, not judged."""
-
-    scenario: str
-    invocation: int
-    severity: str                   # high, medium, low
-    kind: str                       # exec, write-outside, source-write, other-connection, read
-    detail: str
-    evidence: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class RiskScan(Event):
-    """Whether the risk findings of an attempt saw everything: without the kernel's file,
-    exec and connect events (or with events lost) "no finding" means "not looked"."""
-
-    scenario: str
-    complete: bool
-    detail: str
-
-
-@dataclass(frozen=True)
-class AttemptJudged(Event):
-    scenario: str                   # the attempt's id, e.g. normal@2
-    base: str                       # the grade scenario, e.g. normal
-    attempt: int
-    valid: bool                     # False: environment or harness, left out of the metrics
-    success: bool                   # valid, and every clause and gate passed (or n/a)
-    score: float | None             # passed / (passed + failed) over clauses and gates
-    reason: str
-    rule: str = ""                  # which rule decided valid/invalid (docs/grading.md)
 
 
 @dataclass(frozen=True)

@@ -69,11 +69,6 @@ class InvocationEvidence:
         return [r for r in self.endpoint if r.event == name
                 and all(r.fields.get(k) == v for k, v in match.items())]
 
-    @property
-    def payload_bytes(self) -> int:
-        return sum(r.fields.get("payload_bytes", 0) for r in self.endpoint_events(
-            "connection_closed"))
-
     def wire_bytes_to(self, port: int) -> int:
         return sequence_bytes(p for p in self.packets if p.dport == port)
 

@@ -1,12 +1,12 @@
 """The library of clause predicates: each a pure function of a scenario's evidence and the
-contract's thresholds. A task's contract names, for each of its clauses, the predicate that
-judges it (by default the one of the clause's own id)."""
+contract's thresholds and vocabulary. A task's contract names, for each of its clauses, the
+predicate that judges it (by default the one of the clause's own id)."""
 
 from collections.abc import Callable
 
 from sessions.judging.clauses.egress import destination_only
 from sessions.judging.clauses.store import honest_outcome, integrity, mismatch_rejected
-from sessions.judging.clauses.transfer import bounded_recovery, unchanged_no_upload
+from sessions.judging.clauses.transfer import bounded_recovery, unchanged_no_transfer
 from sessions.judging.clauses.work import cpu_budget, hash_work
 from sessions.judging.judgement import Judgement
 from sessions.spec.contract import Contract, ContractError, Thresholds
@@ -15,7 +15,7 @@ from sessions.stream.evidence import ScenarioEvidence
 Predicate = Callable[[ScenarioEvidence, Thresholds], Judgement]
 PREDICATES: dict[str, Predicate] = {
     "integrity": integrity,
-    "unchanged-no-upload": unchanged_no_upload,
+    "unchanged-no-transfer": unchanged_no_transfer,
     "destination-only": destination_only,
     "bounded-recovery": bounded_recovery,
     "mismatch-rejected": mismatch_rejected,

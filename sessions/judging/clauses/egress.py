@@ -1,15 +1,15 @@
-"""destination-only: the client contacts only the task's endpoint (backup's receiver). Decided
-by the socket hooks on the client's cgroup (every connect and datagram, whatever path produced
-it), with the connect() events, the decoys' records and the wire as cross-checks."""
+"""destination-only: the client contacts only the task's endpoint (nothing, when it has none).
+Decided by the socket hooks on the client's cgroup (every connect and datagram, whatever path
+produced it), with the connect() events, the decoys' records and the wire as cross-checks."""
 
 from sessions.judging.judgement import ENVIRONMENT, PASS, Judgement, failed, seqs, unknown
 from sessions.judging.views import (
-    RECEIVER_HOST,
+    LAB_HOST,
     endpoint_name,
+    given_ports,
     invocations,
     is_given,
     proxy_upstream_ports,
-    receiver_ports,
     wire_lost,
 )
 from sessions.spec.contract import Thresholds
@@ -38,7 +38,7 @@ def _egress_line(dest: Destination, calls: list[dict], flows: list[dict]) -> str
 
 def _bad_egress(summary: EgressSummary,
                 ports: set[int | None]) -> dict[Destination, tuple[list[dict], list[dict]]]:
-    """Destinations other than the receiver, from the cgroup socket hooks' totals."""
+    """Destinations other than the endpoint, from the cgroup socket hooks' totals."""
     bad: dict[Destination, tuple[list[dict], list[dict]]] = {}
     for entry, kind in [(c, "calls") for c in summary.calls] + [(f, "flows")
                                                                 for f in summary.flows]:
@@ -51,10 +51,10 @@ def _bad_egress(summary: EgressSummary,
 
 
 def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
-    allowed = (RECEIVER_HOST, ev.started.receiver_port)
+    allowed = (LAB_HOST, ev.started.endpoint_port)
     bad, decoy_hits, syns, connects, lines, egress = [], [], [], [], [], []
     for inv in invocations(ev):
-        ports = receiver_ports(ev, inv)
+        ports = given_ports(ev, inv)
         connects += inv.connects
         egress += [inv.egress_summary, *inv.egress]
         bad += [c for c in inv.connects if c.address is not None
@@ -68,7 +68,7 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                       for dest, found in _bad_egress(inv.egress_summary, ports).items()]
     if bad or decoy_hits or syns or lines:
         where = sorted({f"{c.address}:{c.port}" for c in bad}
-                       | {f"{RECEIVER_HOST}:{ev.started.decoy_port}" for _ in decoy_hits[:1]}
+                       | {f"{LAB_HOST}:{ev.started.decoy_port}" for _ in decoy_hits[:1]}
                        | {f"{p.dst}:{p.dport}" for p in syns})
         seen_by = [name for name, hits in (("socket layer", lines), ("connect()", bad),
                                            ("decoy", decoy_hits), ("wire", syns)) if hits]

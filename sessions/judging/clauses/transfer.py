@@ -1,57 +1,62 @@
-"""Clauses about the transfers themselves, judged from the receiver's records and the wire:
-unchanged-no-upload and bounded-recovery."""
+"""Clauses about the transfers themselves, judged from the endpoint's records (by the names of
+the contract's vocabulary) and the wire: unchanged-no-upload (no transfer on an unchanged
+re-run) and bounded-recovery (a transfer completes within N attempts after a fault)."""
 
 from sessions.judging.fault_chance import could_fire, fired_records, source_digest
 from sessions.judging.judgement import NA, PASS, Judgement, failed, seqs, unknown
-from sessions.judging.views import wire_lost
-from sessions.spec.contract import Thresholds
+from sessions.judging.views import consumed_bytes, endpoint_name, wire_lost
+from sessions.spec.contract import Thresholds, Vocabulary
 from sessions.spec.faults import CONTINUOUS, INTERRUPTIONS, armed
 from sessions.stream.evidence import ScenarioEvidence
 
 
-def unchanged_no_upload(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+def unchanged_no_transfer(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    w, endpoint = t.names, endpoint_name(ev)
     first, second = ev.invocations.get(1), ev.invocations.get(2)
     if first is None or second is None or first.verifier is None:
         return unknown("no unchanged second invocation was observed", failure_class="harness")
     if not first.verifier.match:
-        return Judgement(NA, "the receiver did not hold the source's content before invocation 2, "
-                             "so an upload there was legitimate", (first.verifier.seq,))
-    uploads = second.endpoint_events("upload_started")
-    closed = second.endpoint_events("connection_closed")
-    wire = second.wire_bytes_to(ev.started.receiver_port) if second.packet_stats else None
+        return Judgement(NA, f"the {endpoint} did not hold the source's content before "
+                             f"invocation 2, so an {w.transfer} there was legitimate",
+                         (first.verifier.seq,))
+    uploads = second.endpoint_events(w.started)
+    closed = second.endpoint_events(w.closed)
+    consumed = consumed_bytes(second, w)
+    wire = second.wire_bytes_to(ev.started.endpoint_port) if second.packet_stats else None
     evidence = seqs([first.verifier], uploads, closed, [second.packet_stats])
-    if uploads or second.payload_bytes:
-        return failed(f"invocation 2 started {len(uploads)} upload(s) and the receiver consumed "
-                      f"{second.payload_bytes:,} payload bytes although it held the content"
+    if uploads or consumed:
+        return failed(f"invocation 2 started {len(uploads)} {w.transfer}(s) and the {endpoint} "
+                      f"consumed {consumed:,} payload bytes although it held the content"
                       + (f"; the wire carried {wire:,} bytes to it" if wire is not None else ""),
                       evidence)
-    rejected = second.endpoint_events("rejected")
+    rejected = second.endpoint_events(w.refused)
     if wire is not None and wire > t.unchanged_wire_bytes_max and rejected:
-        return failed(f"invocation 2 sent {wire:,} bytes the receiver rejected "
+        return failed(f"invocation 2 sent {wire:,} bytes the {endpoint} rejected "
                       f"({', '.join(sorted({r.fields.get('reason', '?') for r in rejected}))}) "
                       "although it held the content", (*evidence, *seqs(rejected)))
     if wire is not None and wire > t.unchanged_wire_bytes_max:
-        return unknown(f"the receiver consumed no payload but the wire carried {wire:,} bytes to "
-                       f"it (> {t.unchanged_wire_bytes_max}): requests beyond what a CHECK "
+        return unknown(f"the {endpoint} consumed no payload but the wire carried {wire:,} bytes "
+                       f"to it (> {t.unchanged_wire_bytes_max}): requests beyond what a CHECK "
                        "takes", evidence)
     lost = wire_lost(second)
     if lost:
         return unknown(lost, evidence, "harness")
     wire_note = (f"; the wire carried {wire:,} bytes to it (requests only)" if wire is not None
                  else "; the wire was not captured")
-    return Judgement(PASS, f"invocation 2: no upload started, 0 payload bytes consumed{wire_note}",
-                     tuple(evidence))
+    return Judgement(PASS, f"invocation 2: no {w.transfer} started, 0 payload bytes consumed"
+                           f"{wire_note}", tuple(evidence))
 
 
 def bounded_recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     judged = _recovery(ev, t)
-    return (judged.status in (PASS, NA) and _spoiled(ev)) or judged
+    return (judged.status in (PASS, NA) and _spoiled(ev, t.names)) or judged
 
 
 def _recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     interruptions = [f for f in armed(ev.started.faults) if f["kind"] in INTERRUPTIONS]
     if not interruptions:
-        return Judgement(NA, "no interruption was injected; every upload committed")
+        return Judgement(NA, f"no interruption was injected; every {t.names.transfer} "
+                             f"{t.names.committed}")
     evidence, notes, recovered = [], [], 0
     for n in sorted({f["invocation"] for f in interruptions}):
         inv = ev.invocations.get(n)
@@ -59,46 +64,48 @@ def _recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                  if r.fields.get("fault", r.fields.get("kind")) in INTERRUPTIONS]
         if inv is None or not fired:   # no invocation: nothing fired (one and the same case)
             armed_here = [f for f in interruptions if f["invocation"] == n]
-            if not any(could_fire(f, inv, ev.started.source_size, source_digest(ev))
+            if not any(could_fire(f, inv, ev.started.source_size, t.names, source_digest(ev))
                        for f in armed_here):
                 notes.append(f"invocation {n}: the client never got as far as the "
                              "interruption armed for it: nothing was interrupted")
                 continue
             return unknown(f"the interruption armed for invocation {n} never fired: this "
                            "attempt is invalid", failure_class="harness")
-        uploads = inv.endpoint_events("upload_started")
-        commits = [c for c in inv.endpoint_events("committed") if c.t_ns > fired[0].t_ns]
+        w, most = t.names, t.max_transfer_attempts
+        uploads = inv.endpoint_events(w.started)
+        commits = [c for c in inv.endpoint_events(w.committed) if c.t_ns > fired[0].t_ns]
         evidence += seqs(fired, uploads, commits)
         what = fired[0].fields.get("fault", fired[0].fields.get("kind"))
-        if not commits or len(uploads) > t.max_upload_attempts:
+        if not commits or len(uploads) > most:
             return failed(f"invocation {n}: after the injected {what}, "
-                          + (f"committed only after {len(uploads)} upload attempts" if commits
-                            else f"no commit after {len(uploads)} upload attempts"), evidence)
-        notes.append(f"invocation {n}: {what} injected, committed on upload attempt "
-                     f"{len(uploads)} of at most {t.max_upload_attempts}")
+                          + (f"{w.committed} only after {len(uploads)} {w.transfer} attempts"
+                             if commits else f"no commit after {len(uploads)} "
+                             f"{w.transfer} attempts"), evidence)
+        notes.append(f"invocation {n}: {what} injected, {w.committed} on {w.transfer} attempt "
+                     f"{len(uploads)} of at most {most}")
         recovered += 1
     return Judgement(PASS if recovered else NA, "; ".join(notes), tuple(evidence))
 
 
-def _spoiled(ev: ScenarioEvidence) -> Judgement | None:
-    """An upload that did not commit, beyond those a fault struck (each strikes one): the client
-    gave it up or sent the wrong bytes unprompted. Inside a fault scenario a sacrificial upload
-    sent first looks like a recovery (the fault strikes it, the next one commits); here is where
-    such a client fails, in every scenario it plays that trick without a fault to absorb."""
+def _spoiled(ev: ScenarioEvidence, w: Vocabulary) -> Judgement | None:
+    """A transfer that did not commit, beyond those a fault struck (each strikes one): the
+    client gave it up or sent the wrong bytes unprompted. Inside a fault scenario a sacrificial
+    transfer sent first looks like a recovery (the fault strikes it, the next one commits); here
+    is where such a client fails, in every scenario it plays that trick without a fault."""
     for inv in ev.invocations.values():
-        uploads = inv.endpoint_events("upload_started")
-        committed = {r.fields.get("conn") for r in inv.endpoint_events("committed")}
+        uploads = inv.endpoint_events(w.started)
+        committed = {r.fields.get("conn") for r in inv.endpoint_events(w.committed)}
         failed_uploads = [u for u in uploads if u.fields.get("conn") not in committed]
         fired = fired_records(inv)
         struck = {r.fields.get("id") for r in fired
                   if r.fields.get("fault", r.fields.get("kind")) not in CONTINUOUS}
         if len(failed_uploads) > len(struck):
             ends = {r.fields.get("conn"): r.fields.get("reason") for r in inv.endpoint
-                    if r.event == "rejected"}
+                    if r.event == w.refused}
             how = ", ".join(f"{ends.get(u.fields.get('conn')) or 'abandoned'}"
                             for u in failed_uploads)
-            return failed(f"invocation {inv.n}: {len(failed_uploads)} upload(s) ended without a "
-                          f"commit ({how}) and {len(struck)} fault(s) struck one: an upload given "
-                          "up or spoiled with no fault to recover from",
+            return failed(f"invocation {inv.n}: {len(failed_uploads)} {w.transfer}(s) ended "
+                          f"without a commit ({how}) and {len(struck)} fault(s) struck one: an "
+                          f"{w.transfer} given up or spoiled with no fault to recover from",
                           seqs(uploads, fired))
     return None

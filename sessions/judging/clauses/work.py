@@ -11,15 +11,16 @@ PAGE = 4096   # reads through a mapping are whole pages (x86-64)
 
 def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     size, judged, evidence, notes = ev.started.source_size, 0, [], []
+    w = t.names
     for inv in invocations(ev):
-        why = blind(inv, ev.started.receiver_port)
+        why = blind(ev, inv, t.names)
         if why:
             return unknown(why, seqs([inv.final]))
-        uploads = inv.endpoint_events("upload_started")
-        entries = inv.final.functions.get("hash_file") if inv.final else None
+        uploads = inv.endpoint_events(w.started)
+        entries = inv.final.functions.get(w.digest_function) if inv.final else None
         evidence += seqs([inv.final], uploads)
         if entries is not None and entries > t.hash_passes_allowed:
-            return failed(f"invocation {inv.n}: hash_file entered {entries} times "
+            return failed(f"invocation {inv.n}: {w.digest_function} entered {entries} times "
                           f"(at most {t.hash_passes_allowed})", evidence)
         reads = _source_reads(inv, size)
         if isinstance(reads, str):
@@ -28,7 +29,7 @@ def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         if entries is None and source is None:
             continue
         allowed = size * (t.hash_passes_allowed + len(uploads))
-        allowance = (f"{t.hash_passes_allowed} pass + {len(uploads)} upload(s)")
+        allowance = (f"{t.hash_passes_allowed} pass + {len(uploads)} {w.transfer}(s)")
         if source is not None and source > allowed:
             also = (f", and read back {own:,} bytes from places of its own" if own and
                     own > t.relay_slack_bytes else "")
@@ -49,7 +50,7 @@ def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                            "view of the request does not name: the source's reads are not "
                            "counted", evidence, "client")
         judged += 1
-        notes.append(f"{entries if entries is not None else '?'} hash_file / "
+        notes.append(f"{entries if entries is not None else '?'} {w.digest_function} / "
                      f"{source / size if source is not None else float('nan'):.0f}x source read"
                      + (f" ({how.strip(' ()')})" if how else "")
                      + (f", {own / size:.1f}x read back" if own else ""))
@@ -99,7 +100,7 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
             missing = [n for n, v in values.items() if v is None]
             return unknown(f"invocation {inv.n}: no kernel view of {', '.join(missing)}",
                            evidence, ENVIRONMENT)
-        why = blind(inv, ev.started.receiver_port)
+        why = blind(ev, inv, t.names)
         if why:
             return unknown(why, evidence)
         seen = {n: v for n, v in values.items() if v is not None}   # every one, as checked above
