@@ -1,6 +1,6 @@
 """Choosing a kernel collector, with every missing capability said out loud.
 
-    collector, missing = open_collector("auto", functions=("hash_file",))
+    collector, missing = open_collector("auto", functions=("my_hash",))
     collector.prepare(clients)                          # before the first launch, if anything
     collector.watch_cgroup(invocation, cgroup, allowed=[("127.0.0.1", port)], deny=False)
     proc = collector.launch(invocation, argv, source, client=path)   # argv may wrap the client

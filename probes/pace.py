@@ -1,5 +1,5 @@
 """How fast this machine runs a client's kind of work, against the machine evlab's CPU figures
-were measured on (fixture/backup/contract.toml: pace_reference_ns): the thread CPU time of a
+were measured on (a contract's pace_reference_ns): the thread CPU time of a
 small fixed workload (interpreter bytecode, what a runtime's start-up is made of, and SHA-256,
 what hashing the source is), the quickest of many short runs. Thread CPU time, so time-sharing
 with other work does not count; the quickest of SAMPLES runs of ~0.2 ms each, so a moment of

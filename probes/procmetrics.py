@@ -4,7 +4,7 @@ Usage:
     s = sample(pid)                       # one ProcSample, or None once the process is gone
     s = sample_process(proc)              # the same for a psutil.Process kept across samples
 
-Sample the client and the receiver separately: each sample covers one process and, in the
+Sample the client and each server separately: each sample covers one process and, in the
 tree_* fields, its live descendants.
 
 Overhead: one sample reads a handful of /proc files for the process, lists /proc/<pid>/fd,

@@ -219,7 +219,7 @@ def test_start_returns_quickly(run):
 def test_traffic_reaches_both_sinks(run):
     traffic = run.stats_after["traffic"]
     adjacent = run.receiver_port + 1
-    assert traffic["sinks"][adjacent]["bound"] == "receiver_port+1"
+    assert traffic["sinks"][adjacent]["bound"] == "endpoint_port+1"
     assert len(traffic["sinks"]) == 2
     assert set(traffic["bytes_sent"]) == set(traffic["sinks"])
     for port, sink in traffic["sinks"].items():

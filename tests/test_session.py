@@ -75,7 +75,7 @@ def test_full_suite_is_detected_with_the_articles_figures(full_run):
     assert figure("hash-storm", "kernel", "source_read_bytes")[1] == 134_217_728
     assert figure("retry", "figures", "receiver payload bytes")[0] == 589_824
     assert figure("retry", "verifier", "match") == [True, True]
-    assert figure("corrupt-upload", "receiver", "rejections") == [3, 3]
+    assert figure("corrupt-upload", "figures", "rejections") == [3, 3]
     assert figure("corrupt-upload", "verifier", "saved") == [False, False]
     assert figure("false-success", "kernel", "connects") == [0, 0]
     assert figure("false-success", "packets", "count") == [0, 0]

@@ -103,7 +103,7 @@ BAD = [   # (file, old, new): what a user may get wrong, and the one line evlab 
     ("task.toml", 'records = "receiver.committed"', 'records = "nobody.committed"',
      "task.toml: figures[3].records: expected SERVER.EVENT, a server of decoy, receiver"),
     ("task.toml", 'committed = "commit"', 'committed = "party"',
-     "task.toml: marks: expected EVENT = KIND, a kind of upload-start, commit, reject, fault"),
+     "task.toml: marks: expected EVENT = KIND, a kind of start, commit, reject, fault"),
     ("task.toml", 'args = ["--events", "{events}", "--port", "{port}"]',
      'args = ["--events", "{events}", "--port", "{port"]',
      "task.toml: servers.decoy.args: '{port' is not a template (a brace alone: write {{ or }})"),

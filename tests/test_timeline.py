@@ -97,8 +97,8 @@ def test_marks_are_placed_from_the_scenarios_start_on_their_processs_row_in_time
     assert (13, "pid 102 py\\x1bthon3", "connect-other") in kinds      # the decoy
     assert (14, "pid 102 py\\x1bthon3", "connect-other") in kinds      # a datagram
     assert [k for k in kinds if k[1] == "receiver"] == [
-        (11, "receiver", "upload-start"), (12, "receiver", "reject"),
-        (16, "receiver", "upload-start"), (17, "receiver", "fault"), (18, "receiver", "commit")]
+        (11, "receiver", "start"), (12, "receiver", "reject"),
+        (16, "receiver", "start"), (17, "receiver", "fault"), (18, "receiver", "commit")]
     assert (22, "pid 100 client", "invocation-end") in kinds
     # the socket layer's sighting of a connect the kernel's connect() event already shows
     assert not [m for m in t.marks if m.t_ns == 14.5 * MS]
@@ -113,9 +113,9 @@ def test_spans_are_invocations_lives_and_server_connections_with_both_ends_known
     assert spans == [(1, 22, "pid 100 client", "invocation"),
                      (5, 20, "pid 100 client", "alive"),
                      (7, 19, "pid 102 py\\x1bthon3", "alive"),
-                     (10.5, 12.5, "receiver", "upload"),
-                     (13.2, 13.4, "decoy", "upload"),
-                     (15.5, 18.5, "receiver", "upload")]
+                     (10.5, 12.5, "receiver", "connection"),
+                     (13.2, 13.4, "decoy", "connection"),
+                     (15.5, 18.5, "receiver", "connection")]
     invocation = t.spans[0]
     assert "exit 0" in invocation.label   # the stretches' lengths: when they ran is not known
     assert "on-CPU stretch without progress 3.0 ms (200.0 ms in start-up)" in invocation.label
@@ -151,7 +151,7 @@ def test_what_has_no_end_gets_no_span():
         _rx(6, 1, "committed", conn=1),
         _rx(7, 1, "connection_closed", conn=1, payload_bytes=10),
         PhaseChanged(_at(9), "s", "done"))
-    assert [(s.start_ns / MS, s.end_ns / MS, s.kind) for s in t.spans] == [(5, 7, "upload")]
+    assert [(s.start_ns / MS, s.end_ns / MS, s.kind) for s in t.spans] == [(5, 7, "connection")]
     assert t.end_ns == 9 * MS
     assert [m.kind for m in t.marks if m.row == "receiver"] == ["fault", "commit"]
 
@@ -172,7 +172,7 @@ def test_a_wire_fault_proxy_is_a_row_and_its_port_is_the_receivers_for_the_clien
                      (2.5, "pid 100 c", "connect-other"), (4, "proxy", "fault")]
     assert "failed (-111)" in t.marks[2].label and "up" in t.marks[3].label
     assert t.marks[1].label.endswith("(the receiver, through the fault proxy)")
-    assert [(s.row, s.kind) for s in t.spans] == [("proxy", "upload")]
+    assert [(s.row, s.kind) for s in t.spans] == [("proxy", "connection")]
 
 
 def test_a_recorded_session_and_its_replay_draw_the_same_timelines():
@@ -191,11 +191,11 @@ def test_a_recorded_session_and_its_replay_draw_the_same_timelines():
     # one process per invocation, then the receiver (the fixture's clients fork nothing)
     assert [len(t.rows) for t in drawn] == [3, 3, 3] and all(t.rows[-1] == "receiver"
                                                              for t in drawn)
-    assert (count(baseline, "connect-endpoint"), count(baseline, "upload-start"),
+    assert (count(baseline, "connect-endpoint"), count(baseline, "start"),
             count(baseline, "commit"), count(baseline, "connect-other")) == (3, 1, 1, 0)
-    assert (count(corrupt, "upload-start"), count(corrupt, "reject"),
+    assert (count(corrupt, "start"), count(corrupt, "reject"),
             count(corrupt, "commit")) == (6, 6, 0)
-    assert (count(retry, "fault"), count(retry, "upload-start"), count(retry, "reject"),
+    assert (count(retry, "fault"), count(retry, "start"), count(retry, "reject"),
             count(retry, "commit")) == (1, 2, 1, 1)
     for t in drawn:
         assert count(t, "invocation-start") == count(t, "invocation-end") == 2
@@ -205,7 +205,7 @@ def test_a_recorded_session_and_its_replay_draw_the_same_timelines():
         assert all(m.row in t.rows for m in t.marks) and all(s.row in t.rows for s in t.spans)
     # the retry's fault fires inside the upload it interrupts
     fault = next(m for m in retry.marks if m.kind == "fault")
-    assert any(s.start_ns < fault.t_ns < s.end_ns for s in retry.spans if s.kind == "upload")
+    assert any(s.start_ns < fault.t_ns < s.end_ns for s in retry.spans if s.kind == "connection")
     assert "drop" in fault.label
 
 

@@ -63,7 +63,7 @@ async def test_t_opens_the_selected_scenarios_timeline_and_keys_zoom_move_and_fl
         chart = screen.query_one(TimelineChart)
         assert chart.region.width <= 80 and chart.region.height == len(rows)
         assert all(len(r) <= 80 for r in rows)
-        assert "committed (conn 2)" in listed(app)
+        assert "committed (conn 2, 524,288 bytes)" in listed(app)
 
         whole = screen.shown_window()
         assert whole.start_ns == 0 and whole.span_ns == screen.timeline.end_ns
@@ -143,10 +143,10 @@ def test_receiver_connects_and_other_connects_differ_in_glyph_and_colour():
 
 
 def test_a_cell_shows_its_weightiest_mark_and_spans_lie_under_marks():
-    tl = _drawn(Mark(20 * MS, "receiver", "upload-start", "u"),
+    tl = _drawn(Mark(20 * MS, "receiver", "start", "u"),
                 Mark(20 * MS, "receiver", "fault", "f"),
                 Mark(20 * MS, "receiver", "reject", "r"),
-                spans=(Span(10 * MS, 30 * MS, "receiver", "upload", "conn 1"),))
+                spans=(Span(10 * MS, 30 * MS, "receiver", "connection", "conn 1"),))
     line = str(lane(tl, "receiver", Window(0, 100 * MS), 10, 111))[11:]
     assert line[20] == "!" and line[10:20] == "━" * 10 and line[21:31] == "━" * 10
     assert line[31:].strip() == ""

@@ -1,8 +1,8 @@
 """The timeline view (key `t`): the selected scenario's or attempt's Timeline
 (sessions/output/timeline.py, from the evidence book alone, so a replay draws the same picture).
-Time runs across; one lane per process of the client's tree, then the receiver (and the fault
-proxy and decoy); each kind of mark has its own glyph and colour (never colour alone), the
-receiver's connects another colour than the rest. `+`/`-` zoom, `left`/`right` move, `0` the
+Time runs across; one lane per process of the client's tree, then the task's servers (and the
+fault proxy); each kind of mark has its own glyph and colour (never colour alone), the
+endpoint's connects another colour than the rest. `+`/`-` zoom, `left`/`right` move, `0` the
 whole; below the chart, every mark and span in view with its time and label.
 
 Drawn by hand with Rich Text: plotext (textual-plotext) plots numeric series on framed axes, not
@@ -32,7 +32,7 @@ MARKS = {
     "exec": ("▸", "yellow", "exec"),
     "exit": ("■", "yellow", "exit"),
     "connect-endpoint": ("→", "bold cyan", "endpoint connect"),
-    "upload-start": ("↑", "bold cyan", "upload"),
+    "start": ("↑", "bold cyan", "start"),
     "commit": ("✓", "bold green", "commit"),
     "connect-other": ("↗", "bold magenta", "other connect"),
     "reject": ("✗", "bold red", "reject"),
@@ -41,7 +41,7 @@ MARKS = {
 SPANS = {   # span kind -> glyph, style, words; a later kind is drawn over an earlier one
     "invocation": ("┈", "dim", "running"),
     "alive": ("─", "yellow", "alive"),
-    "upload": ("━", "blue", "connection"),
+    "connection": ("━", "blue", "connection"),
     "busy": ("▒", "red", "busy"),
 }
 MIN_SPAN_NS = 10_000        # the closest zoom: 10 µs across the chart

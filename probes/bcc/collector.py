@@ -1,6 +1,6 @@
 """The BCC collector: in-kernel counters and a connect/process event stream for a client tree.
 
-    collector = BccCollector(functions=("hash_file", "send_payload", "busy_wait"))
+    collector = BccCollector(functions=("my_hash", "my_send"))   # the task's [client] functions
     with collector.launching(invocation=1, client=path, source=src):
         proc = subprocess.Popen([path, ...])       # tracked from its exec on
     collector.snapshot(1)                         # live totals, any time, cheap
@@ -59,7 +59,7 @@ UNMAPPED = ("source_mapped_bytes",)
 class BccCollector:
     name = "bcc"
 
-    def __init__(self, functions: tuple[str, ...] = ("hash_file", "send_payload", "busy_wait"),
+    def __init__(self, functions: tuple[str, ...] = (),
                  bpf_stats: bool = False):
         if len(functions) > MAX_FUNCS:
             raise ValueError(f"at most {MAX_FUNCS} function probes, got {len(functions)}")

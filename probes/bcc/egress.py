@@ -1,9 +1,9 @@
 """The collector's egress hooks on a client's cgroup: attached per invocation with the
 destinations the contract allows; with deny, the kernel refuses (EPERM) or drops the rest.
-Destinations in `refused` are refused in any mode (the receiver behind a fault proxy).
+Destinations in `refused` are refused in any mode (an endpoint behind a fault proxy).
 
 An IPv4 destination is also keyed as its IPv4-mapped IPv6 address (::ffff:a.b.c.d): a dual-stack
-socket (the JVM's, by default) reaches the same receiver through the connect6 hook."""
+socket (the JVM's, by default) reaches the same server through the connect6 hook."""
 
 import contextlib
 import ctypes

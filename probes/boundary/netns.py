@@ -12,7 +12,7 @@ ends at once could kill the client's sandbox under it.
 
 `HostNetwork` is the same interface where the host refuses (fn runs where it is called).
 
-The receiver, the decoy, a wire-fault proxy, the packet capture, ambient noise and every client
+The task's servers, a wire-fault proxy, the packet capture, ambient noise and every client
 invocation of one attempt live in it: nothing in it can reach the host's loopback or its
 abstract AF_UNIX sockets (they belong to a network namespace too), another lab, a Ray process or
 the internet (there is no interface but `lo`, so no route), and nothing outside can reach in.

@@ -16,7 +16,7 @@ the program's files are first bind-mounted by root into the client's own (search
 (`stage`): a client in a directory only root may enter (a checkout under /root) still runs,
 at its own path. Only the files themselves must be readable by others (`unreadable`).
 
-The network namespace is the host's: the receiver listens on its loopback. What the client may
+The network namespace is the host's: the task's servers listen on its loopback. What the client may
 contact is watched and (with --deny-egress) enforced by the cgroup hooks
 (probes/bcc/collector.bpf.c).
 The client is its PID namespace's init: when it ends, the kernel kills whatever it left there;

@@ -187,10 +187,10 @@ def check_fault_injection() -> Capability:
     for path in ("/sys/kernel/debug/fail_function", "/sys/kernel/tracing/error_injection"):
         if os.path.exists(path):
             return ok("fault-injection", f"{path} present (evlab injects faults in user "
-                      "space: receiver hooks and its proxy)")
+                      "space: a task's servers and the wire proxy)")
     return missing("fault-injection", "no kernel error injection (no fail_function, no "
                    "bpf_override_return): syscall failures cannot be injected from the kernel; "
-                   "evlab's faults are injected by its receiver and proxy instead",
+                   "evlab's faults are injected by a task's servers and the wire proxy instead",
                    "none needed for evlab (a kernel with CONFIG_FUNCTION_ERROR_INJECTION)")
 
 

@@ -3,7 +3,7 @@
 Usage::
 
     with PacketCapture(pcap_path="run.pcap") as cap:  # needs root (CAP_NET_RAW)
-        cap.set_ports({receiver_port})  # may change at any time, from any thread
+        cap.set_ports({server_port})    # may change at any time, from any thread
         ...                             # run the client
         new = cap.drain()               # PacketSummary objects kept since the last drain
     cap.stats()        # CaptureStats: kept, ignored, dropped_by_kernel, ..., error

@@ -6,7 +6,7 @@ from pathlib import Path
 from probes.boundary.limits import SandboxLimits
 from probes.collector_kinds import KINDS
 from sessions.spec.suites import NOISE_KINDS
-from sessions.spec.task import SUITE_NAMES
+from sessions.spec.task import DEFAULT_TASK, SUITE_NAMES
 
 EPILOG = """examples:
   evlab tasks                                   the tasks evlab judges programs on
@@ -25,10 +25,10 @@ EPILOG = """examples:
                                                 grade several clients, ranked in a leaderboard
   evlab campaign clients.toml --ray auto --headless   the same on a Ray cluster of evlab nodes
   evlab doctor [--json]                         what this machine can observe, and the fixes
-  (every command that runs or lists scenarios takes --task ID|FOLDER; the default is backup)
+  (every command that runs or lists scenarios takes --task ID|FOLDER; `evlab tasks` lists them)
 
 exit status of run: 0 every scenario judged as declared (the instrument works; not "every
-backup was correct"), 1 a scenario was missed, 3 evidence missing or the run cut short,
+client did right"), 1 a scenario was missed, 3 evidence missing or the run cut short,
 2 usage error, 130 interrupted. exit status of grade: 0 every valid attempt succeeded, 1 an
 attempt failed, 3 a scenario had no valid attempt.
 """
@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="evlab", epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 description="Execution-evidence lab: judge what a client "
-                                "did from the kernel, the wire, the receiver and a verifier.")
+                                "did from the kernel, the wire, the task's servers and a verifier.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("tasks", help="list the built-in tasks: id, summary, clauses")
     _task_argument(sub.add_parser("list", help="list the built-in scenarios"))
@@ -91,11 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run a client of your own through the grade scenarios "
                        "(normal, interrupted, mismatch, stale; each with an unchanged "
                        "re-run), N attempts each.")
-    _task_argument(g, "(default: the grade file's [grade] task, else backup)")
+    _task_argument(g, "(default: the grade file's [grade] task, else the default task)")
     g.add_argument("spec", nargs="?", type=Path, metavar="GRADE.toml",
                    help="a grade file ([client] command, env, timeout_s; [grade] attempts)")
     g.add_argument("--client", metavar="COMMAND",
-                   help="the client's command line with {host} {port} {source} [{decoy_port}]")
+                   help="the client's command line with the task's placeholders (`evlab tasks`)")
     g.add_argument("--attempts", type=int, metavar="N", help="attempts per scenario (default 3)")
     g.add_argument("--scenario", action="append", metavar="ID",
                    help="grade scenario(s) to run (default: all; see `evlab list`)")
@@ -133,7 +133,7 @@ def _run_parser(sub) -> None:
     _boundary_arguments(r)
 
 
-def _task_argument(parser, default: str = "(default: backup)") -> None:
+def _task_argument(parser, default: str = f"(default: {DEFAULT_TASK})") -> None:
     parser.add_argument("--task", metavar="ID|FOLDER",
                         help=f"the task: a built-in one's id (evlab tasks) or a task folder "
                         f"{default}")
@@ -161,7 +161,7 @@ def _campaign_parser(sub) -> None:
                        "here (one attempt at a time) or on a Ray cluster, and rank them. "
                        "File format: docs/campaign.md.")
     c.add_argument("file", type=Path, metavar="CAMPAIGN.toml")
-    _task_argument(c, "(default: the campaign file's [campaign] task, else backup)")
+    _task_argument(c, "(default: the campaign file's [campaign] task, else the default task)")
     c.add_argument("--dir", type=Path, metavar="DIR", help="the campaign's directory, kept "
                    "for --resume (default: ./evlab-campaign-NAME)")
     c.add_argument("--resume", action="store_true",
@@ -203,7 +203,7 @@ TOML_KEYS = {"memory_bytes": "memory_mib", "pids": "pids", "cpu_s": "cpu_seconds
 def _boundary_arguments(parser) -> None:
     b = parser.add_argument_group("the client's boundary (its cgroup and sandbox)")
     b.add_argument("--deny-egress", action="store_true",
-                   help="refuse (EPERM) every destination but the receiver; still judged")
+                   help="refuse (EPERM) every destination but the endpoint; still judged")
     b.add_argument("--no-sandbox", action="store_true",
                    help="run the client unconfined, as evlab's user (recorded and shown)")
     d = SandboxLimits()

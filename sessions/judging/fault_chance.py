@@ -38,12 +38,12 @@ def could_fire(fault: dict, inv, source_size: int, w: Vocabulary,
         return False
     if fault["kind"] in WIRE_KINDS:
         return _wire_reached(fault, inv)
-    # The endpoint strikes only transfers of the source (for backup: fixture/backup/
-    # receiver_faults.py), from the k-th on until it fires: did any of them reach it?
-    uploads = [u for u in inv.endpoint_events(w.started)
-               if digest is None or u.fields.get("digest") == digest]
+    # The endpoint strikes only transfers of the source, from the k-th on (the fault's
+    # `upload` key, the scenario files' word) until it fires: did any of them reach it?
+    transfers = [u for u in inv.endpoint_events(w.started)
+                 if digest is None or u.fields.get("digest") == digest]
     k = fault.get("upload", 1)
-    chances = uploads[k - 1:] if digest is not None else uploads[k - 1:k]
+    chances = transfers[k - 1:] if digest is not None else transfers[k - 1:k]
     return any(_transfer_reached(fault, inv, start, w) for start in chances)
 
 

@@ -65,7 +65,7 @@ def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[Gat
 
 def harness_failures(ev: ScenarioEvidence) -> list[str]:
     """What went wrong in the lab itself, from its own records: a server that could not start,
-    a receiver that died without an injected crash, a proxy that failed or lost its upstream."""
+    a server that died without an injected crash, a proxy that failed or lost its upstream."""
     out = []
     for n in sorted(ev.invocations):
         inv = ev.invocations[n]

@@ -1,4 +1,4 @@
-"""Risk findings: what the kernel saw a graded client do that a backup client has no need to.
+"""Risk findings: what the kernel saw a graded client do that a client of a task has no need to.
 
 Reported with a severity, never as pass/fail: a finding is a question for the reviewer, not a
 verdict. Relative and *at() paths are resolved against where the process was (its launch
@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from sessions.judging.views import given_ports, is_given
+from sessions.judging.views import endpoint_name, given_ports, is_given
 from sessions.stream.events import ClientLaunched, FileObserved, ProcessObserved
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
@@ -22,7 +22,7 @@ SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/etc/", "/proc/self/", "/proc/t
                    "/proc/stat", "/sys/fs/cgroup/")
 HARMLESS_DEVICES = {"/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/tty",
                     "/dev/full"}
-# Secrets a backup client has no reason to read, wherever they are (checked before any
+# Secrets a task's client has no reason to read, wherever they are (checked before any
 # exemption: a script in a home directory does not make that home's keys its own).
 SENSITIVE_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers")
 SENSITIVE_PARTS = ("/.ssh/", "/.gnupg/", "/.aws/", "/.netrc", "/.docker/config.json",
@@ -179,7 +179,8 @@ def _file_finding(f, path, raw, dfd, cwd, source, own) -> tuple[str, str, str] |
     return None
 
 
-def _connect_findings(inv: InvocationEvidence, ports: set[int | None]) -> list[Finding]:
+def _connect_findings(inv: InvocationEvidence, ports: set[int | None],
+                      endpoint: str) -> list[Finding]:
     out = []
     for c in inv.connects:
         if is_given(c.address, c.port, ports):
@@ -187,7 +188,7 @@ def _connect_findings(inv: InvocationEvidence, ports: set[int | None]) -> list[F
         where = f"{c.address}:{c.port}" if c.address else c.family
         out.append(Finding(inv.n, "low" if c.family == "AF_UNIX" else "medium",
                            "other-connection", f"pid {c.pid} connected to {where} "
-                           f"(result {c.result}), not the receiver", (c.seq,)))
+                           f"(result {c.result}), not the {endpoint}", (c.seq,)))
     return out
 
 
@@ -222,7 +223,7 @@ def findings(ev: ScenarioEvidence) -> list[Finding]:
             continue
         ports = given_ports(ev, inv)
         out += (_exec_findings(inv) + _file_findings(inv, launched)
-                + _connect_findings(inv, ports))
+                + _connect_findings(inv, ports, endpoint_name(ev)))
     return _merge(out)
 
 

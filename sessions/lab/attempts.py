@@ -32,7 +32,7 @@ class AttemptPiece:
     scenario: str
     node: str
     lines: tuple[str, ...]          # the attempt's events, codec JSON lines
-    files: dict[str, bytes]         # evidence files by name: <scenario>.pcap, .receiver.jsonl
+    files: dict[str, bytes]         # evidence files by name: <scenario>.pcap, .SERVER.jsonl
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,8 @@ from sessions.spec.scenario import Scenario
 from sessions.stream.events import BoundaryObserved, EgressSummary, Event, SandboxSet
 
 HOST = "127.0.0.1"
-NETWORK = ("a network namespace of its own per attempt, loopback only: the receiver (or the "
-           "fault proxy in front of it) and the decoy, nothing of the host, other labs or the "
-           "internet")
+NETWORK = ("a network namespace of its own per attempt, loopback only: the task's servers (a "
+           "fault proxy in front of one), nothing of the host, other labs or the internet")
 
 
 class BoundaryError(Exception):
@@ -128,7 +127,7 @@ class Boundary:
               behind: int | None = None) -> list[str]:
         """A fresh cgroup (limits, accounting, egress hooks), the attempt's network and the
         sandbox around the client: the argv that launches it inside all three. behind: the
-        receiver's own port while a fault proxy (at `port`) stands in front of it, refused to
+        endpoint's own port while a fault proxy (at `port`) stands in front of it, refused to
         the client."""
         lim = self.options.limits
         launch = argv

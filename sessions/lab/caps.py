@@ -1,5 +1,5 @@
 """How much of one invocation's evidence evlab keeps: past these caps what a client floods (the
-receiver's, the proxy's or the decoy's records; captured segments) is counted, not kept, so
+task's servers' or the proxy's records; captured segments) is counted, not kept, so
 evlab's memory and time stay bounded whatever the client sends. What was dropped is on record
 (a harness `evidence_capped` record), and the judge holds it against the client: a clause cannot
 pass on evidence the client swamped (docs/grading.md, "A judge the client cannot swamp").

@@ -1,10 +1,9 @@
 """The harness's cleanup census of a grading attempt's invocation, returned as one evidence
 event: once an invocation has exited, which processes of its tree still run (the kernel's view
 when BCC tracks the tree, else a scan of its session), what they listen on, what files it left
-in its working directory and in the servers' state (the task's residue_dir: backup's store).
-Leftover processes are then killed: nothing the client started outlives the attempt. (The
-task's own lifecycle checks, backup's durability and restore, are its program: task.toml
-[lifecycle].)"""
+in its working directory and in the servers' state (the task's residue_dir). Leftover processes
+are then killed: nothing the client started outlives the attempt. (The task's own lifecycle
+checks are its program: task.toml [lifecycle].)"""
 
 import contextlib
 import os

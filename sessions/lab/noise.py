@@ -3,7 +3,7 @@
 An instrument that only works on a quiet machine is not evidence, so a session can run this
 next to the client. Each kind runs in the background and counts what it really did:
 
-- ``traffic``: unrelated loopback TCP. Two sinks on 127.0.0.1 (one at receiver_port+1 when that
+- ``traffic``: unrelated loopback TCP. Two sinks on 127.0.0.1 (one at endpoint_port+1 when that
   port is free, else an OS-chosen port; the other OS-chosen) read and discard whatever arrives. A
   talker connects to them in turn, ~50 connections/s in all, sending 1-8 KiB each (~225 KiB/s).
   One helper process.
@@ -22,11 +22,11 @@ received and sent; connections, connect errors), ``noise-churn.json`` (files cre
 fsync'd, bytes written) and ``noise-twin.json`` (runs per target port, start errors), each
 rewritten atomically as it goes; the spinners' CPU time is read from outside (psutil).
 
-Nothing here ever connects to receiver_port. Every process runs in its own session (so its
+Nothing here ever connects to endpoint_port. Every process runs in its own session (so its
 process group can be SIGKILLed as a whole); the Python helpers also exit on their own once the
 process that started them is gone. Usage::
 
-    with Noise(workdir, receiver_port, client) as noise:   # start() ... stop()
+    with Noise(workdir, endpoint_port, client) as noise:   # start() ... stop()
         ...
         noise.pids()   # the noise processes running now, by role
 """
@@ -60,17 +60,17 @@ CPU_SPINNERS = 2
 class Noise:
     """Background noise of the given kinds; see the module docstring."""
 
-    def __init__(self, workdir: Path, receiver_port: int, client: Path, kinds=KINDS,
+    def __init__(self, workdir: Path, endpoint_port: int, client: Path, kinds=KINDS,
                  network: Network | None = None):
         unknown = set(kinds) - set(KINDS)
         if unknown:
             raise ValueError(f"unknown noise kinds: {sorted(unknown)}")
         self.workdir = Path(workdir)
-        self.receiver_port = receiver_port
+        self.endpoint_port = endpoint_port
         self.client = Path(client)
         self.kinds = tuple(kinds)
         self.network = network or HostNetwork()   # the lab's: its sinks, helpers and twins
-        self.sinks: dict[int, str] = {}   # port -> "receiver_port+1" or "os-chosen"
+        self.sinks: dict[int, str] = {}   # port -> "endpoint_port+1" or "os-chosen"
         self.twin_path = self.workdir / "twin" / self.client.name
         self.twin_input = self.workdir / "twin" / "input.bin"
         self._helpers: dict[str, subprocess.Popen] = {}
@@ -136,15 +136,15 @@ class Noise:
     # --- traffic ----------------------------------------------------------------------
     def _start_traffic(self) -> None:
         # The parent binds the sinks and hands the sockets over, so their ports are known
-        # (and can be checked against receiver_port) before the helper has even started.
-        adjacent = self.receiver_port + 1
+        # (and can be checked against endpoint_port) before the helper has even started.
+        adjacent = self.endpoint_port + 1
         listen = functools.partial(self.network.run, _listen)
         first = listen(adjacent) if adjacent <= 65535 else None
-        listeners: list[tuple[socket.socket, str]] = [(first, "receiver_port+1")] if first else []
+        listeners: list[tuple[socket.socket, str]] = [(first, "endpoint_port+1")] if first else []
         while len(listeners) < 2:
             sock = listen(0)
             assert sock is not None   # port 0: a failure raises, it never returns None
-            if sock.getsockname()[1] == self.receiver_port:  # free only if the receiver is not up
+            if sock.getsockname()[1] == self.endpoint_port:  # free only if the endpoint is not up
                 sock.close()
                 continue
             listeners.append((sock, "os-chosen"))
@@ -163,7 +163,7 @@ class Noise:
         shutil.copy2(self.client, self.twin_path)
         self.twin_input.write_bytes(os.urandom(TWIN_INPUT_BYTES))
         targets = [*self.sinks, self.network.run(_closed_port,
-                                                 {self.receiver_port, *self.sinks})]
+                                                 {self.endpoint_port, *self.sinks})]
         self._twin_thread = threading.Thread(target=self._run_twins, args=(targets,),
                                              name="noise-twin", daemon=True)
         self._twin_thread.start()

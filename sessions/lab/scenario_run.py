@@ -1,10 +1,10 @@
 """One scenario's run, from set-up to teardown, and everything it has running meanwhile.
 
 A network of its own (probes/boundary/netns.py), in it the task's inputs and a fresh state for
-its servers (sessions/lab/servers.py: for backup a receiver and a decoy, and a wire-fault proxy
-when armed), a packet capture on their ports, ambient noise if asked; the task's verifier, then
-each invocation against the same servers, each followed by the verifier; for a grading attempt
-the task's lifecycle check (backup: durability, restore); then teardown in `finally`, so an
+its servers (sessions/lab/servers.py: the task's, and a wire-fault proxy when armed), a packet
+capture on their ports, ambient noise if asked; the task's verifier, then each invocation
+against the same servers, each followed by the verifier; for a grading attempt the task's
+lifecycle checks; then teardown in `finally`, so an
 exception, Ctrl-C or SIGTERM leaves no process, port, cgroup, network, mount or temp directory.
 
     ScenarioRun(parts, invocations, scenario).run()
@@ -138,7 +138,7 @@ class ScenarioRun:
         self._phase("judging")
 
     def _attempt_blocked(self, why: str) -> None:
-        """A server of the attempt (receiver, decoy, wire proxy) could not start: recorded as
+        """A server of the attempt (the task's, a wire proxy) could not start: recorded as
         harness evidence and judged (an invalid attempt), so a replay re-derives it."""
         if not self.started:
             self._publish_started()
@@ -287,7 +287,7 @@ class ScenarioRun:
                 {"exit_status": status, "port": port}))
 
     def _settle(self, inv: Invocation) -> None:
-        """Let the receiver finish with the client's connections so records land in invocation
+        """Let the endpoint finish with the client's connections so records land in invocation
         n, and the capture read their last segments: waits on records and the capture, not on
         a fixed time (SETTLE_S bounds it for a connection the client left open)."""
         deadline = time.monotonic() + SETTLE_S
@@ -303,7 +303,7 @@ class ScenarioRun:
 
     def _lifecycle(self) -> None:
         """After the invocations: SIGKILL the endpoint and start it again on its state, then
-        the task's lifecycle check in the lab's network (backup: durability, then restore)."""
+        the task's lifecycle checks in the lab's network."""
         servers = self.servers
         assert servers is not None
         self._phase("durability")

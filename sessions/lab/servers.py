@@ -3,7 +3,7 @@ started before the first invocation, their records tailed by name, faults armed 
 and healed, a server that died (an injected crash) started again on its state and port, all
 stopped side by side at teardown, also on errors.
 
-Faults: a server with `faults = true` reads the invocation's receiver faults from its fault file
+Faults: a server with `faults = true` reads the invocation's server faults from its fault file
 (read when a transfer starts); wire faults get a fault proxy in front of it for that invocation,
 and the client is given the proxy's port.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from fixture.harness import Server, start_proxy, start_server, stop_all
 from fixture.spawner import Spawner
 from probes.tail import LineTail
-from sessions.spec.faults import ONE_SHOT, RECEIVER_KINDS, WIRE_KINDS, for_invocation
+from sessions.spec.faults import ONE_SHOT, SERVER_KINDS, WIRE_KINDS, for_invocation
 from sessions.spec.task import Program, ServerSpec, Task
 from sessions.spec.template import expand
 
@@ -94,7 +94,7 @@ class LabServers:
     def arm(self, n: int) -> None:
         """Arm invocation n's faults (a wire fault's proxy tailed as `proxy`)."""
         self._write([{**f, "digest": self.digest} if self.digest else f
-                     for f in for_invocation(self.faults, n, RECEIVER_KINDS)])
+                     for f in for_invocation(self.faults, n, SERVER_KINDS)])
         wire = for_invocation(self.faults, n, WIRE_KINDS)
         target = self._faulted()
         if not wire or target is None:

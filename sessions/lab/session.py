@@ -63,9 +63,9 @@ class Options:
     functions: tuple[str, ...] = ()   # client functions counted besides the task's own
     noise: tuple[str, ...] = ()  # ambient noise for every scenario (sessions/lab/noise.py kinds)
     sandbox: str = "auto"        # auto (when it can be built), required, off (--no-sandbox)
-    deny_egress: bool = False    # refuse every destination but the receiver (EPERM)
+    deny_egress: bool = False    # refuse every destination but the endpoint (EPERM)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
-    task: str = ""               # the task's id or folder ("": the default task, backup)
+    task: str = ""               # the task's id or folder ("": the default task)
 
 
 def end_reason(error: BaseException | None) -> str:

@@ -1,7 +1,7 @@
 """The session archive (.tar.gz): the whole event stream and everything needed to re-judge it.
 
 Members: manifest.json, events.jsonl, verdicts.json, report.md, verifier.jsonl,
-pcap/<scenario>.pcap, records/<scenario>.{receiver,decoy}.jsonl, scenarios/<scenario>.toml,
+pcap/<scenario>.pcap, records/<scenario>.<server>.jsonl, scenarios/<scenario>.toml,
 tasks/<sha256>/contract.toml (the contract of each task judged, by its folder's digest: a
 replay re-judges by it, wherever the task's folder is now).
 

@@ -16,7 +16,7 @@ from sessions.stream.evidence import (
     sequence_bytes,
 )
 
-SCHEMA_VERSION = 2   # 2: servers by name (was: receiver), no hash_file_calls
+SCHEMA_VERSION = 2   # 2: each server's records by name; docs/json-schema.md
 
 
 def _kernel(inv: InvocationEvidence) -> dict:
@@ -182,7 +182,7 @@ def build(book: EvidenceBook, grade: ClientGrade | None = None,
             "graded": checks.count("graded"),
             "incomplete": checks.count("incomplete"),
             "note": "exit status 0 means the instrument judged every scenario as it declared "
-                    "(all detected), not that every backup was correct",
+                    "(all detected), not that every client did right",
         },
         "scenarios": scenarios,
         "grade": grade.to_json() if grade is not None else None,

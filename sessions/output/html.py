@@ -115,7 +115,7 @@ def _facts(doc: dict, campaign: bool) -> str:
         facts.append(("client confinement",
                       (box["summary"] if box["enabled"] else f"NOT SANDBOXED — {box['summary']}")
                       + f"; cgroups {box['cgroups']}"
-                      + ("; egress denied beyond the receiver" if box["deny_egress"] else "")))
+                      + ("; egress denied beyond the endpoint" if box["deny_egress"] else "")))
         if not box["enabled"]:
             warn.add("client confinement")
         if box.get("network"):   # absent in an archive from before lab networks

@@ -37,7 +37,7 @@ def markdown(book: EvidenceBook, grade: ClientGrade | None = None,
     if box is not None:
         confined = box["summary"] if box["enabled"] else f"**NOT SANDBOXED** — {box['summary']}"
         out.append(f"- client confinement: {confined}; cgroups {box['cgroups']}"
-                   + ("; egress **denied** beyond the receiver" if box["deny_egress"] else ""))
+                   + ("; egress **denied** beyond the endpoint" if box["deny_egress"] else ""))
         if box.get("network"):   # absent in an archive from before lab networks
             network = (box["network"] if box["own_network"]
                        else f"**HOST NETWORK** — {box['network']}")
@@ -152,13 +152,13 @@ def fmt(value) -> str:
 
 
 def _timeline(book: EvidenceBook, scenario: str) -> list[str]:
-    lines, start = [], None
+    lines, start, decoys = [], None, set()
     for e in sorted(book.events, key=lambda e: e.seq):
         if getattr(e, "scenario", None) != scenario:
             continue
         if isinstance(e, ScenarioStarted):
-            start = e.t_ns
-        text = event_line(e) if in_timeline(e) else None
+            start, decoys = e.t_ns, {n for n, role in e.roles.items() if role == "decoy"}
+        text = event_line(e) if in_timeline(e, decoys) else None
         if text and start is not None:
             lines.append(f"{(e.t_ns - start) / 1e6:9.1f}  #{e.seq:<6} {text}")
     return lines

@@ -1,12 +1,12 @@
 """A timeline of one scenario or attempt, from its evidence book alone (so a replay, which builds
 the same book, draws the same picture): time across, one row per process of the client's tree,
-then the receiver (and the fault proxy and decoy when they recorded anything).
+then each of the task's servers and the fault proxy that recorded anything.
 
 Times are nanoseconds from the scenario's start (its ScenarioStarted). Everything drawn has a
 timestamp in the book; what has none is left out rather than placed by guess:
 - a process's life (`alive`) needs its start (fork, or its first exec) and its exit event;
-- a server connection (`upload`) needs both its opened and closed records (a receiver killed by
-  an injected crash never closes its connections);
+- a server connection (`connection`) needs both its opened and closed records (a server killed
+  by an injected crash never closes its connections);
 - `busy` stretches are not drawn: the book holds the longest on-CPU stretches' lengths per
   invocation (`busy_max_ns`, `busy_start_max_ns`), not when they ran, so they are given in the
   invocation's label;
@@ -31,7 +31,7 @@ from sessions.stream.evidence import EvidenceBook, InvocationEvidence, ScenarioE
 
 MARK_KINDS = ("exec", "exit", *RECORD_MARK_KINDS, "connect-endpoint", "connect-other", "claim",
               "invocation-start", "invocation-end")
-SPAN_KINDS = ("invocation", "alive", "busy", "upload")
+SPAN_KINDS = ("invocation", "alive", "busy", "connection")
 LABEL_MAX = 160   # characters of a label (a claim can be long)
 
 
@@ -219,7 +219,7 @@ def _busy(inv: InvocationEvidence) -> str:
 
 def _connects(b: _Builder, ev: ScenarioEvidence, inv: InvocationEvidence) -> None:
     """Every connect (the kernel's connect() events, and what the socket hooks saw that those
-    missed: datagrams, an io_uring connect), the receiver's in one kind, the rest in another."""
+    missed: datagrams, an io_uring connect), the endpoint's in one kind, the rest in another."""
     ports = given_ports(ev, inv)
 
     def row(pid: int) -> str:
@@ -253,7 +253,7 @@ EVLAB_MARKS = {"fault_fired": "fault"}   # the fault proxy's (and any server's t
 
 def _server(b: _Builder, server: str, records: list, marks: dict[str, str]) -> None:
     """A server's connections (opened..closed) and the marks its records make (the task's
-    [marks]: backup's uploads, commits and rejects; and a fault that fired)."""
+    [marks]; and a fault that fired)."""
     if not records:
         return
     b.rows.append(server)
@@ -264,36 +264,32 @@ def _server(b: _Builder, server: str, records: list, marks: dict[str, str]) -> N
             opened[conn] = (r.t_ns, [])   # a conn number again: the server was restarted
         elif r.event == "connection_closed" and conn in opened:
             start, did = opened.pop(conn)
-            b.span(start, r.t_ns, server, "upload",
+            b.span(start, r.t_ns, server, "connection",
                    f"{server} conn {conn}: {', '.join(did) or 'opened and closed'}; "
                    + _closed(r.fields))
-        elif conn in opened and r.event in ("check_request", "upload_started",
-                                            "restore_request"):
-            opened[conn][1].append(r.event.split("_")[0])
+        elif conn in opened and r.event.split("_")[0] not in opened[conn][1]:
+            opened[conn][1].append(r.event.split("_")[0])   # what it did: check, upload, ...
         if r.event in marks:
             b.mark(r.t_ns, server, marks[r.event], _record_label(server, r))
 
 
 def _closed(fields: dict) -> str:
-    if "payload_bytes" in fields:
-        return f"{fields['payload_bytes']:,} payload bytes"
-    if "bytes_up" in fields:
-        return (f"{fields['bytes_up']:,} bytes up, {fields.get('bytes_down', 0):,} down, "
-                f"ended {fields.get('end', '?')}")
-    return f"{fields.get('bytes', 0):,} bytes"
+    """A closed record's figures, as it names them: "524,288 payload bytes", "ended eof"."""
+    said = [f"{v:,} {k.replace('_', ' ')}" for k, v in fields.items()
+            if isinstance(v, int) and not isinstance(v, bool) and k not in ("conn", "peer_port")]
+    if isinstance(fields.get("end"), str):
+        said.append(f"ended {fields['end']}")
+    return ", ".join(said) or "no figures"
 
 
 def _record_label(server: str, r) -> str:
+    """A marked record in words: its event, its connection, its length and reason if any."""
     f, conn = r.fields, r.fields.get("conn", "?")
-    match r.event:
-        case "upload_started":
-            length = f.get("length")
-            return f"upload started (conn {conn}" + (
-                f", {length:,} bytes)" if isinstance(length, int) else ")")
-        case "committed":
-            return f"committed (conn {conn})"
-        case "rejected":
-            return f"rejected (conn {conn}): {f.get('reason', '?')}"
+    if r.event != "fault_fired":
+        length, reason = f.get("length"), f.get("reason")
+        return (f"{r.event.replace('_', ' ')} (conn {conn}"
+                + (f", {length:,} bytes)" if isinstance(length, int) else ")")
+                + (f": {reason}" if reason else ""))
     what = f.get("fault") or f.get("kind") or "?"
     where = f", {f['direction']}" if "direction" in f else ""
     return f"{server} fault fired: {what} ({f.get('id', '?')}{where}, conn {conn})"

@@ -1,8 +1,8 @@
 """An attempt's timeline (sessions/output/timeline.py) as inline SVG, for the HTML report.
 
 Time runs across, from the scenario's start (0) to its end; one row per process of the client's
-tree and one for the receiver. Spans are bars (an invocation's band, a process alive, a busy
-stretch on the CPU, an upload); marks are shapes, each kind its own shape and colour (never
+tree and one per server. Spans are bars (an invocation's band, a process alive, a busy stretch
+on the CPU, a server's connection); marks are shapes, each kind its own shape and colour (never
 colour alone: an endpoint connect is a blue circle, any other connect a magenta diamond). Every
 mark and span carries a <title> (a tooltip: its time and label); labels and row names are client
 text, escaped (sessions/output/escape.py). Nothing is fetched: no fonts, no images, no links.
@@ -28,7 +28,7 @@ SPANS = {
     "invocation": ("#eaeef2", 1.0, "invocation"),
     "alive": ("#8c959f", 0.22, "process alive"),
     "busy": ("#fb8500", 0.5, "busy on the CPU"),
-    "upload": ("#54aeff", 0.5, "upload"),
+    "connection": ("#54aeff", 0.5, "server connection"),
 }
 # kind -> (shape, colour, what the legend calls it)
 MARKS = {
@@ -38,7 +38,7 @@ MARKS = {
     "exit": ("square", "#24292f", "exit"),
     "connect-endpoint": ("circle", "#0969da", "connect to the endpoint"),
     "connect-other": ("diamond", "#bf3989", "connect elsewhere"),
-    "upload-start": ("triangle", "#0550ae", "upload starts"),
+    "start": ("triangle", "#0550ae", "transfer starts"),
     "commit": ("diamond", "#1a7f37", "commit"),
     "reject": ("cross", "#cf222e", "reject"),
     "fault": ("star", "#e36209", "fault fired"),

@@ -3,6 +3,7 @@ headless progress lines and the dashboard alike. Pass/fail is never shown by col
 status has a symbol and a word."""
 
 import json
+from collections.abc import Collection
 
 from sessions.judging.metrics import Metrics, OverallMetrics
 from sessions.output.escape import visible
@@ -50,9 +51,10 @@ def status_text(status: str) -> str:
     return " ".join(STATUS[status]) if status in STATUS else status
 
 
-# the receiver's records worth a line in a timeline (the rest are in the archive)
-TIMELINE_RECORDS = {"upload_started", "committed", "rejected", "fault_fired", "check_answer",
-                    "receiver_restarted", "fault_armed"}
+# a server's bookkeeping, left out of a report's timeline (in the archive): a connection's
+# ends, its progress, a request (its answer says what came of it)
+ROUTINE_RECORDS = {"connection_opened", "connection_closed", "listening", "stopped",
+                   "bytes_received", "payload_progress", "upstream_connected", "source_upload"}
 FAULT_FIELDS = ("id", "fault", "kind", "direction", "payload_bytes", "at_byte", "phase", "ms",
                 "rate")
 # a server record's fields worth a place on its line
@@ -102,12 +104,14 @@ def _event_line(e: Event) -> str | None:
     return None
 
 
-def in_timeline(e: Event) -> bool:
-    """Whether the report's timeline shows the event: what happened, not every packet."""
+def in_timeline(e: Event, decoys: Collection[str] = ()) -> bool:
+    """Whether the report's timeline shows the event: what happened, not every packet or a
+    server's bookkeeping (but every record of a decoy, which nothing should contact)."""
     if isinstance(e, PacketSeen | ProcessObserved):
         return False
     if isinstance(e, ServerRecord):
-        return e.server == "decoy" or e.event in TIMELINE_RECORDS
+        return e.server in decoys or not (e.event in ROUTINE_RECORDS
+                                          or e.event.endswith("_request"))
     return True
 
 

@@ -1,9 +1,10 @@
 """A campaign file: several clients graded on the same scenarios, compared in one leaderboard.
 
     [campaign]
-    name = "backup-clients"
+    name = "my-clients"
     scenarios = ["normal", "interrupted"]   # grade scenario ids or scenario .toml files
-    task = "backup"                         # a built-in task's id or a task folder (default)
+    task = "tasks/kv"                       # a built-in task's id or a task folder (default:
+                                            # the default task)
     attempts = 3                            # per client and scenario
     retries = 2                             # runs of an attempt the engine lost, again
     noise = ["cpu"]                         # optional ambient noise (or "all")
@@ -78,7 +79,7 @@ class Campaign:
     retries: int
     noise: tuple[str, ...]
     sandbox: dict                   # a grade file's [sandbox]
-    task: str = ""                  # every client's task: a built-in id or a folder ("": backup)
+    task: str = ""                  # every client's task: a built-in id or a folder ("": default)
 
     @property
     def size(self) -> int:

@@ -4,7 +4,7 @@
     attempts = spec.attempt_scenarios(load_suite("grade", spec.task_of()))
 
 The command is split like a shell would (shlex) but never run by one. Its placeholders are its
-task's (for backup `{host}`, `{port}`, `{source}` and `{decoy_port}`), filled by evlab per
+task's ([client.placeholders] in its task.toml), filled by evlab per
 invocation. The executable is resolved (PATH for a bare name) and its sha256 recorded; other
 arguments naming existing files (a script) are made absolute — the client runs in its own empty
 directory — and their sha256 recorded too. The client gets exactly the environment below plus
@@ -18,7 +18,7 @@ TOML form (relative paths are relative to the file):
     [client.env]
     LOG_LEVEL = "debug"
     [grade]
-    task = "backup"                # a built-in task's id or a task folder (default: backup)
+    task = "tasks/kv"              # a built-in task's id or a task folder (default: the default)
     attempts = 3
     scenarios = ["normal", "interrupted", "mismatch", "stale"]
     [sandbox]                      # optional; command-line flags win

@@ -35,7 +35,8 @@ class Vocabulary:
 @dataclass(frozen=True)
 class Thresholds:
     """What the library's predicates read. A contract may leave out those its clauses do not
-    need: each then has the value below, backup's (where its measurement is written)."""
+    need: each then has the value below, the first task's (fixture/backup/contract.toml says
+    where each was measured)."""
 
     max_transfer_attempts: int = 3
     unchanged_wire_bytes_max: int = 1024

@@ -1,19 +1,19 @@
 """Faults declared in scenario files: checked, given ids, and split by where they are injected.
 
     [[faults]]
-    kind = "drop"          # receiver: drop, stall, disk-full, reject, crash
+    kind = "drop"          # the server's own: drop, stall, disk-full, reject, crash
     invocation = 1         # wire (through evlab's loopback proxy): reset, corrupt, latency,
     after_bytes = 65536    #   bandwidth, blackhole — each with direction = "up" | "down"
 
 Triggers: a byte offset (after_bytes, at_byte), a commit phase (crash), or a time into the
-upload (after_ms, for drop, stall and disk-full).
+transfer (after_ms, for drop, stall and disk-full).
 
 Several faults may be declared; each fires at most once (latency and bandwidth act on every
 chunk and count as fired when they first act). An armed fault that never fires makes the
 attempt invalid, never a pass.
 
 The kinds and every parameter's type and bounds are the fixture's (fixture/faults.py): what a
-scenario file may declare is exactly what the receiver and the proxy accept.
+scenario file may declare is exactly what a task's server (`faults = true`) and the proxy accept.
 """
 
 from fixture.faults import (
@@ -23,7 +23,7 @@ from fixture.faults import (
     INTERRUPTIONS,
     ONE_SHOT,
     PHASES,
-    RECEIVER_KINDS,
+    SERVER_KINDS,
     TRIGGERED,
     TRIGGERS,
     WIRE_KINDS,
@@ -34,7 +34,7 @@ from fixture.faults import (
 # Re-exported for the judge, the injector and fault_chance: judging reaches the fixture's
 # vocabulary only through the spec (an import-linter contract).
 __all__ = ["BURST_S", "CONTINUOUS", "HEADER_MAX", "INTERRUPTIONS", "ONE_SHOT", "PHASES",
-           "RECEIVER_KINDS", "TRIGGERED", "TRIGGERS", "WIRE_KINDS", "FaultSpecError", "armed",
+           "SERVER_KINDS", "TRIGGERED", "TRIGGERS", "WIRE_KINDS", "FaultSpecError", "armed",
            "for_invocation", "parse_faults"]
 
 

@@ -39,7 +39,7 @@ class Scenario:
     expect_pass: tuple[str, ...] = ()
     expect_invalid: bool = False    # e.g. a fault that cannot fire: the attempt must be invalid
     store: str = "empty"            # the receiver's store at the start: empty, or stale
-    deny_egress: bool = False       # refuse every destination but the receiver (EPERM)
+    deny_egress: bool = False       # refuse every destination but the endpoint (EPERM)
     order: int = 100
     file: Path | None = None
     # Grading (`evlab grade`): attempt k of grade scenario `base`, run from fresh state with the

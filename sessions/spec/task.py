@@ -1,8 +1,8 @@
 """A task is a folder: its task.toml names the contract, the suites of scenarios, the client's
 command-line placeholders and the documents a client is written from (docs/tasks.md).
 
-    task = load_task()                 # the default task, backup (fixture/backup/)
-    task = load_task("backup")         # a built-in task by its id (fixture/<id>/task.toml)
+    task = load_task()                 # the default task (DEFAULT_TASK)
+    task = load_task(DEFAULT_TASK)     # a built-in task by its id (fixture/<id>/task.toml)
     task = load_task("path/to/task")   # a folder of your own (or its task.toml)
 
 A malformed folder is a TaskError: one line naming the file, the key and what was expected.
@@ -36,7 +36,7 @@ from sessions.spec.task_lab import (
 from sessions.stream.events import ScenarioStarted, SessionStarted
 
 TASKS_DIR = Path(__file__).resolve().parent.parent.parent / "fixture"
-DEFAULT_TASK = "backup"
+DEFAULT_TASK = "backup"   # evlab's first task: what a command or an archive naming none means
 TASK_FILE = "task.toml"
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 SUITE_NAMES = ("seeded", "faults", "grade")   # grade: what `evlab grade` runs a client through
@@ -155,7 +155,7 @@ def task_of_record(task_id: str, sha256: str) -> Task:
 
 def display_of(started: ScenarioStarted) -> dict:
     """How a scenario's evidence is shown (Task.display), as its record says; a record from
-    before tasks said so shows backup's (it ran backup)."""
+    before tasks said so shows the default task's (the one it ran)."""
     return started.display or load_task(DEFAULT_TASK).display()
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from sessions.spec.task_lab import ServerSpec, TaskError
 
 # What a server's record may mark on the timeline (sessions/output/timeline.py draws them)
-RECORD_MARK_KINDS = ("upload-start", "commit", "reject", "fault")
+RECORD_MARK_KINDS = ("start", "commit", "reject", "fault")
 _EVENT = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _FIGURE_KEYS = {"label", "counter", "function", "records", "sum"}
 

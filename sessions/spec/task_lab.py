@@ -44,7 +44,7 @@ class ServerSpec:
     program: Program
     role: str          # endpoint, decoy or internal
     restart: bool      # started again on its state and port when it dies
-    faults: bool       # reads receiver faults from {faults}; wire faults through a proxy
+    faults: bool       # reads server faults from {faults}; wire faults through a proxy
 
 
 @dataclass(frozen=True)

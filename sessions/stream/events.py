@@ -35,7 +35,7 @@ class SessionStarted(Event):
                                     # relative to the reference machine's (>= 1: the CPU
                                     # allowances scale by it; probes/pace.py)
     # The task judged (its folder: fixture/<id>/ or a user's), and its contract's clauses in
-    # order. Empty in archives recorded before tasks were folders: those judged backup.
+    # order. Empty in archives recorded before tasks were folders: those judged the default task.
     task_id: str = ""
     task_version: str = ""
     task_sha256: str = ""
@@ -196,7 +196,7 @@ class CleanupObserved(Event):
     leftover: tuple[str, ...]       # "pid command" of processes of its tree still running
     listening: tuple[str, ...]      # "address:port (pid)" sockets those processes listen on
     cwd_files: tuple[str, ...]      # files left in its working directory
-    store_files: tuple[str, ...]    # files in the receiver's store besides the saved backup
+    store_files: tuple[str, ...]    # files in the servers' state (residue_dir) beyond residue_keep
     kernel_view: bool               # leftovers seen by the kernel (else: session scan only)
     left_at_exit: tuple[str, ...] = ()  # "pid comm" still running when the launched process
                                         # ended (the sandbox's pid namespace then killed them)
@@ -334,7 +334,7 @@ class VerifierResult(Event):
     fields: dict = field(default_factory=dict)
 
     @property
-    def described(self) -> str:   # what it found, in one line (an old archive's: backup's)
+    def described(self) -> str:   # what it found, in one line (compatibility: an old archive's)
         if self.detail or not self.saved:
             return self.detail or "the store holds no backup"
         if not self.match:

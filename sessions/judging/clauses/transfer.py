@@ -1,6 +1,6 @@
 """Clauses about the transfers themselves, judged from the endpoint's records (by the names of
-the contract's vocabulary) and the wire: unchanged-no-upload (no transfer on an unchanged
-re-run) and bounded-recovery (a transfer completes within N attempts after a fault)."""
+the contract's vocabulary) and the wire: unchanged-no-transfer (none on an unchanged re-run)
+and bounded-recovery (a transfer completes within N attempts after a fault)."""
 
 from sessions.judging.fault_chance import could_fire, fired_records, source_digest
 from sessions.judging.judgement import NA, PASS, Judgement, failed, seqs, unknown
@@ -19,13 +19,13 @@ def unchanged_no_transfer(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         return Judgement(NA, f"the {endpoint} did not hold the source's content before "
                              f"invocation 2, so an {w.transfer} there was legitimate",
                          (first.verifier.seq,))
-    uploads = second.endpoint_events(w.started)
+    attempts = second.endpoint_events(w.started)
     closed = second.endpoint_events(w.closed)
     consumed = consumed_bytes(second, w)
     wire = second.wire_bytes_to(ev.started.endpoint_port) if second.packet_stats else None
-    evidence = seqs([first.verifier], uploads, closed, [second.packet_stats])
-    if uploads or consumed:
-        return failed(f"invocation 2 started {len(uploads)} {w.transfer}(s) and the {endpoint} "
+    evidence = seqs([first.verifier], attempts, closed, [second.packet_stats])
+    if attempts or consumed:
+        return failed(f"invocation 2 started {len(attempts)} {w.transfer}(s) and the {endpoint} "
                       f"consumed {consumed:,} payload bytes although it held the content"
                       + (f"; the wire carried {wire:,} bytes to it" if wire is not None else ""),
                       evidence)
@@ -72,17 +72,17 @@ def _recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
             return unknown(f"the interruption armed for invocation {n} never fired: this "
                            "attempt is invalid", failure_class="harness")
         w, most = t.names, t.max_transfer_attempts
-        uploads = inv.endpoint_events(w.started)
+        attempts = inv.endpoint_events(w.started)
         commits = [c for c in inv.endpoint_events(w.committed) if c.t_ns > fired[0].t_ns]
-        evidence += seqs(fired, uploads, commits)
+        evidence += seqs(fired, attempts, commits)
         what = fired[0].fields.get("fault", fired[0].fields.get("kind"))
-        if not commits or len(uploads) > most:
+        if not commits or len(attempts) > most:
             return failed(f"invocation {n}: after the injected {what}, "
-                          + (f"{w.committed} only after {len(uploads)} {w.transfer} attempts"
-                             if commits else f"no commit after {len(uploads)} "
+                          + (f"{w.committed} only after {len(attempts)} {w.transfer} attempts"
+                             if commits else f"no commit after {len(attempts)} "
                              f"{w.transfer} attempts"), evidence)
         notes.append(f"invocation {n}: {what} injected, {w.committed} on {w.transfer} attempt "
-                     f"{len(uploads)} of at most {most}")
+                     f"{len(attempts)} of at most {most}")
         recovered += 1
     return Judgement(PASS if recovered else NA, "; ".join(notes), tuple(evidence))
 
@@ -93,19 +93,19 @@ def _spoiled(ev: ScenarioEvidence, w: Vocabulary) -> Judgement | None:
     transfer sent first looks like a recovery (the fault strikes it, the next one commits); here
     is where such a client fails, in every scenario it plays that trick without a fault."""
     for inv in ev.invocations.values():
-        uploads = inv.endpoint_events(w.started)
+        attempts = inv.endpoint_events(w.started)
         committed = {r.fields.get("conn") for r in inv.endpoint_events(w.committed)}
-        failed_uploads = [u for u in uploads if u.fields.get("conn") not in committed]
+        given_up = [u for u in attempts if u.fields.get("conn") not in committed]
         fired = fired_records(inv)
         struck = {r.fields.get("id") for r in fired
                   if r.fields.get("fault", r.fields.get("kind")) not in CONTINUOUS}
-        if len(failed_uploads) > len(struck):
+        if len(given_up) > len(struck):
             ends = {r.fields.get("conn"): r.fields.get("reason") for r in inv.endpoint
                     if r.event == w.refused}
             how = ", ".join(f"{ends.get(u.fields.get('conn')) or 'abandoned'}"
-                            for u in failed_uploads)
-            return failed(f"invocation {inv.n}: {len(failed_uploads)} {w.transfer}(s) ended "
+                            for u in given_up)
+            return failed(f"invocation {inv.n}: {len(given_up)} {w.transfer}(s) ended "
                           f"without a commit ({how}) and {len(struck)} fault(s) struck one: an "
                           f"{w.transfer} given up or spoiled with no fault to recover from",
-                          seqs(uploads, fired))
+                          seqs(attempts, fired))
     return None

@@ -16,9 +16,9 @@ def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         why = blind(ev, inv, t.names)
         if why:
             return unknown(why, seqs([inv.final]))
-        uploads = inv.endpoint_events(w.started)
+        transfers = inv.endpoint_events(w.started)
         entries = inv.final.functions.get(w.digest_function) if inv.final else None
-        evidence += seqs([inv.final], uploads)
+        evidence += seqs([inv.final], transfers)
         if entries is not None and entries > t.hash_passes_allowed:
             return failed(f"invocation {inv.n}: {w.digest_function} entered {entries} times "
                           f"(at most {t.hash_passes_allowed})", evidence)
@@ -28,8 +28,8 @@ def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         source, own, how = reads
         if entries is None and source is None:
             continue
-        allowed = size * (t.hash_passes_allowed + len(uploads))
-        allowance = (f"{t.hash_passes_allowed} pass + {len(uploads)} {w.transfer}(s)")
+        allowed = size * (t.hash_passes_allowed + len(transfers))
+        allowance = (f"{t.hash_passes_allowed} pass + {len(transfers)} {w.transfer}(s)")
         if source is not None and source > allowed:
             also = (f", and read back {own:,} bytes from places of its own" if own and
                     own > t.relay_slack_bytes else "")
