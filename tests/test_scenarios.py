@@ -1,6 +1,7 @@
 """Scenario files: the seeded ones load; a malformed one names the file, the key and what was
 expected."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from sessions.spec.scenario import (
     select,
     suite_dir,
 )
+from sessions.spec.task import load_task
 
 SEEDED_FAILURES = {
     "baseline": (), "retry": (), "false-success": ("integrity", "honest-outcome"),
@@ -79,6 +81,10 @@ def test_argv_fills_placeholders(tmp_path):
      'ms = 5\nat_byte = 3\n', "faults[0].at_byte", "one of direction"),
     ('[client]\nbehaviour = "baseline"\n[noise]\nkinds = ["earthquake"]\n', "noise.kinds",
      "a list from traffic"),
+    ('[client]\nbehaviour = "baseline"\n[environment]\nstate = "sunny"\n', "environment.state",
+     '"fresh" or "stale"'),
+    ('[client]\nbehaviour = "baseline"\n[environment]\nstore = "full"\n', "environment.store",
+     '"fresh" or "stale"'),
     ('client = "baseline"\n', "client", "a table"),
     ('[client\n', "(syntax)", "valid TOML"),
     ('id = "Bad Id"\n[client]\nbehaviour = "baseline"\n', "id", "lowercase"),
@@ -197,3 +203,27 @@ def test_any_grade_file_is_a_spec_or_one_client_spec_error(tmp_path_factory, tab
         from_file(path)
     except ClientSpecError as e:
         assert "\n" not in str(e)
+
+
+def test_a_state_is_the_tasks_and_the_old_store_key_still_names_it(tmp_path):
+    """environment.state names one of the task's [states] (backup's stale); `store`, its name
+    in scenario files from before tasks were folders, reads the same ("empty": fresh)."""
+    client = '[client]\nbehaviour = "baseline"\n'
+    assert parse(client + '[environment]\nstate = "stale"\n', tmp_path / "a.toml").state == "stale"
+    assert parse(client + '[environment]\nstore = "stale"\n', tmp_path / "b.toml").state == "stale"
+    assert parse(client + '[environment]\nstore = "empty"\n', tmp_path / "c.toml").state == ""
+    assert parse(client, tmp_path / "d.toml").state == ""
+
+
+def test_a_behaviour_is_a_build_of_the_tasks_reference_client(tmp_path):
+    """client.behaviour runs the task's [client] reference with that name; a task without one
+    has no behaviours to name."""
+    assert parse('[client]\nbehaviour = "retry"\n', tmp_path / "a.toml").client \
+        == client_path("retry").resolve()
+    folder = tmp_path / "task"
+    shutil.copytree(load_task().folder, folder)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace('reference = "../build/client-{behaviour}"\n', ""))
+    with pytest.raises(ScenarioError, match="client.behaviour: expected a client.path: the "
+                                            "task has no reference client"):
+        parse('[client]\nbehaviour = "retry"\n', tmp_path / "b.toml", load_task(folder))

@@ -71,6 +71,10 @@ def _lifecycle_gate(name: str):
     return gate
 
 
+# The gates that read a check of the task's lifecycle program by their name
+LIFECYCLE_GATES = ("durability", "restore")
+
+
 def cleanup(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> Judgement:
     problems, notes, evidence = [], [], []
     for n in sorted(ev.invocations):
@@ -141,11 +145,15 @@ def limits(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) -> 
 GATES: dict[str, Callable[[ScenarioEvidence, Thresholds, dict[str, Verdict]], Judgement]] = {
     "immediate": immediate,
     "re-run": rerun,
-    "durability": _lifecycle_gate("durability"),
-    "restore": _lifecycle_gate("restore"),
+    **{name: _lifecycle_gate(name) for name in LIFECYCLE_GATES},
     "cleanup": cleanup,
     "limits": limits,
 }
+
+
+def lifecycle_gates_of(contract: Contract) -> list[str]:
+    """The gates of the task that read its lifecycle program's checks (each by its name)."""
+    return [g for g in gates_of(contract) if g in LIFECYCLE_GATES]
 
 
 def gates_of(contract: Contract) -> dict[str, Callable[[ScenarioEvidence, Thresholds,

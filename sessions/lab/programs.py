@@ -10,6 +10,7 @@ from pathlib import Path
 
 from fixture.harness import ServerStartError, run_program
 from fixture.spawner import Spawner
+from sessions.judging.gates import lifecycle_gates_of
 from sessions.lab.servers import LabServers, program_argv
 from sessions.spec.task import Program, Task
 from sessions.stream.events import Event, LifecycleCheck, ServerRecord, VerifierResult
@@ -52,17 +53,18 @@ def lifecycle_checks(task: Task, servers: LabServers, scenario: str, workdir: Pa
         if not found:
             raise ServerStartError("the lifecycle check printed no check")
     except ServerStartError as e:
-        return blocked_checks(scenario, str(e))
+        return blocked_checks(task, scenario, str(e))
     return [LifecycleCheck(time.monotonic_ns(), scenario, c["check"][:40], c.get("ok") is True,
                            str(c.get("detail", ""))[:DETAIL_MAX],
                            _figures(c, "check", "ok", "detail")) for c in found]
 
 
-def blocked_checks(scenario: str, why: str) -> list[LifecycleCheck]:
+def blocked_checks(task: Task, scenario: str, why: str) -> list[LifecycleCheck]:
     """The harness could not check (a server would not restart, the program failed): not the
     client's doing, so the gates that read these are inconclusive."""
     return [LifecycleCheck(time.monotonic_ns(), scenario, check, False, f"harness: {why}",
-                           {"harness_error": why}) for check in ("durability", "restore")]
+                           {"harness_error": why})
+            for check in lifecycle_gates_of(task.contract)]
 
 
 def _run(program: Program, servers: LabServers, workdir: Path, spawner: Spawner | None,

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from fixture.digest import sha256_of
-from fixture.harness import ServerStartError
-from fixture.source import write_source, write_stale_backup
+from fixture.harness import ServerStartError, run_program
+from fixture.source import write_source
 from probes.boundary.netns import HostNetwork, Network
 from probes.boundary.sandbox import unmount_under
 from probes.interrupts import deferred
@@ -40,7 +40,7 @@ from sessions.lab.observations import (
 )
 from sessions.lab.parts import HOST, LabParts
 from sessions.lab.programs import blocked_checks, lifecycle_checks, verifier_result
-from sessions.lab.servers import LabServers
+from sessions.lab.servers import LabServers, program_argv
 from sessions.lab.teardown import run_every
 from sessions.spec.scenario import Scenario
 from sessions.stream.events import (
@@ -152,8 +152,10 @@ class ScenarioRun:
 
     def _start_servers(self) -> None:
         s, parts = self.scenario, self.parts
-        if s.store == "stale":
-            write_stale_backup(self.workdir / "store")
+        if s.state:   # the task's program makes the state the scenario starts from
+            state = self.task.states[s.state]
+            run_program(state.module, state.command, program_argv(state, self._values()),
+                        self.workdir / "states", parts.spawner, self.network.path)
         net = self.network
         self.servers = LabServers(self.task, self.workdir, parts.spawner, net.path,
                                   self._values(), s.faults,
@@ -312,7 +314,7 @@ class ScenarioRun:
                 servers.endpoint.kill()
                 self.revive_servers(0)
         except ServerStartError as e:
-            checks = blocked_checks(self.scenario.id, str(e))
+            checks = blocked_checks(self.task, self.scenario.id, str(e))
         else:
             checks = lifecycle_checks(self.task, servers, self.scenario.id, self.workdir,
                                       self.parts.spawner, self.network.path)

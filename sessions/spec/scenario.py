@@ -10,7 +10,6 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from fixture.harness import client_path
 from sessions.spec.faults import FaultSpecError, parse_faults
 from sessions.spec.suites import NOISE_KINDS
 from sessions.spec.task import Task, TaskError, load_task
@@ -18,7 +17,6 @@ from sessions.spec.template import expand, placeholders_of
 
 _SHELL_SYNTAX = re.compile(r"[;&|`$<>(){}*?!\n\\\"']")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-STORES = ("empty", "stale")   # stale: the store already holds an older, different backup
 
 
 class ScenarioError(ValueError):
@@ -38,7 +36,7 @@ class Scenario:
     expect_fail: tuple[str, ...] = ()
     expect_pass: tuple[str, ...] = ()
     expect_invalid: bool = False    # e.g. a fault that cannot fire: the attempt must be invalid
-    store: str = "empty"            # the receiver's store at the start: empty, or stale
+    state: str = ""                 # the servers' state at the start: "" fresh, or the task's
     deny_egress: bool = False       # refuse every destination but the endpoint (EPERM)
     order: int = 100
     file: Path | None = None
@@ -66,7 +64,7 @@ class Scenario:
 _SCHEMA = {
     "": {"id", "description", "order", "client", "environment", "faults", "noise", "expect"},
     "client": {"behaviour", "path", "args", "timeout_s"},
-    "environment": {"source", "store", "deny_egress"},
+    "environment": {"source", "state", "store", "deny_egress"},   # store: the old name of state
     "noise": {"kinds"},
     "expect": {"fail", "pass", "invalid"},
 }
@@ -100,7 +98,7 @@ def _clauses(file, expect: dict, key: str, clause_ids: tuple[str, ...]) -> tuple
     return tuple(value)
 
 
-def _client(file, client: dict) -> Path:
+def _client(file, client: dict, task: Task) -> Path:
     behaviour = _typed(file, client, "behaviour", "client", str, "a fixture behaviour name")
     path = _typed(file, client, "path", "client", str, "a path to an executable")
     if (behaviour is None) == (path is None):
@@ -108,12 +106,27 @@ def _client(file, client: dict) -> Path:
     if behaviour is not None:
         if not _ID.match(behaviour):
             raise ScenarioError(file, "client.behaviour", "a name like 'baseline'")
-        return client_path(behaviour)
+        if not task.reference:
+            raise ScenarioError(file, "client.behaviour", "a client.path: the task has no "
+                                "reference client (task.toml [client] reference)")
+        return (task.folder / expand(task.reference, {"behaviour": behaviour})).resolve()
     if _SHELL_SYNTAX.search(path):
         raise ScenarioError(file, "client.path",
                             f"a file path, got shell syntax in {path!r} (no shell is used)")
     resolved = Path(path) if Path(path).is_absolute() else Path(file).parent / path
     return resolved.resolve()
+
+
+def _state(file, environment: dict, task: Task) -> str:
+    """environment.state: one of the task's [states], or "fresh" (the default). `store` is its
+    name from before tasks were folders ("empty": fresh)."""
+    key = "state" if "state" in environment or "store" not in environment else "store"
+    state = environment.get(key, "fresh")
+    state = "fresh" if state == "empty" and key == "store" else state
+    if state != "fresh" and state not in task.states:
+        raise ScenarioError(file, f"environment.{key}", " or ".join(
+            f'"{s}"' for s in ("fresh", *task.states)))
+    return "" if state == "fresh" else state
 
 
 def parse(text: str, file: Path | str, task: Task | None = None) -> Scenario:
@@ -150,9 +163,7 @@ def parse(text: str, file: Path | str, task: Task | None = None) -> Scenario:
     source = data.get("environment", {}).get("source", "builtin")
     if source != "builtin":
         raise ScenarioError(file, "environment.source", "\"builtin\" (the deterministic source)")
-    store = data.get("environment", {}).get("store", "empty")
-    if store not in STORES:
-        raise ScenarioError(file, "environment.store", " or ".join(f'"{s}"' for s in STORES))
+    state = _state(file, data.get("environment", {}), task)
     try:
         faults = parse_faults(data.get("faults", []), scenario_id)
     except FaultSpecError as e:
@@ -171,11 +182,11 @@ def parse(text: str, file: Path | str, task: Task | None = None) -> Scenario:
     return Scenario(
         id=scenario_id,
         description=_typed(file, data, "description", "", str, "a string", "") or "",
-        client=_client(file, client), args=tuple(args), timeout_s=float(timeout),
+        client=_client(file, client, task), args=tuple(args), timeout_s=float(timeout),
         faults=faults, noise=tuple(noise), expect_fail=expect_fail,
         expect_invalid=expect_invalid,
         expect_pass=expect_pass, order=_typed(file, data, "order", "", int, "an integer", 100),
-        file=Path(file), store=store, deny_egress=deny)
+        file=Path(file), state=state, deny_egress=deny)
 
 
 def load(path: Path, task: Task | None = None) -> Scenario:

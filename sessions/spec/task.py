@@ -29,10 +29,12 @@ from sessions.spec.task_lab import (
     parse_inputs,
     parse_program,
     parse_servers,
+    parse_states,
     table_of,
     text_of,
     texts_of,
 )
+from sessions.spec.template import template_names
 from sessions.stream.events import ScenarioStarted, SessionStarted
 
 TASKS_DIR = Path(__file__).resolve().parent.parent.parent / "fixture"
@@ -68,6 +70,9 @@ class Task:
     figures: tuple[dict, ...]          # the task's counter rows (sessions/spec/task_display.py)
     marks: dict[str, str]              # an endpoint's record event -> a timeline mark
     functions: tuple[str, ...]         # client functions whose entries the collector counts
+    states: dict[str, Program]         # a scenario's environment.state -> what makes it
+    reference: str                     # the reference client's path for a behaviour, with
+                                       # {behaviour} (relative to the folder); "": none
 
     def display(self) -> dict:
         """What ScenarioStarted records of how the task's evidence is shown."""
@@ -221,7 +226,18 @@ def _parse(folder: Path) -> Task:
                 parse_program(file, folder, data, "lifecycle", inputs, servers), residue_dir,
                 tuple(keep), parse_figures(file, data.get("figures", []), servers),
                 parse_marks(file, data.get("marks", {})),
-                parse_functions(file, client.get("functions", [])))
+                parse_functions(file, client.get("functions", [])),
+                parse_states(file, folder, table_of(file, data, "states"), inputs),
+                _reference(file, client))
+
+
+def _reference(file: Path, client: dict) -> str:
+    reference = client.get("reference", "")
+    if not isinstance(reference, str) or reference and template_names(reference) != {
+            "behaviour"}:
+        raise TaskError(f"{file}: client.reference: expected a path with {{behaviour}} (the "
+                        "seeded behaviour a scenario's client.behaviour names)")
+    return reference
 
 
 def _suites(file: Path, folder: Path, table) -> dict[str, Path]:

@@ -11,8 +11,9 @@ from sessions.spec.template import template_names
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _KEYS = {"": {"id", "version", "summary", "contract", "documents", "suites", "client",
-              "inputs", "lab", "servers", "verifier", "lifecycle", "figures", "marks"},
-         "client": {"args", "placeholders", "required", "functions"},
+              "inputs", "lab", "servers", "verifier", "lifecycle", "figures", "marks",
+              "states"},
+         "client": {"args", "placeholders", "required", "functions", "reference"},
          "placeholder": {"fill", "about"},
          "input": {"generate", "file", "watched"},
          "lab": {"invocations", "residue_dir", "residue_keep"},
@@ -125,6 +126,18 @@ def parse_program(file: Path, folder: Path, data: dict, key: str, inputs,
         raise TaskError(f"{file}: {key}: expected a table")
     check_keys(file, spec, "program", key)
     return _program_of(file, folder, spec, key, _words(inputs, servers))
+
+
+def parse_states(file: Path, folder: Path, table: dict, inputs) -> dict[str, Program]:
+    """[states.NAME]: a program that makes the servers' state a scenario may start from
+    (environment.state = "NAME"), run before the servers start: no server's port to name."""
+    states = {}
+    for name, spec in table.items():
+        if not _NAME.match(name) or not isinstance(spec, dict):
+            raise TaskError(f"{file}: states.{name}: expected a table named like a word")
+        check_keys(file, spec, "program", f"states.{name}")
+        states[name] = _program_of(file, folder, spec, f"states.{name}", _words(inputs, ()))
+    return states
 
 
 def _program_of(file: Path, folder: Path, spec: dict, key: str, words: set[str]) -> Program:
