@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions.spec.task import load_task
+from sessions.spec.task import TaskError, load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
@@ -37,13 +37,52 @@ print(json.dumps({"claim": "completed"}))   # stores nothing
 def write_kv(where: Path) -> Path:
     """The files of docs/tasks.md's "Write a task of your own", as the document gives them."""
     files = re.findall(r"^`kv/([^`]+)`:\n\n```\w*\n(.*?)^```", DOC.read_text(), re.M | re.S)
-    assert len(files) == 7, [name for name, _ in files]
+    assert len(files) == 8, [name for name, _ in files]   # predicates.py: used when named
     for name, text in files:
         path = where / "kv" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     (where / "kv" / "client.py").chmod(0o755)   # as the document says
     return where / "kv"
+
+
+def with_own_predicate(folder: Path) -> Path:
+    """The document's "A predicate of your own": its [predicates] table and one-set clause."""
+    section = DOC.read_text().split("## A predicate of your own")[1].split("\n## ")[0]
+    table, clause = re.findall(r"^```toml\n(.*?)^```", section, re.M | re.S)
+    for name, text in (("task.toml", table), ("contract.toml", clause)):
+        with open(folder / name, "a") as f:
+            f.write("\n" + text)
+    return folder
+
+
+DOUBLE_SET = """import json, socket, sys
+with socket.create_connection((sys.argv[1], int(sys.argv[2]))) as s:
+    for _ in range(2):   # the same SET again: stored, but not once
+        s.sendall(b"SET greeting hello\\n")
+        s.makefile("r").readline()
+print(json.dumps({"claim": "completed"}))
+"""
+
+
+def test_a_tasks_own_predicate_is_loaded_and_held_to_the_judges_import_contract(tmp_path):
+    task = load_task(with_own_predicate(write_kv(tmp_path)))
+    assert task.clause_ids[-1] == "one-set" and task.contract.predicate("one-set") == "set-once"
+    assert set(task.contract.own) == {"set-once"}
+    impure = {"import os\n": "line 1 imports os: a predicate may import only",
+              "from pathlib import Path\n": "line 1 imports pathlib",
+              "import subprocess as s\n": "line 1 imports subprocess",
+              "x = open\n": "line 1 uses open: a predicate is a pure function",
+              "from . import helper\n": "line 1 imports .",
+              "def f(:\n": "cannot be read as Python"}
+    for n, (text, said) in enumerate(impure.items()):
+        folder = tmp_path / f"impure{n}"
+        shutil.copytree(task.folder, folder)
+        predicates = folder / "predicates.py"
+        predicates.write_text(text + predicates.read_text())
+        with pytest.raises(TaskError, match=re.escape(said)) as err:
+            load_task(folder)
+        assert "\n" not in str(err.value) and str(err.value).startswith(f"{folder}/task.toml")
 
 
 def test_the_documents_task_loads_with_its_own_server_and_verifier(tmp_path):
@@ -111,6 +150,36 @@ def test_a_users_task_checks_itself_then_grades_honest_and_misbehaving_clients(t
     after = json.loads((tmp_path / "again.json").read_text())
     assert after["task"] == before["task"] and after["task"]["id"] == "kv"
     assert after["grade"] == before["grade"]
+
+
+@pytest.mark.live
+@root_only
+def test_a_tasks_own_predicate_judges_its_clause_and_a_replay_needs_its_folder(tmp_path):
+    folder = with_own_predicate(write_kv(tmp_path))
+    archive = tmp_path / "honest.tar.gz"
+    code, run, _ = _grade(folder, f"python3 {folder}/client.py {{host}} {{port}}",
+                          tmp_path / "honest.json", "--archive", str(archive))
+    assert code == 0 and run["success"] and run["clauses"]["one-set"] == "pass", run["reason"]
+
+    clients = tmp_path / "clients"
+    clients.mkdir(mode=0o755)
+    (clients / "twice.py").write_text(DOUBLE_SET)
+    code, run, _ = _grade(folder, f"python3 {clients}/twice.py {{host}} {{port}}",
+                          tmp_path / "twice.json")
+    assert code == 1 and run["valid"]
+    assert {c: v for c, v in run["clauses"].items() if v != "pass"} == {"one-set": "fail"}, \
+        run["reason"]
+
+    def replay(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([EVLAB, "replay", str(archive), "--headless", *extra],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120)
+
+    # with the task's folder the replay re-judges as the live run did; without it the archive
+    # has the clause's contract but not its code: inconclusive (no valid attempt), never a pass
+    again = replay("--task", str(folder))
+    assert again.returncode == 0, again.stderr
+    blind = replay()
+    assert blind.returncode == 3, blind.stderr
 
 
 @pytest.mark.live

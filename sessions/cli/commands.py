@@ -92,6 +92,8 @@ def cmd_report(args) -> int:
 def cmd_replay(args) -> int:
     if not args.headless:
         raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
+    if args.task:
+        load_task(args.task)   # its own predicates, found again by the record's task digest
     loaded = load_archive(args.archive)
     book = EvidenceBook()
 

@@ -87,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     rl.add_argument("--headless", action="store_true", help="re-judge and print, no dashboard")
     rl.add_argument("--speed", type=SPEED, default=None,
                     help="1.0 = as recorded; default: as fast as possible")
+    _task_argument(rl, "(a task folder whose own predicates re-judge its clauses: an archive "
+                   "keeps the contract, never code)")
     g = sub.add_parser("grade", help="grade any client: attempts, lifecycle gates, risks",
                        description="Run a client of your own through the grade scenarios "
                        "(normal, interrupted, mismatch, stale; each with an unchanged "

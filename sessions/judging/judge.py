@@ -4,6 +4,7 @@ A clause whose evidence is missing is inconclusive, never pass. The client's std
 status are claims: only `honest-outcome` reads them, and only to compare them with the verifier.
 """
 
+import dataclasses
 import time
 from collections.abc import Sequence
 
@@ -15,7 +16,7 @@ from sessions.judging.judgement import FAIL, INCONCLUSIVE, NA, PASS, unknown
 from sessions.judging.risks import coverage, findings
 from sessions.judging.views import swamped
 from sessions.spec.contract import Contract
-from sessions.spec.task import task_of_record
+from sessions.spec.task import own_predicates_of, task_of_record
 from sessions.stream.events import (
     Event,
     GateResult,
@@ -64,7 +65,7 @@ def instrument_check(verdicts: list[Verdict], unfired: Sequence[dict] = (),
 
 def judge(ev: ScenarioEvidence, contract: Contract, now_ns: int) -> list[Event]:
     verdicts, flood = [], swamped(ev)
-    for clause, fn in predicates_of(contract).items():
+    for clause, fn in predicates_of(contract, strict=False).items():
         j = fn(ev, contract.thresholds)
         if flood and j.status in (PASS, NA) and contract.predicate(clause) not in FLOOD_PROOF:
             j = unknown(flood, j.evidence)   # the client's doing: counted against it
@@ -119,7 +120,8 @@ class VerdictEngine:
     def _recorded(self) -> Contract:
         session = self.book.session
         sha = session.task_sha256 if session else ""
-        if sha in self.recorded:
-            return self.recorded[sha]
+        if sha in self.recorded:   # its text; the task's own predicates, if the task is here
+            own = own_predicates_of(session.task_id if session else "", sha)
+            return dataclasses.replace(self.recorded[sha], own=own)
         return task_of_record(session.task_id if session else "", sha).contract
 

@@ -3,7 +3,8 @@ predicate that judges it (sessions/judging/clauses: its library), and the thresh
 
 import dataclasses
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sessions.spec import compat
@@ -62,6 +63,9 @@ class Contract:
     thresholds: Thresholds
     text: str = ""                  # the file as read: what an archive keeps to re-judge
     gates: tuple[str, ...] | None = None   # a grading attempt's gates (None: every one)
+    # the task's own predicates by name (sessions/spec/task_predicates.py): code, not text, so
+    # an archive's copy of the contract has none; a replay gets them from the task's folder
+    own: dict[str, Callable] = field(default_factory=dict, compare=False)
 
     @property
     def clause_ids(self) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ command-line placeholders and the documents a client is written from (docs/tasks
 A malformed folder is a TaskError: one line naming the file, the key and what was expected.
 """
 
+import dataclasses
 import functools
 import hashlib
 import re
@@ -34,6 +35,7 @@ from sessions.spec.task_lab import (
     text_of,
     texts_of,
 )
+from sessions.spec.task_predicates import load_predicates
 from sessions.spec.template import template_names
 from sessions.stream.events import ScenarioStarted, SessionStarted
 
@@ -158,6 +160,15 @@ def task_of_record(task_id: str, sha256: str) -> Task:
                     "whose contract the record does not carry")
 
 
+def own_predicates_of(task_id: str, sha256: str) -> dict:
+    """The own predicates of the task a record names, if that task is here (loaded by this
+    process or built in): an archive's contract is text, so a replay takes them from here."""
+    try:
+        return task_of_record(task_id, sha256).contract.own
+    except TaskError:
+        return {}
+
+
 def display_of(started: ScenarioStarted) -> dict:
     """How a scenario's evidence is shown (Task.display), as its record says; a record from
     before tasks said so shows the default task's (the one it ran)."""
@@ -217,6 +228,8 @@ def _parse(folder: Path) -> Task:
             not all(isinstance(k, str) for k in keep):
         raise TaskError(f"{file}: lab: residue_dir is a folder in the servers' state, "
                         "residue_keep a list of the names that belong there")
+    contract = dataclasses.replace(contract, own=load_predicates(
+        file, folder, table_of(file, data, "predicates")))
     return Task(task_id, text_of(file, data, "version"), text_of(file, data, "summary"), folder,
                 contract, _suites(file, folder, data.get("suites")), args, about, required,
                 tuple(inside(file, folder, d, "documents") for d in texts_of(file, data,

@@ -12,7 +12,7 @@ from sessions.spec.template import template_names
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _KEYS = {"": {"id", "version", "summary", "contract", "documents", "suites", "client",
               "inputs", "lab", "servers", "verifier", "lifecycle", "figures", "marks",
-              "states"},
+              "states", "predicates"},
          "client": {"args", "placeholders", "required", "functions", "reference"},
          "placeholder": {"fill", "about"},
          "input": {"generate", "file", "watched"},

@@ -8,7 +8,7 @@ from sessions.judging.clauses.egress import destination_only
 from sessions.judging.clauses.store import honest_outcome, integrity, mismatch_rejected
 from sessions.judging.clauses.transfer import bounded_recovery, unchanged_no_transfer
 from sessions.judging.clauses.work import cpu_budget, hash_work
-from sessions.judging.judgement import Judgement
+from sessions.judging.judgement import ENVIRONMENT, Judgement, unknown
 from sessions.spec.contract import Contract, ContractError, Thresholds
 from sessions.stream.evidence import ScenarioEvidence
 
@@ -25,10 +25,23 @@ PREDICATES: dict[str, Predicate] = {
 }
 
 
-def predicates_of(contract: Contract) -> dict[str, Predicate]:
-    """Each clause of the contract, in its order, with the predicate that judges it."""
-    unknown = [c for c in contract.clause_ids if contract.predicate(c) not in PREDICATES]
-    if unknown:
+def predicates_of(contract: Contract, strict: bool = True) -> dict[str, Predicate]:
+    """Each clause of the contract, in its order, with the predicate that judges it: the
+    library's, else the task's own. One neither has is refused (strict: before a session
+    runs); a replay without the task's own (its folder is not here) judges it inconclusive."""
+    found = {**contract.own, **PREDICATES}
+    unknown = [c for c in contract.clause_ids if contract.predicate(c) not in found]
+    if unknown and strict:
         raise ContractError(f"clause {unknown[0]}: no predicate {contract.predicate(unknown[0])!r}"
-                            f" in the library ({', '.join(PREDICATES)})")
-    return {c: PREDICATES[contract.predicate(c)] for c in contract.clause_ids}
+                            f" in the library ({', '.join(PREDICATES)}) or the task's own"
+                            f" ({', '.join(contract.own) or 'none'})")
+    return {c: found.get(contract.predicate(c)) or _not_here(contract.predicate(c))
+            for c in contract.clause_ids}
+
+
+def _not_here(name: str) -> Predicate:
+    def stand_in(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+        return unknown(f"the task's own predicate {name!r} is not here to judge it: the "
+                       "session's record carries the contract, not the task's code (its folder "
+                       "was not loaded where it is judged)", failure_class=ENVIRONMENT)
+    return stand_in
