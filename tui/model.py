@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sessions.judging.gates import GATES
+from sessions.judging.gates import GATES, recorded_gates
 from sessions.output.figures import invocation_count, task_figures
 from sessions.output.grades import ClientGrade, grade_of, outcome_word
 from sessions.output.judged import JudgedStream
@@ -137,16 +137,16 @@ def status_of(ev: ScenarioEvidence | None) -> str:
     return "running"
 
 
-def verdict_rows(ev: ScenarioEvidence | None, clauses: list[str]
+def verdict_rows(ev: ScenarioEvidence | None, clauses: list[str], gates: Iterable[str] = GATES
                  ) -> list[tuple[str, Verdict | GateResult | None]]:
     """The task's clauses (the session's record of them); for a grading attempt, its
-    lifecycle gates too."""
+    lifecycle gates too (the contract's, as recorded)."""
     verdicts = {v.clause: v for v in ev.verdicts} if ev else {}
     rows: list[tuple[str, Verdict | GateResult | None]] = [
         (c, verdicts.get(c)) for c in dict.fromkeys([*clauses, *verdicts])]
     if ev is not None and ev.started.attempt:
-        gates = {g.gate: g for g in ev.gates}
-        rows += [(f"gate {g}", gates.get(g)) for g in GATES]
+        judged = {g.gate: g for g in ev.gates}
+        rows += [(f"gate {g}", judged.get(g)) for g in dict.fromkeys([*gates, *judged])]
     return rows
 
 
@@ -231,7 +231,7 @@ class DashboardModel:
                 sid, self.generation, status_of(ev), ev.phase if ev else "", panes.invocation,
                 ev.started.expected_failures if ev else (),
                 ev.judged.detail if ev and ev.judged else "", invocations,
-                tuple(verdict_rows(ev, self._clauses())), tuple(panes.rates),
+                tuple(verdict_rows(ev, self._clauses(), self._gates())), tuple(panes.rates),
                 tuple(panes.lines[PACKETS]), tuple(panes.lines[EVENTS]),
                 tuple(panes.lines[CLAIMS]), invocation_count(ev) if ev else 2,
                 tuple(label for label, _ in task_figures(ev, None))[:PANE_FIGURES] if ev else ())
@@ -268,10 +268,13 @@ class DashboardModel:
 
     def verdict_rows(self, sid: str) -> list[tuple[str, Verdict | GateResult | None]]:
         with self._lock:
-            return verdict_rows(self.book.scenarios.get(sid), self._clauses())
+            return verdict_rows(self.book.scenarios.get(sid), self._clauses(), self._gates())
 
     def _clauses(self) -> list[str]:
         return record_of(self.book.session)["clauses"]
+
+    def _gates(self) -> tuple[str, ...]:
+        return recorded_gates(self.book.session)
 
     def timeline(self, sid: str) -> Timeline | None:
         """A started scenario's timeline (sessions.output.timeline, as the HTML report's)."""

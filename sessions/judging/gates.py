@@ -19,7 +19,7 @@ from sessions.judging.judgement import (
     unknown,
 )
 from sessions.spec.contract import Contract, ContractError, Thresholds
-from sessions.stream.events import Verdict
+from sessions.stream.events import SessionStarted, Verdict
 from sessions.stream.evidence import ScenarioEvidence
 
 
@@ -149,6 +149,12 @@ GATES: dict[str, Callable[[ScenarioEvidence, Thresholds, dict[str, Verdict]], Ju
     "cleanup": cleanup,
     "limits": limits,
 }
+
+
+def recorded_gates(session: SessionStarted | None) -> tuple[str, ...]:
+    """The gates a session's record says its grading attempts are judged by (an old record,
+    from before contracts named them: every one)."""
+    return session.gates if session is not None and session.gates is not None else tuple(GATES)
 
 
 def lifecycle_gates_of(contract: Contract) -> list[str]:

@@ -153,7 +153,7 @@ class Session:
             contract_version=self.contract.version, scenarios=tuple(s.id for s in scenarios),
             cpu_pace=round(pace_ns() / self.contract.thresholds.pace_reference_ns, 3),
             task_id=self.task.id, task_version=self.task.version, task_sha256=self.task.sha256,
-            clauses=self.task.clause_ids))
+            clauses=self.task.clause_ids, gates=tuple(gates_of(self.contract))))
         for cap in missing:
             self.stream.publish(CapabilityMissing(time.monotonic_ns(), cap.name, cap.detail,
                                                   cap.fix))

@@ -1,11 +1,16 @@
 """The Markdown of a grade: who was graded, the metrics, clauses and gates x attempts, and the
 risk findings. Rendered from the typed grade (sessions/output/grades.py)."""
 
-from sessions.judging.gates import GATES
 from sessions.judging.metrics import Metrics, OverallMetrics
 from sessions.output.escape import code
 from sessions.output.escape import markdown as md
-from sessions.output.grades import METRIC_DEFINITIONS, AttemptRow, ClientGrade, clauses_of
+from sessions.output.grades import (
+    METRIC_DEFINITIONS,
+    AttemptRow,
+    ClientGrade,
+    clauses_of,
+    gates_of_runs,
+)
 from sessions.output.vocabulary import figure, score_text, status_symbol, status_text
 
 
@@ -52,7 +57,7 @@ def _attempts_table(name: str, runs: tuple[AttemptRow, ...]) -> list[str]:
     for clause in clauses_of(runs):
         out.append(f"| `{clause}` | " + " | ".join(
             _cell(r.clauses.get(clause)) for r in runs) + " |")
-    for gate in GATES:
+    for gate in gates_of_runs(runs):
         out.append(f"| gate `{gate}` | " + " | ".join(
             _cell(next((g.status for g in r.gates if g.gate == gate), None))
             for r in runs) + " |")

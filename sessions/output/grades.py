@@ -77,6 +77,11 @@ class ScenarioGrade:
     runs: tuple[AttemptRow, ...]
 
 
+def gates_of_runs(runs) -> list[str]:
+    """The gates the attempts were judged by, in their contract's order."""
+    return list(dict.fromkeys(g.gate for r in runs for g in r.gates))
+
+
 def clauses_of(runs) -> list[str]:
     """The clauses the attempts were judged on, in their contract's order (every attempt's
     verdicts come in it)."""

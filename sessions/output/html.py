@@ -21,7 +21,6 @@ running); `data-client` with `data-rank` (the leaderboard).
 import json
 import re
 
-from sessions.judging.gates import GATES
 from sessions.output import document
 from sessions.output.escape import html as esc
 from sessions.output.escape import visible
@@ -30,6 +29,7 @@ from sessions.output.grades import (
     AttemptRow,
     ClientGrade,
     clauses_of,
+    gates_of_runs,
     grade_of,
 )
 from sessions.output.html_page import wrap
@@ -197,7 +197,7 @@ def _attempts(base: str, runs: tuple[AttemptRow, ...], anchors: dict[str, str]) 
     rows = [f"<th><code>{clause}</code></th>" + "".join(
         _status(r.clauses[clause], scenario=r.id, clause=clause, verdict=r.clauses[clause])
         if clause in r.clauses else "<td>…</td>" for r in runs) for clause in clauses_of(runs)]
-    for gate in GATES:
+    for gate in gates_of_runs(runs):
         cells = [next((g for g in r.gates if g.gate == gate), None) for r in runs]
         rows.append(f"<th>gate <code>{gate}</code></th>" + "".join(
             _status(g.status, scenario=r.id, gate=gate, verdict=g.status) if g else "<td>…</td>"

@@ -279,7 +279,7 @@ def _closed(fields: dict) -> str:
             if isinstance(v, int) and not isinstance(v, bool) and k not in ("conn", "peer_port")]
     if isinstance(fields.get("end"), str):
         said.append(f"ended {fields['end']}")
-    return ", ".join(said) or "no figures"
+    return ", ".join(said) or "closed"
 
 
 def _record_label(server: str, r) -> str:

@@ -57,9 +57,12 @@ ROUTINE_RECORDS = {"connection_opened", "connection_closed", "listening", "stopp
                    "bytes_received", "payload_progress", "upstream_connected", "source_upload"}
 FAULT_FIELDS = ("id", "fault", "kind", "direction", "payload_bytes", "at_byte", "phase", "ms",
                 "rate")
-# a server record's fields worth a place on its line
+# a server record's fields first on its line, in this order; then any other short one a task's
+# server writes, by name (`key=greeting`)
 RECORD_FIELDS = ("conn", "reason", "answer", "length", "payload_bytes", "peer_port", "port",
                  "bytes")
+SHORT_FIELD = 40   # characters: a longer value (a digest, a detail, a sample) is left to the
+                   # evidence view
 
 
 def event_line(e: Event) -> str | None:
@@ -118,7 +121,9 @@ def in_timeline(e: Event, decoys: Collection[str] = ()) -> bool:
 def _record_line(e: ServerRecord) -> str:
     if e.event == "fault_fired":  # the fault band: what fired, where
         return f"[{e.server}] ⚡ FAULT FIRED {_named(e.fields, FAULT_FIELDS)}"
-    return f"[{e.server}] {e.event} {_named(e.fields, RECORD_FIELDS)}".rstrip()
+    others = tuple(sorted(k for k, v in e.fields.items() if k not in RECORD_FIELDS
+                          and isinstance(v, str | int | float) and len(str(v)) <= SHORT_FIELD))
+    return f"[{e.server}] {e.event} {_named(e.fields, RECORD_FIELDS + others)}".rstrip()
 
 
 def _named(fields: dict, names: tuple[str, ...]) -> str:

@@ -40,6 +40,8 @@ class SessionStarted(Event):
     task_version: str = ""
     task_sha256: str = ""
     clauses: tuple[str, ...] = ()
+    gates: tuple[str, ...] | None = None   # its grading attempts' gates (None: an old record's,
+                                           # every gate)
 
 
 @dataclass(frozen=True)
