@@ -27,7 +27,10 @@ def pytest_configure(config) -> None:
     check that nothing is left never sees the other worker's live session."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
-        own = Path(tempfile.gettempdir()) / f"pytest-worker-{worker}"
+        # one run's (its xdist run id): two runs at once (a fresh clone's beside the checkout's)
+        # must not share, or one's clean-up removes the other's live directory
+        run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:8]
+        own = Path(tempfile.gettempdir()) / f"pytest-worker-{run}-{worker}"
         own.mkdir(exist_ok=True)
         os.environ["TMPDIR"] = str(own)
         tempfile.tempdir = None
