@@ -308,7 +308,7 @@ class ScenarioRun:
         the task's lifecycle checks in the lab's network."""
         servers = self.servers
         assert servers is not None
-        self._phase("durability")
+        self._phase("lifecycle")
         try:
             if servers.endpoint is not None:
                 servers.endpoint.kill()
@@ -319,8 +319,6 @@ class ScenarioRun:
             checks = lifecycle_checks(self.task, servers, self.scenario.id, self.workdir,
                                       self.parts.spawner, self.network.path)
         for check in checks:
-            if check.check == "restore":
-                self._phase("restore")
             self.stream.publish(check)
         self.records(0)
 

@@ -137,7 +137,8 @@ class ClientLaunched(Event):
 @dataclass(frozen=True)
 class PhaseChanged(Event):
     scenario: str
-    phase: str                      # setup, invocation, verify, judging, teardown, done
+    phase: str                      # setup, invocation, verify, lifecycle, judging, teardown,
+                                    # done (an old record: durability, restore for lifecycle)
     invocation: int = 0
 
 
