@@ -114,9 +114,10 @@ def _dispatched_at_once(directory: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def cluster():
     """A head (no evlab resource: it runs nothing) and two evlab nodes, each a raylet of its
-    own; Ray's files go to a temp directory removed afterwards."""
+    own; Ray's files go to a temp directory removed afterwards, straight under /tmp: its
+    socket paths are ~70 characters deeper and AF_UNIX allows 107 (a worker's TMPDIR is deeper)."""
     from ray.cluster_utils import Cluster
-    temp = tempfile.mkdtemp(prefix="ray-")
+    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     before = os.environ.get("RAY_TMPDIR")
     os.environ["RAY_TMPDIR"] = temp
     c = None
