@@ -17,6 +17,7 @@ import pytest
 
 from fixture.harness import backup_path, client_path, read_events, start_proxy, start_receiver
 from sessions.spec.contract import Vocabulary
+from sessions.spec.task import load_task
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 5.0  # every socket operation; a broken proxy fails a test, never hangs it
@@ -440,15 +441,16 @@ def test_receiver_rejects_an_upload_corrupted_on_the_wire(built_clients, source_
 
 
 @pytest.mark.parametrize("kind", ["reset", "corrupt"])
-def test_a_digest_bound_fault_strikes_the_sources_upload_whatever_came_first(tmp_path, kind):
+def test_a_request_bound_fault_strikes_the_sources_upload_whatever_came_first(tmp_path, kind):
     """Junk uploads, CHECKs, a short upload of the source and bytes on other connections cannot
-    absorb a one-shot fault bound to the source's digest: it strikes byte N of the first upload
-    of the source that reaches it, counted from its PUT line (issue #24: faults no client can
-    dodge)."""
+    absorb a one-shot fault bound to the upload of the source (backup's bind pattern, its digest
+    in any case): it strikes byte N of the first upload of the source that reaches it, counted
+    from its PUT line (issue #24: faults no client can dodge)."""
     source = os.urandom(200_000)
     digest = hashlib.sha256(source).hexdigest()
     n = 1_000
-    fault = {"kind": kind, "direction": "up", "at_byte": n, "digest": digest}
+    bind = load_task("backup").servers[0].bind.replace("{digest}", digest)
+    fault = {"kind": kind, "direction": "up", "at_byte": n, "bind": bind}
     junk = b"PUT " + b"ab" * 32 + b" 150000\n" + os.urandom(150_000)
     short = f"PUT {digest} 500\n".encode() + source[:500]   # never reaches byte n
     check = f"CHECK {digest}\n".encode()
@@ -463,7 +465,7 @@ def test_a_digest_bound_fault_strikes_the_sources_upload_whatever_came_first(tmp
             if data is not real:   # these pass through whole and leave the fault armed
                 assert sent == "sent" and bytes(seen.data) == data
         [event] = fired(proxy)
-        short_seen, spotted = wait_events(proxy, "source_upload", 2)
+        short_seen, spotted = wait_events(proxy, "request_bound", 2)
     at = len(check) * 3 + n                   # where byte n of the source's upload is
     assert (event["conn"], event["offset"]) == (4, at) and spotted["start"] == len(check) * 3
     assert spotted["end"] == len(real)
@@ -477,7 +479,8 @@ def test_a_digest_bound_fault_strikes_the_sources_upload_whatever_came_first(tmp
 
 def test_a_digest_bound_fault_beyond_every_upload_is_judged_as_never_reached(tmp_path):
     """The judge's view of the same rule: an upload of the source that stops short of the
-    fault's offset gave it no chance (the client's choice), one that carried past it did."""
+    fault's offset gave it no chance (the client's choice), one that carried past it did. The
+    records are an old archive's (source_upload, a fault armed by digest): they judge alike."""
     from sessions.judging.fault_chance import could_fire
     from sessions.stream.events import ServerRecord
     from sessions.stream.evidence import InvocationEvidence
@@ -495,3 +498,29 @@ def test_a_digest_bound_fault_beyond_every_upload_is_judged_as_never_reached(tmp
                                                          end=524_400, down_base=5),
                                            record("connection_closed", conn=3, bytes_up=9_000)])
     assert could_fire(fault, reached, 524_288, Vocabulary())
+
+
+def test_a_fault_bound_to_a_request_with_no_length_reaches_it_once_the_stream_passes(tmp_path):
+    """A bound request whose pattern gives no length (fetch's GET) has no end: a reset at byte N
+    up had its chance once the connection carried past N from the request's line; down, once
+    the answers carried past N from their offset when the line passed."""
+    from sessions.judging.fault_chance import could_fire
+    from sessions.stream.events import ServerRecord
+    from sessions.stream.evidence import InvocationEvidence
+
+    def record(event, **fields):
+        return ServerRecord(0, "s", 1, "proxy", event, fields)
+    for direction, key, bound in (("up", "bytes_up", {"start": 40}),
+                                  ("down", "bytes_down", {"down_base": 300})):
+        fault = {"kind": "reset", "direction": direction, "at_byte": 1_000, "invocation": 1,
+                 "id": "f"}
+        armed = record("fault_armed", kind="reset", direction=direction, at_byte=1_000,
+                       bind="GET /file HTTP/1.1")
+        spotted = record("request_bound", conn=1, **{"start": 0, "end": None, "down_base": 0,
+                                                     **bound})
+        at = 40 + 1_000 if direction == "up" else 300 + 1_000
+        for carried, chance in ((at, False), (at + 1, True)):
+            inv = InvocationEvidence(1, proxy=[armed, spotted,
+                                               record("connection_closed", conn=1,
+                                                      **{key: carried})])
+            assert could_fire(fault, inv, 524_288, Vocabulary()) is chance, (direction, carried)

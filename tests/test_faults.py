@@ -272,7 +272,7 @@ SIZE = 524_288
     # byte offsets count within the fault's own upload, not summed over the invocation
     ({"kind": "drop", "after_bytes": 65536}, _inv([(SIZE, 40_000, "")] * 3), False),
     ({"kind": "drop", "after_bytes": 65536}, _inv([(SIZE, 70_000, "")]), True),
-    ({"kind": "drop", "after_bytes": 65536, "upload": 2}, _inv([(SIZE, SIZE, "")]), False),
+    ({"kind": "drop", "after_bytes": 65536, "transfer": 2}, _inv([(SIZE, SIZE, "")]), False),
     ({"kind": "drop", "after_bytes": SIZE + 1}, None, True),       # no client could trigger it
     ({"kind": "drop", "after_bytes": SIZE}, None, False),          # the last byte can
     ({"kind": "reject"}, _inv([(SIZE, 1_000, "")]), False),        # never complete

@@ -40,7 +40,7 @@ def test_the_eight_seeded_scenarios_ship_as_files():
     by_id = {s.id: s for s in scenarios}
     assert by_id["corrupt-upload"].expect_pass == ("mismatch-rejected",)
     assert by_id["retry"].faults == ({"id": "retry-f1", "kind": "drop", "invocation": 1,
-                                      "upload": 1, "after_bytes": 65536},)
+                                      "transfer": 1, "after_bytes": 65536},)
 
 
 def test_argv_fills_placeholders(tmp_path):

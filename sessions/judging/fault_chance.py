@@ -4,6 +4,7 @@ one the client never reached is the client's doing."""
 
 # BURST_S, HEADER_MAX and WIRE_KINDS are fixture/faults.py's (the proxy's and the protocol's),
 # reached through the spec, which judging may import
+from sessions.spec.compat import BOUND_REQUEST_EVENTS, OLD_TRANSFER_KEY
 from sessions.spec.contract import Vocabulary
 from sessions.spec.faults import BURST_S, HEADER_MAX, ONE_SHOT, WIRE_KINDS, armed
 from sessions.stream.events import ServerRecord
@@ -39,10 +40,10 @@ def could_fire(fault: dict, inv, source_size: int, w: Vocabulary,
     if fault["kind"] in WIRE_KINDS:
         return _wire_reached(fault, inv)
     # The endpoint strikes only transfers of the source, from the k-th on (the fault's
-    # `upload` key, the scenario files' word) until it fires: did any of them reach it?
+    # `transfer` key; an old archive's word for it is compat's) until it fires: did any reach it?
     transfers = [u for u in inv.endpoint_events(w.started)
                  if digest is None or u.fields.get("digest") == digest]
-    k = fault.get("upload", 1)
+    k = fault.get("transfer", fault.get(OLD_TRANSFER_KEY, 1))
     chances = transfers[k - 1:] if digest is not None else transfers[k - 1:k]
     return any(_transfer_reached(fault, inv, start, w) for start in chances)
 
@@ -67,16 +68,16 @@ def _transfer_reached(fault: dict, inv, start: ServerRecord, w: Vocabulary) -> b
 def _wire_reached(fault: dict, inv) -> bool:
     key = "bytes_up" if fault.get("direction", "up") == "up" else "bytes_down"
     if fault["kind"] in ONE_SHOT and _bound(fault, inv):
-        # bound to the source's transfer (fixture/faultproxy.py): its chance is a transfer of
-        # the source that carried the fault's offset, counted from its request line (up) or
-        # from the answers' offset then (down)
+        # bound to a request (fixture/faultproxy.py): its chance is that request carrying the
+        # fault's offset, counted from its request line (up) or from the answers' offset then
+        # (down)
         closed = {r.fields.get("conn"): r.fields.get(key, 0) for r in inv.proxy
                   if r.event == "connection_closed"}
-        for u in (r for r in inv.proxy if r.event == "source_upload"):
+        for u in (r for r in inv.proxy if r.event in BOUND_REQUEST_EVENTS):
             f = u.fields
             at = (f.get("start", 0) if key == "bytes_up" else f.get("down_base", 0)) \
                 + fault["at_byte"]
-            if (key == "bytes_down" or at < f.get("end", 0)) \
+            if (key == "bytes_down" or f.get("end") is None or at < f["end"]) \
                     and closed.get(f.get("conn"), 0) > at:
                 return True
         return False
@@ -90,8 +91,8 @@ def _wire_reached(fault: dict, inv) -> bool:
 
 
 def _bound(fault: dict, inv) -> bool:
-    """Was this wire fault armed for the source's transfer only (the proxy's fault_armed)?"""
-    return any(r.event == "fault_armed" and r.fields.get("digest")
+    """Was this wire fault armed for one request only (the proxy's fault_armed)?"""
+    return any(r.event == "fault_armed" and (r.fields.get("bind") or r.fields.get("digest"))
                and r.fields.get("kind") == fault["kind"]
                and r.fields.get("direction") == fault.get("direction", "up") for r in inv.proxy)
 

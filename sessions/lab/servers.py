@@ -99,8 +99,11 @@ class LabServers:
         target = self._faulted()
         if not wire or target is None:
             return
+        spec = next(s for s in self.task.servers if s.faults)
+        bind = spec.bind.replace("{digest}", self.digest or "") \
+            if spec.bind and (self.digest or "{digest}" not in spec.bind) else ""
         wire = [{**{k: v for k, v in f.items() if k != "invocation"},
-                 **({"digest": self.digest} if self.digest and f["kind"] in ONE_SHOT else {})}
+                 **({"bind": bind} if bind and f["kind"] in ONE_SHOT else {})}
                 for f in wire]
         self.proxy = start_proxy(target.port, self.workdir / f"proxy-{n}.jsonl", wire,
                                  self.spawner, self.netns)

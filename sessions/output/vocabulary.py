@@ -7,6 +7,7 @@ from collections.abc import Collection
 
 from sessions.judging.metrics import Metrics, OverallMetrics
 from sessions.output.escape import visible
+from sessions.spec.compat import BOUND_REQUEST_EVENTS
 from sessions.stream.events import (
     CleanupObserved,
     ClientClaim,
@@ -54,7 +55,8 @@ def status_text(status: str) -> str:
 # a server's bookkeeping, left out of a report's timeline (in the archive): a connection's
 # ends, its progress, a request (its answer says what came of it)
 ROUTINE_RECORDS = {"connection_opened", "connection_closed", "listening", "stopped",
-                   "bytes_received", "payload_progress", "upstream_connected", "source_upload"}
+                   "bytes_received", "payload_progress", "upstream_connected",
+                   *BOUND_REQUEST_EVENTS}
 FAULT_FIELDS = ("id", "fault", "kind", "direction", "payload_bytes", "at_byte", "phase", "ms",
                 "rate")
 # a server record's fields first on its line, in this order; then any other short one a task's

@@ -22,3 +22,10 @@ THRESHOLD_NAMES = {"max_upload_attempts": "max_transfer_attempts"}
 # Library predicates renamed since: a clause id that named one (an old contract's clauses named
 # no predicate: each was judged by the one of its id) -> today's
 PREDICATE_NAMES = {"unchanged-no-upload": "unchanged-no-transfer"}
+
+# The wire proxy's record of the request a one-shot fault is bound to: today's, and the name it
+# had when it bound faults to backup's uploads only
+BOUND_REQUEST_EVENTS = ("request_bound", "source_upload")
+
+# A server fault's key for the k-th transfer, as an archive recorded it before it was `transfer`
+OLD_TRANSFER_KEY = "upload"

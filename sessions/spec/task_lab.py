@@ -17,7 +17,7 @@ _KEYS = {"": {"id", "version", "summary", "contract", "documents", "suites", "cl
          "placeholder": {"fill", "about"},
          "input": {"generate", "file", "watched"},
          "lab": {"invocations", "residue_dir", "residue_keep"},
-         "server": {"module", "command", "args", "role", "restart", "faults"},
+         "server": {"module", "command", "args", "role", "restart", "faults", "bind"},
          "program": {"module", "command", "args"}}
 ROLES = ("endpoint", "decoy", "internal")
 GENERATORS = ("source",)   # evlab's deterministic file (fixture/source.py)
@@ -46,6 +46,7 @@ class ServerSpec:
     role: str          # endpoint, decoy or internal
     restart: bool      # started again on its state and port when it dies
     faults: bool       # reads server faults from {faults}; wire faults through a proxy
+    bind: str = ""     # the request line a one-shot wire fault strikes (a pattern; {digest})
 
 
 @dataclass(frozen=True)
@@ -101,13 +102,30 @@ def parse_servers(file: Path, folder: Path, table: dict,
         if not all(isinstance(f, bool) for f in flags):
             raise TaskError(f"{file}: {key}: restart and faults are true or false")
         program = _program_of(file, folder, spec, key, _words(inputs, ()))
-        servers.append(ServerSpec(name, program, role, *flags))
+        servers.append(ServerSpec(name, program, role, flags[0], flags[1],
+                                  _bind(file, key, spec)))
     for what, many in (("endpoint", [s for s in servers if s.role == "endpoint"]),
                        ("server with faults", [s for s in servers if s.faults])):
         if len(many) > 1:
             raise TaskError(f"{file}: servers: at most one {what} "
                             f"({', '.join(s.name for s in many)})")
     return tuple(servers)
+
+
+def _bind(file: Path, key: str, spec: dict) -> str:
+    """A server's `bind`: a regular expression a request line must match whole; `{digest}`
+    stands for the watched input's sha256 (hex digits: nothing to escape)."""
+    bind = spec.get("bind", "")
+    if not isinstance(bind, str) or len(bind) > 400:
+        raise TaskError(f"{file}: {key}.bind: expected a regular expression (at most 400 "
+                        "characters)")
+    if bind and not spec.get("faults", False):
+        raise TaskError(f"{file}: {key}.bind: only a server with faults = true binds them")
+    try:
+        re.compile(bind.replace("{digest}", "0" * 64))
+    except re.error as e:
+        raise TaskError(f"{file}: {key}.bind: not a regular expression ({e})") from None
+    return bind
 
 
 def _words(inputs: tuple[InputSpec, ...], servers) -> set[str]:
