@@ -102,7 +102,8 @@ def test_campaign_file_mistakes_are_one_line_naming_the_file(tmp_path, edit, mes
 def _piece(scenario: str, done: bool) -> list:
     events = [SessionStarted(1, wall_ns=1, evlab_version=VERSION, kernel="k", collector="bcc",
                              packets="on", contract_version=load_task().contract.version,
-                             scenarios=(scenario,)),
+                             scenarios=(scenario,), task_id=load_task().id,
+                             task_sha256=load_task().sha256),
               PhaseChanged(2, scenario, "setup")]
     return events + ([PhaseChanged(3, scenario, "done")] if done else [])
 
@@ -194,6 +195,7 @@ def test_a_node_cannot_speak_for_the_judge_or_the_driver(tmp_path):
         [opening, grade, opening],
         [grade],
         [dataclasses.replace(opening, evlab_version="0.0.9"), grade],
+        [dataclasses.replace(opening, task_sha256="0" * 64), grade],   # other task files
     ]
     for events in forged:
         merger.finished(job, AttemptPiece(job.id, "n1", tuple(map(to_json, events)), {}))
@@ -201,6 +203,8 @@ def test_a_node_cannot_speak_for_the_judge_or_the_driver(tmp_path):
     assert all(not e.retried and e.reason.startswith("the node's record is unusable")
                for e in book.lost)
     assert "a AttemptJudged, which only the driver makes" in book.lost[0].reason
+    assert "the node ran task backup (sha256 000000000000…), the driver's is backup" in \
+        book.lost[-1].reason
 
 
 def test_a_path_to_a_system_executable_runs_the_nodes_own_file(tmp_path):

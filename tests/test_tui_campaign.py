@@ -134,12 +134,14 @@ def test_a_clients_grade_reads_as_the_grade_view():
 
 def recorded_pieces() -> dict[str, AttemptPiece]:
     """Each recorded attempt as its node handed it back: its opening and observations, from a
-    node running this evlab (the contract it was recorded under may be an earlier one)."""
+    node running this evlab (the contract and task files it was recorded under may be earlier
+    ones)."""
     pieces: dict[str, list] = {}
     current = None
     for e in observations(load_archive(DATA).events):
         if isinstance(e, SessionStarted):
-            e = dataclasses.replace(e, contract_version=load_task().contract.version)
+            e = dataclasses.replace(e, contract_version=load_task().contract.version,
+                                    task_id=load_task().id, task_sha256=load_task().sha256)
             current = pieces.setdefault(e.scenarios[0], [])
         if current is not None and not isinstance(
                 e, (CampaignStarted, AttemptDispatched, AttemptLost, SessionEnded)):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from sessions.spec.scenario import load_suite
 from sessions.spec.task import TaskError, load_task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,3 +194,82 @@ def test_a_verifier_that_cannot_say_makes_the_attempt_invalid_never_a_pass(tmp_p
     assert "the task's verifier could not say" in run["reason"]
     assert "the state is unreadable" in run["reason"]
     assert run["clauses"]["stored"] == "inconclusive"
+
+
+MIXED = """[campaign]
+name = "mixed"
+attempts = 1
+scenarios = ["{scenario}"]
+
+[[client]]
+name = "c-baseline"
+command = ["{build}/client-baseline", "{{host}}", "{{port}}", "{{source}}"]
+
+[[client]]
+name = "kv-honest"
+task = "kv"
+command = ["python3", "kv/client.py", "{{host}}", "{{port}}"]
+
+[[client]]
+name = "kv-liar"
+task = "kv"
+command = ["python3", "liar.py", "{{host}}", "{{port}}"]
+"""
+
+
+def test_a_campaign_naming_a_scenario_one_clients_task_lacks_is_one_line(tmp_path):
+    write_kv(tmp_path)
+    (tmp_path / "liar.py").write_text(LIAR)
+    file = tmp_path / "mixed.toml"
+    file.write_text(MIXED.format(build=ROOT / "fixture" / "build", scenario="normal"))
+    out = subprocess.run([EVLAB, "campaign", str(file), "--headless"], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=60)
+    assert (out.returncode, out.stderr.count("\n")) == (2, 1), out.stderr
+    assert "campaign.scenarios: unknown grade scenario 'normal' of task kv" in out.stderr
+    assert not list(tmp_path.glob("evlab-campaign-*"))
+
+
+@pytest.mark.live
+@root_only
+def test_a_campaign_mixing_tasks_grades_each_client_on_its_own_and_ranks_tasks_apart(
+        tmp_path):
+    """Backup's reference client beside the document's kv clients: each is graded on its task's
+    scenarios and contract, ranked only among its task's clients, and the archive replays so."""
+    folder = write_kv(tmp_path)
+    (tmp_path / "liar.py").write_text(LIAR)
+    file = tmp_path / "mixed.toml"
+    text = MIXED.format(build=ROOT / "fixture" / "build", scenario="x").replace(
+        'scenarios = ["x"]\n', "")   # each task's whole grade suite
+    file.write_text(text)
+    out = subprocess.run([EVLAB, "campaign", str(file), "--headless", "--json", "doc.json",
+                          "--archive", "mixed.tar.gz", "--report", "mixed.md"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr
+    board = json.loads((tmp_path / "doc.json").read_text())["campaign"]
+    assert board["tasks"] == ["backup", "kv"]
+    assert [(r["task"], r["rank"], r["name"]) for r in board["leaderboard"]] == [
+        ("backup", 1, "c-baseline"), ("kv", 1, "kv-honest"), ("kv", 2, "kv-liar")]
+    backup_suite = [s.id for s in load_suite("grade", load_task("backup"))]
+    clients = board["clients"]
+    assert clients["kv-honest"]["client"]["task"]["sha256"] == load_task(folder).sha256
+    assert list(clients["kv-honest"]["scenarios"]) == ["baseline"]
+    (kv_run,) = clients["kv-honest"]["scenarios"]["baseline"]["runs"]
+    assert kv_run["success"] and set(kv_run["clauses"]) == {"stored", "destination-only",
+                                                            "honest-outcome"}
+    (liar_run,) = clients["kv-liar"]["scenarios"]["baseline"]["runs"]
+    assert liar_run["clauses"]["stored"] == "fail" and not liar_run["success"]
+    backup_runs = [r for s in clients["c-baseline"]["scenarios"].values() for r in s["runs"]]
+    assert len(backup_runs) == len(clients["c-baseline"]["scenarios"]) >= 2
+    assert all(r["success"] and "integrity" in r["clauses"] for r in backup_runs)
+    assert list(clients["c-baseline"]["scenarios"]) == backup_suite
+    assert {k.split("/")[0] for k in board["per_scenario"]} == {"backup", "kv"}
+    assert "### task `kv`" in (tmp_path / "mixed.md").read_text()
+    shutil.rmtree(folder)   # the archive alone: each attempt re-judged on its task's contract
+    assert "; first on backup: c-baseline" in out.stderr and "; first on kv: kv-honest" in \
+        out.stderr
+    again = subprocess.run([EVLAB, "report", "mixed.tar.gz", "--format", "json", "--output",
+                            "again.json"], capture_output=True, text=True, cwd=tmp_path,
+                           timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert json.loads((tmp_path / "again.json").read_text())["campaign"]["leaderboard"] == \
+        board["leaderboard"]

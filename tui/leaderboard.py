@@ -67,8 +67,9 @@ class LeaderboardScreen(Screen):
         table = self.query_one("#leaderboard", DataTable)
         current = self.highlighted
         table.clear()
+        mixed = board is not None and len(board.tasks) > 1   # ranks restart in each task
         for row in board.leaderboard if board else ():
-            table.add_row(*leaderboard_row(row), key=row.name)
+            table.add_row(*leaderboard_row(row, mixed), key=row.name)
         if current is not None and current in table.rows:
             table.move_cursor(row=table.get_row_index(current))
         self._drawn = key
@@ -124,12 +125,14 @@ class ClientGradeScreen(GradeScreen):
         yield Footer()
 
 
-def leaderboard_row(row: Ranked) -> tuple:
-    """One ranked row of sessions.output.leaderboard as the table shows it."""
+def leaderboard_row(row: Ranked, mixed: bool = False) -> tuple:
+    """One ranked row of sessions.output.leaderboard as the table shows it (mixed: the
+    campaign ranks several tasks apart, so the rank says which)."""
     f, risks, most = row.figures, row.risks, row.fails_most
     risk_text = Text(f"{risks['high']}/{risks['medium']}/{risks['low']}",
                      "bold red" if risks["high"] else "yellow" if risks["medium"] else "")
-    return (str(row.rank), plain(row.name), figure(f.pass_at_1), figure(f.pass_hat_k),
+    rank = plain(f"{row.task} {row.rank}") if mixed else str(row.rank)
+    return (rank, plain(row.name), figure(f.pass_at_1), figure(f.pass_hat_k),
             figure(f.best_of_n), score_text(f, 2), str(row.invalid), risk_text,
             plain(f"{most.name} ×{most.count}") if most else "–")
 

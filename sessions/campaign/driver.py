@@ -15,7 +15,7 @@ from sessions.campaign.shipping import Files, ShippingError, pack
 from sessions.lab.attempts import AttemptPiece
 from sessions.lab.session import VERSION, end_reason
 from sessions.spec.campaign import Campaign
-from sessions.spec.task import load_task
+from sessions.spec.task import Task, load_task
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
 from sessions.stream.codec import EventFormatError, from_json
 from sessions.stream.events import (
@@ -46,8 +46,8 @@ class Merger:
     def __init__(self, stream: EventStream, campaign: Campaign, journal: Journal):
         self.stream, self.campaign, self.journal = stream, campaign, journal
         self._files: dict[str, Files] = {}
-        # what every node must run: this evlab, and the campaign's task's contract
-        self._versions = (VERSION, load_task(campaign.task or None).contract.version)
+        # what every node must run: this evlab, and each task as the driver has it
+        self._tasks = {t: load_task(t or None) for t in campaign.tasks}
 
     def files(self, client: str) -> Files:
         """The client's shipped files, read once (what every node receives)."""
@@ -64,7 +64,7 @@ class Merger:
     def finished(self, job: Job, piece: AttemptPiece) -> None:
         try:
             events = [from_json(line) for line in piece.lines]
-            _check_piece(job, events, self._versions)
+            _check_piece(job, events, self._tasks[job.task])
             self.journal.keep_files(piece.files, job.id)
         except (EventFormatError, ShippingError) as e:
             self.lost(job, piece.node, f"the node's record is unusable: {e}", retry=False)
@@ -82,16 +82,22 @@ class Merger:
         return retried
 
 
-def _check_piece(job: Job, events: list[Event], here: tuple[str, str]) -> None:
+def _check_piece(job: Job, events: list[Event], task: Task) -> None:
     """A piece from a node is the attempt asked for, as observations only: one opening, one
     GradeStarted of that client, events of that attempt. A judgement, a campaign event or an
     end in it would be the node speaking for the judge or the driver."""
     if not events or not isinstance(events[0], SessionStarted):
         raise EventFormatError("it does not start with the node's SessionStarted")
-    there = (events[0].evlab_version, events[0].contract_version)
+    first = events[0]
+    there = (first.evlab_version, first.contract_version)
+    here = (VERSION, task.contract.version)
     if there != here:   # a node on other evlab code judges by other rules
         raise EventFormatError(f"the node runs evlab {there[0]} with contract v{there[1]}, "
                                f"the driver evlab {here[0]} with contract v{here[1]}")
+    if (first.task_id, first.task_sha256) != (task.id, task.sha256):   # other task files
+        raise EventFormatError(f"the node ran task {first.task_id} "
+                               f"(sha256 {first.task_sha256[:12]}…), the driver's is "
+                               f"{task.id} (sha256 {task.sha256[:12]}…)")
     for e in events:
         if isinstance(e, (*DERIVED, *CAMPAIGN_EVENTS, SessionEnded)) or (
                 isinstance(e, SessionStarted) and e is not events[0]):

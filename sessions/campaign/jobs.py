@@ -25,6 +25,7 @@ class Job:
     template: Scenario
     attempt: int
     run: int = 1                    # 2, 3...: run again after the engine lost it
+    task: str = ""                  # the client's task: a built-in id or a folder
 
     @property
     def id(self) -> str:
@@ -36,7 +37,8 @@ class Job:
     def order(self, root: Path) -> AttemptOrder:
         """Resolve the client under root, where its shipped files are (may raise
         ClientSpecError: a file missing there)."""
-        spec = build(list(self.tokens), root, self.env, self.timeout_s, self.attempts)
+        spec = build(list(self.tokens), root, self.env, self.timeout_s, self.attempts,
+                     task=self.task)
         return AttemptOrder(self.client, spec, {n: root / n for n in self.shipped},
                             client_attempt(spec, self.template, self.attempt, self.client))
 
@@ -44,10 +46,10 @@ class Job:
 def job_of(client: CampaignClient, template: Scenario, attempt: int, run: int = 1) -> Job:
     user_env = dict(client.spec.env)
     return Job(client.name, client.tokens, user_env, client.spec.timeout_s,
-               client.spec.attempts, tuple(client.ship), template, attempt, run)
+               client.spec.attempts, tuple(client.ship), template, attempt, run, client.task)
 
 
 def plan(campaign: Campaign) -> list[Job]:
     """Every attempt, client by client (a local campaign grades one client, then the next)."""
-    return [job_of(c, t, k) for c in campaign.clients for t in campaign.scenarios
+    return [job_of(c, t, k) for c in campaign.clients for t in c.scenarios
             for k in range(1, campaign.attempts + 1)]

@@ -2,6 +2,7 @@
 them one by one; with jobs > 1, a pool of lab processes (sessions/lab/schedule.py), each a lab
 session of its own with networks of its own, runs them side by side."""
 
+import dataclasses
 import threading
 from collections.abc import Callable
 
@@ -52,10 +53,20 @@ class LocalEngine:
             node.close()
 
     def _at_once(self, jobs: list[Job], files: Callable[[str], Files], sink) -> None:
-        ship, pool = Ship(), None
+        """A pool of labs per task (a lab session judges one task), one task after another."""
+        ship = Ship()
         try:
-            orders = [ship.order(job, files(job.client)) for job in jobs]
-            pool = self._running = Pool(self.options, min(self.jobs, len(jobs)))
+            for task in dict.fromkeys(job.task for job in jobs):
+                mine = [job for job in jobs if job.task == task]
+                self._pool(mine, [ship.order(job, files(job.client)) for job in mine], sink)
+        finally:
+            ship.close()
+
+    def _pool(self, jobs: list[Job], orders: list, sink) -> None:
+        pool = None
+        try:
+            pool = self._running = Pool(dataclasses.replace(self.options, task=jobs[0].task),
+                                        min(self.jobs, len(jobs)))
             if self._cancel.is_set():
                 raise Cancelled()
             pool.run(orders, lambda i, piece: sink.finished(jobs[i], piece),
@@ -66,8 +77,5 @@ class LocalEngine:
             raise
         finally:
             self._running = None
-            try:
-                if pool is not None:
-                    pool.close()
-            finally:
-                ship.close()
+            if pool is not None:
+                pool.close()

@@ -1,7 +1,8 @@
 """One node's lab for a campaign (this machine's, or a Ray node's actor): a directory where each
-client's shipped files are laid out once (`Ship`), and one AttemptWorker (one lab session)
-running the attempts sent to it one at a time."""
+client's shipped files are laid out once (`Ship`), and one AttemptWorker (one lab session) per
+task running the attempts sent to it one at a time (a lab session judges one task)."""
 
+import dataclasses
 import shutil
 
 from probes.owned_tmp import make_owned_dir
@@ -31,21 +32,26 @@ class Ship:
 class Node:
     def __init__(self, options: Options, name: str):
         self.name = name
+        self.options = options
         self.ship = Ship()
-        try:
-            self.worker = AttemptWorker(options, name)
-        except BaseException:
-            self.ship.close()
-            raise
+        self.workers: dict[str, AttemptWorker] = {}   # by task; the current one last
 
     def run(self, job: Job, files: Files) -> AttemptPiece:
-        return self.worker.run(self.ship.order(job, files))
+        order = self.ship.order(job, files)
+        if job.task not in self.workers:
+            for other in list(self.workers):   # one lab session at a time: its BPF, its net
+                self.workers.pop(other).close()
+            self.workers[job.task] = AttemptWorker(
+                dataclasses.replace(self.options, task=job.task), self.name)
+        return self.workers[job.task].run(order)
 
     def cancel(self) -> None:
-        self.worker.cancel()
+        for worker in list(self.workers.values()):
+            worker.cancel()
 
     def close(self) -> None:
         try:
-            self.worker.close()
+            for worker in self.workers.values():
+                worker.close()
         finally:
             self.ship.close()

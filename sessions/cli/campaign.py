@@ -98,7 +98,7 @@ def open_campaign(args):
     closed again and nothing written."""
     try:
         campaign = load_campaign(args.file, task_ref(args.task) if args.task else None)
-        if args.ray is not None and Path(campaign.task).is_absolute():   # not a built-in id
+        if args.ray is not None and any(Path(t).is_absolute() for t in campaign.tasks):
             raise CampaignError(f"{args.file}: a task folder of your own runs in a local "
                                 "campaign for now: Ray nodes get the clients' files, not the "
                                 "task's folder (a built-in task runs on Ray)")

@@ -83,9 +83,10 @@ def campaign_exit(board: Board, partial: bool) -> int:
 
 
 def summary_line(board: Board, directory: Path | None = None) -> str:
-    top = board.leaderboard[0] if board.leaderboard else None
-    best = (f"; first: {top.name} (pass^k {figure(top.figures.pass_hat_k)}, Pass@1 "
-            f"{figure(top.figures.pass_at_1)})" if top else "")
+    tops = [r for r in board.leaderboard if r.rank == 1]   # one per task ranked apart
+    best = "".join(f"; first{f' on {top.task}' if len(tops) > 1 else ''}: {top.name} (pass^k "
+                   f"{figure(top.figures.pass_hat_k)}, Pass@1 {figure(top.figures.pass_at_1)})"
+                   for top in tops)
     p = board.progress
     return (f"evlab: campaign {board.name}: {p.done} of {p.total} attempts done, "
             f"{p.lost} lost to the engine{best}"

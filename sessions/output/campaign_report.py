@@ -41,10 +41,14 @@ def campaign_markdown(c: Board, partial: bool, end_reason: str) -> list[str]:
            f"- campaign: {'**partial** — ' if partial else ''}{end_reason}; "
            f"{p.done} of {p.total} attempts done, {p.running} running, "
            f"{p.queued} queued, {p.lost} lost to the engine",
-           "", "## Leaderboard", "", *_board(c.leaderboard, True), "",
-           "_Ranked by pass^k, then Pass@1, then mean score, then fewer high and medium risk "
-           "findings. Invalid attempts (the engine's or the environment's doing, not the "
-           "client's) are left out of every figure._", ""]
+           "", "## Leaderboard", ""]
+    for task in c.tasks or ("",):
+        rows = tuple(r for r in c.leaderboard if r.task == task or not c.tasks)
+        out += ([f"### task {code(task)}", ""] if len(c.tasks) > 1 else []) \
+            + [*_board(rows, True), ""]
+    out += ["_Ranked by pass^k, then Pass@1, then mean score, then fewer high and medium risk "
+            "findings; the clients of each task apart. Invalid attempts (the engine's or the "
+            "environment's doing, not the client's) are left out of every figure._", ""]
     for base, rows in c.per_scenario.items():
         out += [f"### {base}", "", *_board(rows, False), ""]
     lost = [e for entry in c.clients.values() for e in entry.lost]

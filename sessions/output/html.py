@@ -252,9 +252,14 @@ def _campaign(board: Board, anchors: dict[str, str]) -> list[str]:
            f"{esc(', '.join(board.scenarios))}; {board.attempts_per_scenario} attempt(s) each; "
            f"{p.done} of {p.total} attempts done, {p.running} running, {p.queued} queued, "
            f"{p.lost} lost to the engine (run again up to {board.retries} time(s))</p>",
-           "<h2>Leaderboard</h2>", _ranked(board.leaderboard, True),
-           '<p class="note">Ranked by pass^k, then Pass@1, then mean score, then fewer high and '
-           "medium risk findings. Invalid attempts are left out of every figure.</p>"]
+           "<h2>Leaderboard</h2>"]
+    for task in board.tasks or ("",):
+        rows = tuple(r for r in board.leaderboard if r.task == task or not board.tasks)
+        out += ([f"<h3>task {esc(task)}</h3>"] if len(board.tasks) > 1 else []) \
+            + [_ranked(rows, True)]
+    out += ['<p class="note">Ranked by pass^k, then Pass@1, then mean score, then fewer high and '
+           "medium risk findings; the clients of each task apart. Invalid attempts are left out of "
+            "every figure.</p>"]
     for base, rows in board.per_scenario.items():
         out += [f"<h3>{esc(base)}</h3>", _ranked(rows, False)]
     lost = [e for entry in board.clients.values() for e in entry.lost]

@@ -3,7 +3,9 @@ SEM, invalid attempts, risk findings by severity and the clause or gate it fails
 and per scenario, ranked. Also how far the campaign is (done, running, queued, per node, ETA).
 
 Ranking: pass^k, then Pass@1, then mean score (higher first), then fewer high and medium risk
-findings, then the name. A figure with no valid attempt behind it ranks last.
+findings, then the name. A figure with no valid attempt behind it ranks last. A campaign that
+mixes tasks ranks the clients of each task apart (ranks from 1 in each; per scenario keyed
+TASK/SCENARIO): a figure on one contract says nothing against a figure on another.
 """
 
 import collections
@@ -12,7 +14,8 @@ from dataclasses import dataclass
 
 from sessions.judging.metrics import Metrics, OverallMetrics
 from sessions.output.grades import ClientGrade, client_grade, given_up
-from sessions.stream.campaign_events import AttemptLost
+from sessions.spec.task import DEFAULT_TASK
+from sessions.stream.campaign_events import AttemptLost, CampaignStarted
 from sessions.stream.evidence import EvidenceBook, ScenarioEvidence
 
 SEVERITIES = ("high", "medium", "low")
@@ -56,9 +59,11 @@ class Ranked:
     risks: dict[str, int]
     invalid: int
     fails_most: FailsMost | None
+    task: str = ""   # the task its clients are ranked on
 
     def to_json(self) -> dict:
-        return {"rank": self.rank, "name": self.name, "figures": _figures(self.figures),
+        return {"rank": self.rank, "name": self.name, "task": self.task,
+                "figures": _figures(self.figures),
                 "risks": dict(self.risks), "invalid": self.invalid,
                 "fails_most": dataclasses.asdict(self.fails_most) if self.fails_most else None}
 
@@ -100,9 +105,11 @@ class Board:
     leaderboard: tuple[Ranked, ...]
     per_scenario: dict[str, tuple[Ranked, ...]]
     clients: dict[str, ClientEntry]
+    tasks: tuple[str, ...] = ()     # the tasks ranked apart, in the campaign's order
 
     def to_json(self) -> dict:
-        return {"name": self.name, "engine": self.engine, "scenarios": list(self.scenarios),
+        return {"name": self.name, "engine": self.engine, "tasks": list(self.tasks),
+                "scenarios": list(self.scenarios),
                 "attempts_per_scenario": self.attempts_per_scenario, "retries": self.retries,
                 "progress": self.progress.to_json(),
                 "leaderboard": [r.to_json() for r in self.leaderboard],
@@ -136,7 +143,7 @@ def _entry(book: EvidenceBook, name: str, identity: dict) -> ClientEntry:
     judged = {ev.id for ev in evs if ev.attempt is not None}
     env = next((ev.grade.env for ev in evs if ev.grade is not None), None)
     node = {d.scenario: d.node for d in book.dispatched if d.client == name}
-    grade = client_grade({**identity, "env": env}, c.attempts, c.scenarios, evs,
+    grade = client_grade({**identity, "env": env}, c.attempts, scenarios_of(c, identity), evs,
                          given_up(lost, judged), node)
     risks = collections.Counter(r.severity for ev in evs for r in ev.risks)
     return ClientEntry(name, grade, len(lost), {s: risks.get(s, 0) for s in SEVERITIES},
@@ -156,6 +163,16 @@ def _ranked(rows: list[Ranked]) -> tuple[Ranked, ...]:
                  for i, r in enumerate(sorted(rows, key=_key), 1))
 
 
+def scenarios_of(c: CampaignStarted, identity: dict) -> tuple[str, ...]:
+    """A client's scenarios (a campaign from before clients had tasks: the campaign's)."""
+    return tuple(identity.get("scenarios", c.scenarios))
+
+
+def task_of(identity: dict) -> str:
+    """A client's task id (a campaign from before clients had tasks: the default task)."""
+    return identity.get("task", {}).get("id", DEFAULT_TASK)
+
+
 def board_of(book: EvidenceBook) -> Board | None:
     """A campaign's board; None when the session is not a campaign."""
     c = book.campaign
@@ -163,14 +180,21 @@ def board_of(book: EvidenceBook) -> Board | None:
         return None
     # by name: a JSON round trip (the archive) sorts the keys, and a replay must read the same
     clients = {name: _entry(book, name, c.clients[name]) for name in sorted(c.clients)}
-    overall = _ranked([Ranked(0, n, e.grade.overall, e.risks, e.invalid, e.fails_most)
-                       for n, e in clients.items()])
-    per_scenario = {base: _ranked([Ranked(0, n, e.grade.scenarios[base].metrics, e.risks,
-                                          e.grade.scenarios[base].metrics.invalid, None)
-                                   for n, e in clients.items()])
-                    for base in c.scenarios}
+    tasks = tuple(dict.fromkeys(task_of(c.clients[n]) for n in c.clients))
+    overall: list[Ranked] = []
+    per_scenario: dict[str, tuple[Ranked, ...]] = {}
+    for task in tasks:
+        mine = {n: e for n, e in clients.items() if task_of(c.clients[n]) == task}
+        overall += _ranked([Ranked(0, n, e.grade.overall, e.risks, e.invalid, e.fails_most,
+                                   task) for n, e in mine.items()])
+        for base in dict.fromkeys(b for n in mine for b in scenarios_of(c, c.clients[n])):
+            key = base if len(tasks) == 1 else f"{task}/{base}"
+            per_scenario[key] = _ranked([
+                Ranked(0, n, e.grade.scenarios[base].metrics, e.risks,
+                       e.grade.scenarios[base].metrics.invalid, None, task)
+                for n, e in mine.items() if base in e.grade.scenarios])
     return Board(c.name, c.engine, tuple(c.scenarios), c.attempts, c.retries, progress(book),
-                 overall, per_scenario, clients)
+                 tuple(overall), per_scenario, clients, tasks)
 
 
 def _took_s(ev: ScenarioEvidence) -> float | None:
@@ -183,7 +207,7 @@ def progress(book: EvidenceBook) -> Progress:
     """Done, running and queued attempts (per node too) and an estimate of the time left:
     the attempts' mean time where they ran x what is left / the nodes at work."""
     c = book.campaign
-    total = len(c.clients) * len(c.scenarios) * c.attempts if c else 0
+    total = sum(len(scenarios_of(c, i)) for i in c.clients.values()) * c.attempts if c else 0
     judged = {ev.id: ev for ev in book.scenarios.values() if ev.attempt is not None}
     gave_up = {e.scenario for e in book.lost if not e.retried} - set(judged)
     latest = {}

@@ -16,6 +16,11 @@
     env = { LOG_LEVEL = "debug" }
     timeout_s = 20
     ship = ["lib"]                          # more files or directories it needs on a node
+    task = "kv"                             # this client's task, if not the campaign's
+
+A campaign may mix tasks: each client is graded on its task's scenarios (`scenarios` names
+grade scenarios every client's task has; without it, each task's whole grade suite) and ranked
+only beside the clients of its task.
 
 Relative paths are relative to the campaign file. What travels to a Ray node (`shipped`): the
 command's own files, its executable unless a system one (/usr, /bin, ...), and `ship`; each is
@@ -47,7 +52,7 @@ MAX_SHIPPED_BYTES = 64 << 20
 SYSTEM_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/", "/etc/")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 _KEYS = {"campaign": {"name", "scenarios", "attempts", "retries", "noise", "task"},
-         "client": {"name", "command", "env", "timeout_s", "ship"}}
+         "client": {"name", "command", "env", "timeout_s", "ship", "task"}}
 
 
 class CampaignError(ValueError):
@@ -61,11 +66,16 @@ class CampaignClient:
     tokens: tuple[str, ...]         # the command, its file words as shipped names
     ship: dict[str, Path]           # shipped name -> the file on this machine
     shipped: dict[str, str]         # shipped name -> sha256
+    task: str = ""                  # its task: a built-in id or a folder ("": the default)
+    scenarios: tuple[Scenario, ...] = ()   # its task's grade scenarios it is graded on
 
     def identity(self) -> dict:
+        task = load_task(self.task or None)
         return {"command": list(self.spec.command), "executable": str(self.spec.executable),
                 "sha256": self.spec.sha256, "files": dict(self.spec.files),
-                "shipped": dict(self.shipped)}
+                "shipped": dict(self.shipped),
+                "task": {"id": task.id, "version": task.version, "sha256": task.sha256},
+                "scenarios": [s.id for s in self.scenarios]}
 
 
 @dataclass(frozen=True)
@@ -74,7 +84,7 @@ class Campaign:
     file: Path
     text: str                       # the file as read: a resumed campaign must be the same
     clients: tuple[CampaignClient, ...]
-    scenarios: tuple[Scenario, ...] # grade scenario templates
+    scenarios: tuple[Scenario, ...] # every client's grade scenario templates, by id, once
     attempts: int
     retries: int
     noise: tuple[str, ...]
@@ -83,7 +93,12 @@ class Campaign:
 
     @property
     def size(self) -> int:
-        return len(self.clients) * len(self.scenarios) * self.attempts
+        return sum(len(c.scenarios) for c in self.clients) * self.attempts
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The tasks its clients are graded on, each once."""
+        return tuple(dict.fromkeys(c.task for c in self.clients))
 
 
 def shipped_name(path: Path, root: Path) -> str:
@@ -132,32 +147,42 @@ def _campaign(path: Path, text: str, data: dict, given: str | None) -> Campaign:
     if not isinstance(name, str) or not _NAME.match(name):
         raise CampaignError(f"{path}: campaign.name: expected letters, digits, '-', '_' or "
                             f"'.' (at most 40), got {name!r}")
-    task = given if given is not None else _task(path, head)
-    parsed = tuple(_client(path, root, c, attempts, task) for c in clients)
+    task = given if given is not None else _task(path, head, "campaign.task")
+    suites: dict[str, tuple[Scenario, ...]] = {}
+    parsed = []
+    for entry in clients:
+        # --task names every client's task; else a client's own, else the campaign's
+        own = task if given is not None or "task" not in entry \
+            else _task(path, entry, f"client {entry.get('name')}: task")
+        if own not in suites:
+            suites[own] = _scenarios(path, root, head, own)
+        parsed.append(_client(path, root, entry, attempts, own, suites[own]))
     names = [c.name for c in parsed]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise CampaignError(f"{path}: client name(s) used twice: {', '.join(twice)}")
-    scenarios = _scenarios(path, root, head, task)
-    if len(parsed) * len(scenarios) * attempts > MAX_CAMPAIGN_ATTEMPTS:
-        raise CampaignError(f"{path}: {len(parsed)} clients x {len(scenarios)} scenarios x "
-                            f"{attempts} attempts is more than {MAX_CAMPAIGN_ATTEMPTS} attempts "
+    scenarios = tuple({s.id: s for s in (x for ss in suites.values() for x in ss)}.values())
+    size = sum(len(c.scenarios) for c in parsed) * attempts
+    if size > MAX_CAMPAIGN_ATTEMPTS:
+        raise CampaignError(f"{path}: {len(parsed)} clients x their scenarios x {attempts} "
+                            f"attempts is {size}, more than {MAX_CAMPAIGN_ATTEMPTS} attempts "
                             "(one archive's worth): split the campaign")
-    return Campaign(name, path.resolve(), text, parsed, scenarios, attempts, retries,
+    return Campaign(name, path.resolve(), text, tuple(parsed), scenarios, attempts, retries,
                     _noise(path, head), dict(sandbox), task)
 
 
-def _task(path: Path, head: dict) -> str:
-    """[campaign] task: a folder beside the file, else a built-in task's id (or a folder)."""
-    task = head.get("task", "")
+def _task(path: Path, table: dict, where: str) -> str:
+    """A campaign's or a client's task: a folder beside the file, else a built-in task's id
+    (or a folder)."""
+    task = table.get("task", "")
     if not isinstance(task, str):
-        raise CampaignError(f"{path}: campaign.task: expected a task's id or folder")
+        raise CampaignError(f"{path}: {where}: expected a task's id or folder")
     if not task:
         return ""
     try:
         return task_named_in(path, task)
     except TaskError as e:
-        raise CampaignError(f"{path}: campaign.task: {e}") from None
+        raise CampaignError(f"{path}: {where}: {e}") from None
 
 
 def _known_keys(path: Path, table: dict, where: str) -> None:
@@ -201,15 +226,17 @@ def _scenarios(path: Path, root: Path, head: dict, task: str) -> tuple[Scenario,
         elif w in builtin:
             s = builtin[w]
         else:
-            raise CampaignError(f"{path}: campaign.scenarios: unknown grade scenario {w!r}; "
-                                f"choose from {', '.join(builtin)} or name a .toml file")
+            raise CampaignError(f"{path}: campaign.scenarios: unknown grade scenario {w!r} of "
+                                f"task {chosen_task.id}; choose from {', '.join(builtin)} or "
+                                "name a .toml file")
         if s.id in chosen:
             raise CampaignError(f"{path}: campaign.scenarios: two scenarios have the id {s.id}")
         chosen[s.id] = s
     return tuple(chosen.values())
 
 
-def _client(path: Path, root: Path, entry: dict, attempts: int, task: str) -> CampaignClient:
+def _client(path: Path, root: Path, entry: dict, attempts: int, task: str,
+            scenarios: tuple[Scenario, ...]) -> CampaignClient:
     _known_keys(path, entry, "client")
     name = entry.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
@@ -223,7 +250,7 @@ def _client(path: Path, root: Path, entry: dict, attempts: int, task: str) -> Ca
         raise CampaignError(f"{path}: {where}: {e}") from None
     ship = _shipping(path, root, where, spec, entry.get("ship", []))
     return CampaignClient(name, spec, _shipped_tokens(spec, command, root), ship,
-                          {n: sha256_file(p) for n, p in ship.items()})
+                          {n: sha256_file(p) for n, p in ship.items()}, task, scenarios)
 
 
 def _is_system(path: Path) -> bool:
