@@ -23,11 +23,13 @@ from probes.boundary.cgroup import sweep_stale as sweep_stale_cgroups
 from probes.owned_tmp import sweep_stale
 from sessions import cli
 from sessions.campaign import driver
+from sessions.spec.task import load_task
 
 pytestmark = [pytest.mark.root(reason="runs the lab: BCC, cgroups, packet capture, sandbox"),
               pytest.mark.slow, pytest.mark.live]
 
 CLIENTS = Path(__file__).parent / "clients"
+ROOT = Path(__file__).resolve().parent.parent
 CAMPAIGN = """
 [campaign]
 name = "three"
@@ -258,3 +260,62 @@ def test_a_stopped_campaign_resumes_without_redoing_finished_attempts(tmp_path, 
     journal = (tmp_path / "dir" / "journal.jsonl").read_text().splitlines()
     dispatched = [json.loads(x)["scenario"] for x in journal if '"AttemptDispatched"' in x]
     assert dispatched == ["c:normal@1", "c:normal@2", "c:normal@3"]   # 1 and 2 ran once
+
+
+def test_a_task_folder_of_the_users_travels_to_the_ray_nodes(cluster, local_doc, tmp_path):
+    """A campaign on a copy of backup's folder (a task of the user's) runs on the cluster: each
+    node lays the folder out beside the client's files and judges on it, and the verdicts are
+    the built-in task's, attempt for attempt."""
+    c, _ = cluster
+    folder = tmp_path / "my-backup"
+    _user_copy_of_backup(folder)
+    text = CAMPAIGN.split("[[client]]")[0].replace('"normal", "interrupted"', '"normal"') \
+        .replace("attempts = 2", 'attempts = 2\ntask = "my-backup"') + \
+        '[[client]]\nname = "c-baseline"\n' \
+        'command = ["./client-baseline", "{host}", "{port}", "{source}"]\n'
+    file = _campaign(tmp_path, text)
+    rc, doc = _run(tmp_path, file, "--ray", c.address)
+    assert rc == 0
+    client = doc["campaign"]["clients"]["c-baseline"]
+    assert client["client"]["task"]["sha256"] == load_task(folder).sha256
+    expected = {k: v for k, v in _verdicts(local_doc).items()
+                if k.startswith("c-baseline:normal@")}
+    assert _verdicts(doc) == expected and len(expected) == 2
+
+
+def test_a_node_lays_a_shipped_task_folder_out_apart_and_judges_on_that_copy(tmp_path):
+    """What the Ray engine sends with a client of a user's task: the folder's files under their
+    own prefix, laid out beside (never inside) the client's, and the job's task is that copy,
+    whose digest is the driver's folder's."""
+    from sessions.campaign.jobs import plan
+    from sessions.campaign.node import Ship
+    from sessions.campaign.shipping import pack, with_task
+    from sessions.spec.campaign import load_campaign
+    folder = tmp_path / "my-backup"
+    _user_copy_of_backup(folder)
+    text = CAMPAIGN.replace("attempts = 2", 'attempts = 1\ntask = "my-backup"')
+    campaign = load_campaign(_campaign(tmp_path, text))
+    job = plan(campaign)[0]
+    files = with_task(pack(campaign.clients[0]), job.task)
+    assert set(pack(campaign.clients[0])) == {"client-baseline"} and \
+        {n for n in files if n.startswith(".task/")} >= {".task/task.toml",
+                                                          ".task/contract.toml"}
+    ship = Ship()
+    try:
+        placed = ship.place(job, files)
+        assert Path(placed.task) == ship.dir / ".tasks" / "c-baseline"
+        assert load_task(placed.task).sha256 == load_task(folder).sha256
+        assert sorted(p.name for p in (ship.dir / "c-baseline").iterdir()) == ["client-baseline"]
+        builtin = plan(load_campaign(_campaign(tmp_path / "b", CAMPAIGN)))[0]
+        assert with_task({}, builtin.task) == {}   # a built-in task is every node's own
+    finally:
+        ship.close()
+
+
+def _user_copy_of_backup(folder: Path) -> None:
+    """Backup's folder with a summary of the user's: a byte-identical copy would be the built-in
+    task itself (a task is known by its folder's sha256), which every node has."""
+    shutil.copytree(ROOT / "fixture" / "backup", folder,
+                    ignore=shutil.ignore_patterns("__pycache__", "build"))
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace('summary = "', 'summary = "my copy: ', 1))

@@ -1243,8 +1243,8 @@ TRACEPOINT_PROBE(irq, softirq_exit)
 struct cg_conf { u32 inv; u32 slot; u32 deny; };
 BPF_HASH(cg_inv, u64, struct cg_conf, 256);       // client cgroup id -> invocation, mode
 struct dest_key { u32 inv; u16 family; u16 port; u8 addr[16]; };
-// What the contract allows (receiver or proxy: ALLOW) and what is refused whatever the mode (the
-// receiver's own port while a fault proxy stands in front of it: REFUSE).
+// What the contract allows (the endpoint or its proxy: ALLOW) and what is refused whatever the
+// mode (the endpoint's own port while a fault proxy stands in front of it: REFUSE).
 #define DEST_ALLOW 1
 #define DEST_REFUSE 2
 BPF_HASH(egress_allow, struct dest_key, u8, 256);

@@ -6,21 +6,25 @@ actors pinned to it (--jobs, else one per two of the node's CPUs), each holding 
 (its own process, BPF compile and lab networks): `jobs` attempts at a time per node. The
 clients' lab networks keep Ray's own ports (GCS, raylet, agents: unauthenticated, root) out of
 their reach.
-A client's files go once per client into the object store; the node lays them out and records
-the sha256 of what it runs. An actor that dies (its node lost, its process killed) costs the
+A client's files go once per client into the object store, with its task's folder when the task
+is one of the user's (a built-in task is every node's own); the node lays them out and records
+the sha256 of what it runs, and the driver refuses an attempt whose task files differ.
+An actor that dies (its node lost, its process killed) costs the
 attempt it was running: reported as lost (invalid, never the client's), run again within the
 campaign's retries elsewhere, never dropped.
 """
 
 import collections
+import dataclasses
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from sessions.campaign.jobs import Job
 from sessions.campaign.node import Node
-from sessions.campaign.shipping import Files
+from sessions.campaign.shipping import Files, with_task
 from sessions.lab.session import Cancelled, Options
 
 RESOURCE = "evlab"
@@ -70,6 +74,9 @@ class RayEngine:
         except Exception as e:   # noqa: BLE001 - Ray's own errors: no cluster, refused
             raise EngineError(f"--ray {address}: cannot join the cluster "
                               f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+        # a node's lab opens on a built-in task: a folder of the user's comes with the attempts
+        self._opening = dataclasses.replace(
+            options, task="" if Path(options.task).is_absolute() else options.task)
         self._actor_class = ray.remote(num_cpus=0, resources={RESOURCE: 1},
                                        max_restarts=0)(NodeLab)
         self.actors: dict[str, Any] = {}          # lab -> actor handle (Ray's, untyped)
@@ -109,7 +116,7 @@ class RayEngine:
             for lab in self.labs[node]:
                 actor = self._actor_class.options(
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-                    resources={RESOURCE: share}).remote(self.options)
+                    resources={RESOURCE: share}).remote(self._opening)
                 self.actors[lab], self.names[lab] = actor, name
                 self._starting[actor.opened.remote()] = lab
 
@@ -155,7 +162,7 @@ class RayEngine:
             while queue and idle:
                 job, lab = queue.popleft(), idle.pop(0)
                 if job.client not in refs:
-                    refs[job.client] = ray.put(files(job.client))
+                    refs[job.client] = ray.put(with_task(files(job.client), job.task))
                 running[self.actors[lab].run.remote(job, refs[job.client])] = (job, lab)
                 sink.dispatched(job, self.names[lab])
             if not running and not idle and self._starting:

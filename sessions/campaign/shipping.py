@@ -1,13 +1,18 @@
 """What travels with a client: its shipped files as bytes (driver side), laid out under a root
-of the node's own (node side), readable by the sandbox's unprivileged user."""
+of the node's own (node side), readable by the sandbox's unprivileged user. A client whose task
+is a folder of the user's (not a built-in one, which every node has) takes the folder along on
+a Ray node: its files under TASK_PREFIX, laid out apart from the client's (Ship.place)."""
 
 import os
 import stat
 from pathlib import Path, PurePosixPath
 
 from sessions.spec.campaign import CampaignClient
+from sessions.spec.task import task_files
 
 Files = dict[str, tuple[int, bytes]]   # shipped name -> (mode bits, content)
+TASK_PREFIX = ".task/"   # no shipped name of a client's starts so (they start with a letter,
+                         # a digit or "abs/")
 
 
 class ShippingError(ValueError):
@@ -17,6 +22,23 @@ class ShippingError(ValueError):
 def pack(client: CampaignClient) -> Files:
     return {name: (stat.S_IMODE(path.stat().st_mode), path.read_bytes())
             for name, path in client.ship.items()}
+
+
+def with_task(client_files: Files, task: str) -> Files:
+    """The client's files and, when its task is a folder (an absolute path, not a built-in
+    id), the folder's files (those its digest covers) under TASK_PREFIX."""
+    if not Path(task).is_absolute():
+        return client_files
+    folder = Path(task)
+    return {**client_files, **{TASK_PREFIX + p.relative_to(folder).as_posix():
+                               (stat.S_IMODE(p.stat().st_mode), p.read_bytes())
+                               for p in task_files(folder)}}
+
+
+def split_task(files: Files) -> tuple[Files, Files]:
+    """(the client's files, its task folder's files by their path in the folder)."""
+    return ({n: f for n, f in files.items() if not n.startswith(TASK_PREFIX)},
+            {n[len(TASK_PREFIX):]: f for n, f in files.items() if n.startswith(TASK_PREFIX)})
 
 
 def unpack(root: Path, files: Files) -> None:

@@ -98,10 +98,6 @@ def open_campaign(args):
     closed again and nothing written."""
     try:
         campaign = load_campaign(args.file, task_ref(args.task) if args.task else None)
-        if args.ray is not None and any(Path(t).is_absolute() for t in campaign.tasks):
-            raise CampaignError(f"{args.file}: a task folder of your own runs in a local "
-                                "campaign for now: Ray nodes get the clients' files, not the "
-                                "task's folder (a built-in task runs on Ray)")
         options = campaign_options(args, campaign)
         engine = make_engine(args, options)
     except (CampaignError, EngineError) as e:
@@ -119,4 +115,5 @@ def open_campaign(args):
 def campaign_options(args, campaign: Campaign):
     if not args.noise and campaign.noise:
         args.noise = ",".join(campaign.noise)
-    return options_of(args, True, campaign.sandbox, campaign.task)
+    # the first task's lab opens first (a node opens its lab before the first attempt)
+    return options_of(args, True, campaign.sandbox, campaign.tasks[0])

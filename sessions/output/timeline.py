@@ -268,7 +268,7 @@ def _server(b: _Builder, server: str, records: list, marks: dict[str, str]) -> N
                    f"{server} conn {conn}: {', '.join(did) or 'opened and closed'}; "
                    + _closed(r.fields))
         elif conn in opened and r.event.split("_")[0] not in opened[conn][1]:
-            opened[conn][1].append(r.event.split("_")[0])   # what it did: check, upload, ...
+            opened[conn][1].append(r.event.split("_")[0])   # what it did: its record's first word
         if r.event in marks:
             b.mark(r.t_ns, server, marks[r.event], _record_label(server, r))
 

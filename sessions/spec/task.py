@@ -270,12 +270,18 @@ def _suites(file: Path, folder: Path, table) -> dict[str, Path]:
     return suites
 
 
+def task_files(folder: Path) -> list[Path]:
+    """The files that make a task folder what it is (what building or running it leaves,
+    _UNHASHED, aside), in path order."""
+    return sorted(p for p in folder.rglob("*") if p.is_file()
+                  and not _UNHASHED & set(p.relative_to(folder).parts))
+
+
 def folder_sha256(folder: Path) -> str:
     """Every file of the folder, by its path in it and its bytes, in path order: a changed,
     added or removed file changes it (what building or running it leaves, _UNHASHED, not)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()
-                       and not _UNHASHED & set(p.relative_to(folder).parts)):
+    for path in task_files(folder):
         digest.update(str(path.relative_to(folder)).encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
