@@ -273,3 +273,18 @@ def test_a_campaign_mixing_tasks_grades_each_client_on_its_own_and_ranks_tasks_a
     assert again.returncode == 0, again.stderr
     assert json.loads((tmp_path / "again.json").read_text())["campaign"]["leaderboard"] == \
         board["leaderboard"]
+    # the dashboard's verdict panel lists each attempt's own task's clauses and gates
+    from sessions.output.archive import load_archive
+    from sessions.output.judged import JudgedStream
+    from sessions.stream.replay import observations
+    from tui.model import DashboardModel
+    archive = load_archive(tmp_path / "mixed.tar.gz")
+    model = DashboardModel(stream=JudgedStream(contracts=archive.contracts))
+    for event in observations(archive.events):
+        model.stream.publish(event)
+    kv_rows = [c for c, _ in model.verdict_rows("kv-honest:baseline@1")]
+    backup_rows = [c for c, _ in model.verdict_rows("c-baseline:normal@1")]
+    assert kv_rows[:3] == ["stored", "destination-only", "honest-outcome"]
+    assert "integrity" not in kv_rows and "stored" not in backup_rows
+    assert backup_rows[:2] == ["integrity", "unchanged-no-upload"], backup_rows
+    assert "gate durability" in backup_rows and "gate durability" not in kv_rows, kv_rows

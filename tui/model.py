@@ -231,7 +231,8 @@ class DashboardModel:
                 sid, self.generation, status_of(ev), ev.phase if ev else "", panes.invocation,
                 ev.started.expected_failures if ev else (),
                 ev.judged.detail if ev and ev.judged else "", invocations,
-                tuple(verdict_rows(ev, self._clauses(), self._gates())), tuple(panes.rates),
+                tuple(verdict_rows(ev, self._clauses(ev), self._gates(ev))),
+                tuple(panes.rates),
                 tuple(panes.lines[PACKETS]), tuple(panes.lines[EVENTS]),
                 tuple(panes.lines[CLAIMS]), invocation_count(ev) if ev else 2,
                 tuple(label for label, _ in task_figures(ev, None))[:PANE_FIGURES] if ev else ())
@@ -268,13 +269,19 @@ class DashboardModel:
 
     def verdict_rows(self, sid: str) -> list[tuple[str, Verdict | GateResult | None]]:
         with self._lock:
-            return verdict_rows(self.book.scenarios.get(sid), self._clauses(), self._gates())
+            ev = self.book.scenarios.get(sid)
+            return verdict_rows(ev, self._clauses(ev), self._gates(ev))
 
-    def _clauses(self) -> list[str]:
-        return record_of(self.book.session)["clauses"]
+    def _session_of(self, ev: ScenarioEvidence | None) -> SessionStarted | None:
+        """The session a scenario ran in (a campaign mixing tasks: its task's), else the
+        latest."""
+        return ev.session if ev is not None and ev.session is not None else self.book.session
 
-    def _gates(self) -> tuple[str, ...]:
-        return recorded_gates(self.book.session)
+    def _clauses(self, ev: ScenarioEvidence | None) -> list[str]:
+        return record_of(self._session_of(ev))["clauses"]
+
+    def _gates(self, ev: ScenarioEvidence | None) -> tuple[str, ...]:
+        return recorded_gates(self._session_of(ev))
 
     def timeline(self, sid: str) -> Timeline | None:
         """A started scenario's timeline (sessions.output.timeline, as the HTML report's)."""

@@ -121,6 +121,8 @@ class ScenarioEvidence:
     risk_scan: RiskScan | None = None
     attempt: AttemptJudged | None = None
     cpu_pace: float = 1.0                 # where it ran (SessionStarted.cpu_pace)
+    session: SessionStarted | None = None # the session it ran in (a campaign: its node's, on
+                                          # its task: its clauses and gates)
 
     @property
     def id(self) -> str:
@@ -190,7 +192,8 @@ class EvidenceBook:
                     self.session.packets if self.session else "off", list(self.missing),
                     self.grade, self.campaign.clients.get(event.client)
                     if self.campaign is not None and event.client else None,
-                    cpu_pace=self.session.cpu_pace if self.session else 1.0)
+                    cpu_pace=self.session.cpu_pace if self.session else 1.0,
+                    session=self.session)
             case CampaignStarted():
                 self.campaign = event
             case AttemptDispatched():
