@@ -83,8 +83,17 @@ class LabServers:
                          if s.name in self.running else 0} for s in self.task.servers}
 
     def _faulted(self) -> Server | None:
-        spec = next((s for s in self.task.servers if s.faults), None)
+        spec = self.task.faulted
         return self.running.get(spec.name) if spec is not None else None
+
+    def _bind(self) -> str:
+        """The faulted server's bind pattern with the watched input's digest in it; "" when it
+        has none, or names a digest the lab does not have (a one-shot fault then strikes the
+        first connection at its offset)."""
+        spec = self.task.faulted
+        if spec is None or not spec.bind or ("{digest}" in spec.bind and not self.digest):
+            return ""
+        return spec.bind.replace("{digest}", self.digest or "")
 
     def _write(self, faults: list[dict]) -> None:
         tmp = self.fault_file.with_suffix(".tmp")
@@ -99,9 +108,7 @@ class LabServers:
         target = self._faulted()
         if not wire or target is None:
             return
-        spec = next(s for s in self.task.servers if s.faults)
-        bind = spec.bind.replace("{digest}", self.digest or "") \
-            if spec.bind and (self.digest or "{digest}" not in spec.bind) else ""
+        bind = self._bind()
         wire = [{**{k: v for k, v in f.items() if k != "invocation"},
                  **({"bind": bind} if bind and f["kind"] in ONE_SHOT else {})}
                 for f in wire]

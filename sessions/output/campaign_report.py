@@ -42,8 +42,7 @@ def campaign_markdown(c: Board, partial: bool, end_reason: str) -> list[str]:
            f"{p.done} of {p.total} attempts done, {p.running} running, "
            f"{p.queued} queued, {p.lost} lost to the engine",
            "", "## Leaderboard", ""]
-    for task in c.tasks or ("",):
-        rows = tuple(r for r in c.leaderboard if r.task == task or not c.tasks)
+    for task, rows in c.by_task():
         out += ([f"### task {code(task)}", ""] if len(c.tasks) > 1 else []) \
             + [*_board(rows, True), ""]
     out += ["_Ranked by pass^k, then Pass@1, then mean score, then fewer high and medium risk "

@@ -253,8 +253,7 @@ def _campaign(board: Board, anchors: dict[str, str]) -> list[str]:
            f"{p.done} of {p.total} attempts done, {p.running} running, {p.queued} queued, "
            f"{p.lost} lost to the engine (run again up to {board.retries} time(s))</p>",
            "<h2>Leaderboard</h2>"]
-    for task in board.tasks or ("",):
-        rows = tuple(r for r in board.leaderboard if r.task == task or not board.tasks)
+    for task, rows in board.by_task():
         out += ([f"<h3>task {esc(task)}</h3>"] if len(board.tasks) > 1 else []) \
             + [_ranked(rows, True)]
     out += ['<p class="note">Ranked by pass^k, then Pass@1, then mean score, then fewer high and '

@@ -107,6 +107,11 @@ class Board:
     clients: dict[str, ClientEntry]
     tasks: tuple[str, ...] = ()     # the tasks ranked apart, in the campaign's order
 
+    def by_task(self) -> list[tuple[str, tuple[Ranked, ...]]]:
+        """The leaderboard's rows, task by task (each ranked apart)."""
+        return [(task, tuple(r for r in self.leaderboard if r.task == task))
+                for task in self.tasks]
+
     def to_json(self) -> dict:
         return {"name": self.name, "engine": self.engine, "tasks": list(self.tasks),
                 "scenarios": list(self.scenarios),

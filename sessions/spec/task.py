@@ -87,6 +87,11 @@ class Task:
         return next((s for s in self.servers if s.role == "endpoint"), None)
 
     @property
+    def faulted(self) -> ServerSpec | None:
+        """The one server that takes faults (server faults, and the wire proxy in front)."""
+        return next((s for s in self.servers if s.faults), None)
+
+    @property
     def watched(self) -> InputSpec | None:
         return next((i for i in self.inputs if i.watched), None)
 
