@@ -293,19 +293,25 @@ def test_a_node_lays_a_shipped_task_folder_out_apart_and_judges_on_that_copy(tmp
     from sessions.spec.campaign import load_campaign
     folder = tmp_path / "my-backup"
     _user_copy_of_backup(folder)
-    text = CAMPAIGN.replace("attempts = 2", 'attempts = 1\ntask = "my-backup"')
+    text = CAMPAIGN.replace("attempts = 2", 'attempts = 1\ntask = "my-backup"').replace(
+        '"{source}"]\n', '"{source}"]\nship = [".task"]\n', 1)   # a folder named like it
+    (tmp_path / ".task").mkdir()
+    (tmp_path / ".task" / "task.toml").write_text("the client's own file\n")
     campaign = load_campaign(_campaign(tmp_path, text))
     job = plan(campaign)[0]
     files = with_task(pack(campaign.clients[0]), job.task)
-    assert set(pack(campaign.clients[0])) == {"client-baseline"} and \
-        {n for n in files if n.startswith(".task/")} >= {".task/task.toml",
-                                                          ".task/contract.toml"}
+    assert set(pack(campaign.clients[0])) == {"client-baseline", ".task/task.toml"} and \
+        {n for n in files if n.startswith("/task/")} >= {"/task/task.toml",
+                                                          "/task/contract.toml"}
     ship = Ship()
     try:
         placed = ship.place(job, files)
         assert Path(placed.task) == ship.dir / ".tasks" / "c-baseline"
         assert load_task(placed.task).sha256 == load_task(folder).sha256
-        assert sorted(p.name for p in (ship.dir / "c-baseline").iterdir()) == ["client-baseline"]
+        assert sorted(p.name for p in (ship.dir / "c-baseline").iterdir()) == [
+            ".task", "client-baseline"]
+        assert (ship.dir / "c-baseline" / ".task" / "task.toml").read_text() == \
+            "the client's own file\n"
         builtin = plan(load_campaign(_campaign(tmp_path / "b", CAMPAIGN)))[0]
         assert with_task({}, builtin.task) == {}   # a built-in task is every node's own
     finally:

@@ -11,8 +11,9 @@ from sessions.spec.campaign import CampaignClient
 from sessions.spec.task import task_files
 
 Files = dict[str, tuple[int, bytes]]   # shipped name -> (mode bits, content)
-TASK_PREFIX = ".task/"   # no shipped name of a client's starts so (they start with a letter,
-                         # a digit or "abs/")
+# A client's shipped names are relative paths (or "abs/..."), never absolute: a name under
+# this prefix is the task's, whatever files the client ships (a ".task/" folder of its own too)
+TASK_PREFIX = "/task/"
 
 
 class ShippingError(ValueError):
