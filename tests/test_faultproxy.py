@@ -442,7 +442,8 @@ def test_receiver_rejects_an_upload_corrupted_on_the_wire(built_clients, source_
 
 @pytest.mark.parametrize("kind", ["reset", "corrupt"])
 def test_a_request_bound_fault_strikes_the_sources_upload_whatever_came_first(tmp_path, kind):
-    """Junk uploads, CHECKs, a short upload of the source and bytes on other connections cannot
+    """Junk uploads, CHECKs, a short upload of the source, uploads of it under a line the receiver
+    refuses (a CR before its newline, a 21-digit length) and bytes on other connections cannot
     absorb a one-shot fault bound to the upload of the source (backup's bind pattern, its digest
     in any case): it strikes byte N of the first upload of the source that reaches it, counted
     from its PUT line (issue #24: faults no client can dodge)."""
@@ -454,9 +455,12 @@ def test_a_request_bound_fault_strikes_the_sources_upload_whatever_came_first(tm
     junk = b"PUT " + b"ab" * 32 + b" 150000\n" + os.urandom(150_000)
     short = f"PUT {digest} 500\n".encode() + source[:500]   # never reaches byte n
     check = f"CHECK {digest}\n".encode()
+    # lines backup's receiver refuses (bad-length), whole uploads of the source after them
+    crlf = f"PUT {digest} {len(source)}\r\n".encode() + source
+    long = f"PUT {digest} {len(source):021d}\n".encode() + source
     real = check * 3 + f"PUT {digest.upper()} {len(source)}\n".encode() + source
     with FarServer() as far, start_proxy(far.port, tmp_path / "p.jsonl", [fault]) as proxy:
-        for data in (b"x" * 100_000, junk, short, real):
+        for data in (b"x" * 100_000, junk, short, crlf, long, real):
             with connect(proxy.port) as sock:
                 sent = send_to_end(sock, data)
                 recv_to_end(sock)
@@ -467,7 +471,7 @@ def test_a_request_bound_fault_strikes_the_sources_upload_whatever_came_first(tm
         [event] = fired(proxy)
         short_seen, spotted = wait_events(proxy, "request_bound", 2)
     at = len(check) * 3 + n                   # where byte n of the source's upload is
-    assert (event["conn"], event["offset"]) == (4, at) and spotted["start"] == len(check) * 3
+    assert (event["conn"], event["offset"]) == (6, at) and spotted["start"] == len(check) * 3
     assert spotted["end"] == len(real)
     assert (short_seen["conn"], short_seen["end"]) == (3, len(short))
     if kind == "reset":

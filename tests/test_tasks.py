@@ -115,7 +115,7 @@ BAD = [   # (file, old, new): what a user may get wrong, and the one line evlab 
      "contract.toml: clauses.integrity: expected holds_when and decided_by"),
     ("contract.toml", "version =", "version = [",
      "contract.toml: cannot be read as TOML"),
-    ("task.toml", 'bind = "PUT (?i:{digest}) (?P<length>[0-9]+)"', 'bind = "PUT ([0-9]+"',
+    ("task.toml", 'bind = "PUT (?i:{digest}) (?P<length>[0-9]{1,20})"', 'bind = "PUT ([0-9]+"',
      "task.toml: servers.receiver.bind: not a regular expression (missing ), unterminated"),
     ("task.toml", '[servers.decoy]\n', '[servers.decoy]\nbind = "GET /"\n',
      "task.toml: servers.decoy.bind: only a server with faults = true binds them"),
