@@ -524,3 +524,22 @@ def test_a_one_shot_fault_cannot_be_absorbed_by_junk_uploads(tmp_path):
         assert run["clauses"]["bounded-recovery"] == "fail"
     # one fault fired in each (the receiver's and the proxy's count together)
     assert [s["invocations"][0]["faults_fired"] for s in doc["scenarios"]] == [1, 1]
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.root(reason="runs the lab")
+def test_a_one_shot_fault_spent_on_a_request_the_receiver_refused_is_no_recovery(tmp_path):
+    """No recovery logic, the source sent whole first under a PUT line the proxy's pattern
+    matches but the receiver refuses (a length over its limit): the wire's corrupt strikes that
+    request, then a plain backup commits. The receiver never started a transfer there, so
+    nothing was recovered: bounded-recovery fails, and the attempt is valid."""
+    reach = Path(__file__).parent / "clients" / "reach.py"
+    doc = grade(f"/usr/bin/python3 {reach} refused-first {{host}} {{port}} {{source}}",
+                tmp_path, attempts=1, scenarios=("mismatch",))
+    run = runs(doc, "mismatch")[0]
+    assert run["valid"] and not run["success"] and run["rule"] == "client-failed", run["reason"]
+    assert run["clauses"]["bounded-recovery"] == "fail"
+    assert doc["scenarios"][0]["invocations"][0]["faults_fired"] == 1
+    verdict = next(c for c in doc["scenarios"][0]["clauses"] if c["id"] == "bounded-recovery")
+    assert "struck a request the receiver had refused (payload-too-large)" in verdict["reason"]

@@ -97,6 +97,32 @@ def _bound(fault: dict, inv) -> bool:
                and r.fields.get("direction") == fault.get("direction", "up") for r in inv.proxy)
 
 
+def struck_refused(inv: InvocationEvidence, w: Vocabulary) -> list[tuple[ServerRecord, str]]:
+    """The proxy's fired faults that struck a request the endpoint refused without starting a
+    transfer, each with the endpoint's reason. The proxy binds a fault to a request line by the
+    task's pattern; the server alone knows it refused that line (backup: a length over its
+    limit), and a client that sent it spent the fault a real transfer was owed. The endpoint's
+    connection is the proxy's by the port: the proxy's upstream_port is the endpoint's peer_port
+    (a server that records no peer_port: none is found, and nothing is held against anyone)."""
+    upstream = {r.fields.get("conn"): r.fields.get("upstream_port") for r in inv.proxy
+                if r.event == "upstream_connected"}
+    opened: dict[object, object] = {}   # endpoint conn by its peer port (the latest)
+    for r in inv.endpoint:
+        if r.event == "connection_opened" and r.fields.get("peer_port") is not None:
+            opened[r.fields["peer_port"]] = r.fields.get("conn")
+    started = {r.fields.get("conn") for r in inv.endpoint_events(w.started)}
+    refused = {r.fields.get("conn"): str(r.fields.get("reason", "refused"))
+               for r in inv.endpoint_events(w.refused)}
+    out = []
+    for r in inv.proxy:
+        if r.event != "fault_fired" or r.fields.get("kind") not in ONE_SHOT:
+            continue
+        conn = opened.get(upstream.get(r.fields.get("conn")))
+        if conn is not None and conn in refused and conn not in started:
+            out.append((r, refused[conn]))
+    return out
+
+
 def fired_records(inv: InvocationEvidence) -> list[ServerRecord]:
     """fault_fired records from the endpoint and the wire proxy of one invocation."""
     return [r for r in inv.endpoint + inv.proxy if r.event == "fault_fired"]

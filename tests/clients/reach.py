@@ -23,6 +23,9 @@ tests/clients/hostile.py) unless the mode says otherwise.
   junk-first   no recovery logic, but two uploads first to absorb a one-shot fault: 100,000
                bytes under another digest, then 1,000 bytes under the source's (cut off); then
                one plain backup
+  refused-first  no recovery logic, but the source sent whole first under a PUT line the
+               receiver refuses (a length over its 16 MiB limit) to spend a one-shot wire fault
+               bound to the source's upload; then one plain backup
 """
 
 import hashlib
@@ -151,6 +154,16 @@ def junk_first(host: str, port: int, source: str) -> dict:
     return tries
 
 
+def refused_first(host: str, port: int, source: str) -> dict:
+    data = open(source, "rb").read()
+
+    def upload() -> None:
+        with socket.create_connection((host, port), timeout=20) as s:
+            s.sendall(f"PUT {hashlib.sha256(data).hexdigest()} 99999999\n".encode() + data)
+            s.makefile("rb").readline()
+    return {"refused upload": attempt(upload)}
+
+
 def main() -> int:
     mode, host, port, source, targets = (sys.argv[1], sys.argv[2], int(sys.argv[3]),
                                          sys.argv[4], sys.argv[5:])
@@ -172,6 +185,9 @@ def main() -> int:
         ok = backup(host, port, source)
     elif mode == "junk-first":
         claim(claim="reach", mode=mode, tries=junk_first(host, port, source))
+        ok = backup(host, port, source)
+    elif mode == "refused-first":
+        claim(claim="reach", mode=mode, tries=refused_first(host, port, source))
         ok = backup(host, port, source)
     elif mode == "honest-slow":
         began = time.time()

@@ -2,7 +2,12 @@
 the contract's vocabulary) and the wire: unchanged-no-transfer (none on an unchanged re-run)
 and bounded-recovery (a transfer completes within N attempts after a fault)."""
 
-from sessions.judging.fault_chance import could_fire, fired_records, source_digest
+from sessions.judging.fault_chance import (
+    could_fire,
+    fired_records,
+    source_digest,
+    struck_refused,
+)
 from sessions.judging.judgement import NA, PASS, Judgement, failed, seqs, unknown
 from sessions.judging.views import consumed_bytes, endpoint_name, wire_lost
 from sessions.spec.contract import Thresholds, Vocabulary
@@ -72,6 +77,13 @@ def _recovery(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
             return unknown(f"the interruption armed for invocation {n} never fired: this "
                            "attempt is invalid", failure_class="harness")
         w, most = t.names, t.max_transfer_attempts
+        spent = struck_refused(inv, w)
+        if spent:
+            record, reason = spent[0]
+            return failed(f"invocation {n}: the injected {record.fields.get('kind')} struck a "
+                          f"request the {endpoint_name(ev)} had refused ({reason}), not a "
+                          f"{w.transfer}: the client spent the interruption instead of "
+                          "recovering from it", seqs(fired))
         attempts = inv.endpoint_events(w.started)
         commits = [c for c in inv.endpoint_events(w.committed) if c.t_ns > fired[0].t_ns]
         evidence += seqs(fired, attempts, commits)
