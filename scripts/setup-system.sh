@@ -6,7 +6,8 @@ set -euo pipefail
 
 PKGS=(gcc make libssl-dev strace tmux iproute2 tcpdump tshark bpftrace
       bpfcc-tools python3-bpfcc libbpfcc linux-headers-amd64 bubblewrap util-linux
-      chromium fonts-dejavu-core)   # the HTML report's browser test and screenshots (Playwright)
+      chromium fonts-dejavu-core    # the HTML report's browser test and screenshots (Playwright)
+      nginx rsync)                  # the fetch task's web server; the mirror task's real client
 # The tests grade an honest Node.js client: Debian's nodejs unless a node is already there.
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
 
@@ -29,6 +30,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian starts nginx's service on :80 when it installs it; evlab runs its own, per lab
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q nginx 2>/dev/null; then
+    systemctl disable --now -q nginx || true
+    say "stopped the nginx service Debian started (evlab runs nginx per lab)"
+  fi
 fi
 
 # The unprivileged user graded clients run as, inside the sandbox (probes/boundary/sandbox.py).

@@ -134,8 +134,10 @@ class Sandbox:
 
     # --- launching ---------------------------------------------------------------------------
     def wrap(self, argv: list[str], cwd: Path | None, source_dir: Path | None = None,
-             programs: Iterable[tuple[Path, Path]] = ()) -> list[str]:
-        """The launch chain for argv."""
+             programs: Iterable[tuple[Path, Path]] = (),
+             outputs: Path | None = None) -> list[str]:
+        """The launch chain for argv; outputs: a folder the client writes, kept between its
+        invocations (a workdir of the home)."""
         lim = self.limits
         box = [self.bwrap, *_BWRAP_NS, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         for d in SYSTEM_DIRS:
@@ -152,6 +154,8 @@ class Sandbox:
             box += ["--ro-bind", str(staged), str(original)]
         if source_dir is not None:
             box += ["--ro-bind", str(source_dir), str(source_dir)]
+        if outputs is not None:
+            box += ["--bind", str(outputs), str(outputs)]
         if cwd is not None:
             box += ["--bind", str(cwd), str(cwd), "--chdir", str(cwd)]
         chain = ["prlimit", f"--nofile={lim.open_files}", f"--cpu={lim.cpu_s}", "--core=0", "--",

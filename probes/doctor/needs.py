@@ -30,6 +30,7 @@ NEEDED_FOR: dict[str, tuple[str, ...]] = {
     "tcpdump": (),
     "bpftrace": (),
     "tshark": (),
+    "nginx": (),
     "netem": (),
     "fault-injection": (),
 }

@@ -28,17 +28,20 @@ def check_bcc_import() -> Capability:
     return ok(name, f"bcc {version} from {os.path.realpath(where)}")
 
 
-TOOLS = {"strace": "strace", "tcpdump": "tcpdump", "bpftrace": "bpftrace", "tshark": "tshark"}
+TOOLS = {"strace": "strace", "tcpdump": "tcpdump", "bpftrace": "bpftrace", "tshark": "tshark",
+         "nginx": "nginx"}
 _TOOL_USE = {
     "strace": "the fallback collector when BPF cannot load",
     "tcpdump": "writes pcaps outside evlab",
     "bpftrace": "ad hoc tracing; not used by evlab's collector",
     "tshark": "reads exported pcaps",
+    "nginx": "the fetch task's web server: without it fetch's servers cannot start",
 }
 
 
 def check_tool(name: str) -> Capability:
-    path = shutil.which(name)
+    # nginx is in /usr/sbin, which a non-root PATH may lack
+    path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
     if path:
         return ok(name, f"{path} ({_TOOL_USE[name]})")
     return missing(name, f"not on PATH (optional: {_TOOL_USE[name]})",

@@ -85,6 +85,10 @@ def judge_grading(ev: ScenarioEvidence, contract: Contract, verdicts: list[Verdi
     instrument check: ScenarioJudged says `graded` with the attempt's outcome."""
     # the gates read a clause's verdict by the predicate that judged it, whatever its id
     by_predicate = {contract.predicate(v.clause): v for v in verdicts}
+    # the re-run gate reads the clause a contract names for it, whatever judges it
+    for v in verdicts:
+        if v.clause == contract.re_run:
+            by_predicate["unchanged-no-transfer"] = v
     gates = []
     for gate, fn in gates_of(contract).items():
         j = fn(ev, contract.thresholds, by_predicate)

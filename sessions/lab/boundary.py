@@ -124,7 +124,7 @@ class Boundary:
     # --- one invocation ------------------------------------------------------------------------
     def enter(self, collector: Collector, inv: int, s: Scenario, argv: list[str], cwd: Path,
               source_dir: Path, port: int, network: Network,
-              behind: int | None = None) -> list[str]:
+              behind: int | None = None, outputs: Path | None = None) -> list[str]:
         """A fresh cgroup (limits, accounting, egress hooks), the attempt's network and the
         sandbox around the client: the argv that launches it inside all three. behind: the
         endpoint's own port while a fault proxy (at `port`) stands in front of it, refused to
@@ -132,7 +132,8 @@ class Boundary:
         lim = self.options.limits
         launch = argv
         if self.sandbox is not None:
-            launch = self.sandbox.wrap(argv, cwd, source_dir, self._programs.get(s.id, []))
+            launch = self.sandbox.wrap(argv, cwd, source_dir, self._programs.get(s.id, []),
+                                       outputs)
         launch = [*network.argv(), *launch]   # entered as root, before the sandbox drops it
         if self.layout.capability() is None:
             confined = self.sandbox is not None

@@ -14,7 +14,7 @@ from sessions.stream.events import ServerRecord
 # caps are 100x that and keep one flooded invocation's evidence to tens of MB.
 # A task's server is capped by its role (task.toml: endpoint, decoy or internal).
 CAPS = {"endpoint": 20_000, "internal": 20_000, "proxy": 20_000, "decoy": 2_000,
-        "packets": 50_000}
+        "packets": 50_000, "files": 20_000, "lab": 100}
 
 
 class Caps:

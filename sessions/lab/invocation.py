@@ -66,13 +66,14 @@ class Invocation:
         self._started = 0
 
     def launch(self, argv: list[str], cwd: Path, source: Path | None, inputs: Path, port: int,
-               network: Network, behind: int | None = None) -> None:
+               network: Network, behind: int | None = None,
+               outputs: Path | None = None) -> None:
         """In the attempt's network, its inputs (a folder, read-only) in reach; source: the
         watched input (None: none is); port: the endpoint's as the client is given it (0:
         none); behind: the endpoint's own port when `port` is a proxy's."""
         s, parts = self.scenario, self.parts
         launch = parts.boundary.enter(parts.collector, self.id, s, argv, cwd, inputs,
-                                      port, network, behind)
+                                      port, network, behind, outputs)
         self._started = time.monotonic_ns()
         with parts.launch_lock:   # the collector arms one launch at a time
             proc = parts.collector.launch(self.id, launch, source, client=s.client, cwd=cwd,

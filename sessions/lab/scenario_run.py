@@ -23,9 +23,11 @@ from fixture.harness import ServerStartError, run_program
 from fixture.source import write_source
 from probes.boundary.netns import HostNetwork, Network
 from probes.boundary.sandbox import unmount_under
+from probes.file_effects import FolderWatch
 from probes.interrupts import deferred
 from probes.owned_tmp import make_owned_dir
 from probes.packets.capture import PacketCapture
+from probes.sockets import busy_ports
 from probes.tail import LineTail
 from sessions.lab.caps import Caps
 from sessions.lab.invocation import Invocation, Invocations
@@ -43,6 +45,7 @@ from sessions.lab.programs import blocked_checks, lifecycle_checks, verifier_res
 from sessions.lab.servers import LabServers, program_argv
 from sessions.lab.teardown import run_every
 from sessions.spec.scenario import Scenario
+from sessions.spec.template import expand, template_names
 from sessions.stream.events import (
     PhaseChanged,
     ScenarioStarted,
@@ -55,11 +58,34 @@ OPEN_DELTA = {"connection_opened": 1, "connection_closed": -1}   # a server's, p
 _LABS = itertools.count(1)   # lab networks are named per process (their owner tag says which)
 
 
+def last_object(text: str) -> dict:
+    """The last line of a program's stdout that is a JSON object (what it says it did)."""
+    for line in reversed(text.splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return {k: v for k, v in value.items() if k not in ("event", "t_ns")}
+    return {}
+
+
+def on_session_clock(record: dict) -> dict:
+    """A real server's record stamped with the wall clock (`t_wall`, Unix seconds: nginx's
+    $msec) placed on the session's monotonic clock by the offset between the two now."""
+    wall = record.get("t_wall")
+    if "t_ns" in record or not isinstance(wall, int | float) or isinstance(wall, bool):
+        return record
+    return {**record, "t_ns": int(wall * 1e9) - (time.time_ns() - time.monotonic_ns())}
+
+
 class ScenarioRun:
     def __init__(self, parts: LabParts, invocations: Invocations, scenario: Scenario):
         self.parts, self.invocations, self.scenario = parts, invocations, scenario
         self.task = parts.task
         self.roles = {spec.name: spec.role for spec in self.task.servers}   # by server name
+        self.roles.update(files="files", lab="lab")
+        self.wall_clock = {spec.name for spec in self.task.servers if spec.clock == "wall"}
         self.stream = parts.stream
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{scenario.id.replace('@', '-')}-",
                                              dir=parts.tmp))
@@ -67,6 +93,9 @@ class ScenarioRun:
         self.source: Path | None = None     # the watched one: "the source"
         self.client_home: Path | None = None  # the client's own dir: its cwds and inputs
         self.home: Path | None = None         # in it, what the client may see (a sandbox tmpfs)
+        self.outputs: dict[str, Path] = {}    # the task's outputs, in the client's outputs dir
+        self.watch: FolderWatch | None = None   # the kernel's view of that folder
+        self.lab_records: list[dict] = []     # the task's states' and steps' own words
         self.network: Network = HostNetwork()   # the attempt's own, once set up
         self.servers: LabServers | None = None
         self.capture: PacketCapture | None = None
@@ -94,6 +123,7 @@ class ScenarioRun:
             self.client_home = make_owned_dir("evlab-client-")
             self.home = self.parts.boundary.make_home(self.client_home, s)
             self._write_inputs(self.home / "inputs")
+            self._make_outputs()
             try:
                 self._run()
             except ServerStartError as e:
@@ -120,10 +150,20 @@ class ScenarioRun:
             if spec.watched:
                 self.source = path
 
+    def _make_outputs(self) -> None:
+        """The client's outputs folder: writable by it, kept across its invocations, watched."""
+        if not self.task.outputs:
+            return
+        assert self.home is not None
+        folder = self.parts.boundary.workdir(self.home / "outputs")
+        self.outputs = {spec.name: folder / spec.file for spec in self.task.outputs}
+        self.watch = FolderWatch(folder)
+
     def _values(self) -> dict[str, str]:
-        """What the task's servers and programs may name: the lab's words and the inputs."""
+        """What the task's servers and programs may name: the lab's words, inputs, outputs."""
         return {"host": HOST, "task": str(self.task.folder), "state": str(self.workdir),
-                **{name: str(path) for name, path in self.inputs.items()}}
+                **{name: str(path) for name, path in self.inputs.items()},
+                **{name: str(path) for name, path in self.outputs.items()}}
 
     def _run(self) -> None:
         self._start_servers()
@@ -131,6 +171,8 @@ class ScenarioRun:
         self.records(0)  # the servers' start-up records belong to set-up
         self._verify(0)
         for n in range(1, self.task.invocations + 1):
+            if n > 1 and self.scenario.between:
+                self._step(n)
             self._invoke(n)
             self._verify(n)
         if self.scenario.lifecycle and self.task.lifecycle is not None:
@@ -154,8 +196,9 @@ class ScenarioRun:
         s, parts = self.scenario, self.parts
         if s.state:   # the task's program makes the state the scenario starts from
             state = self.task.states[s.state]
-            run_program(state.module, state.command, program_argv(state, self._values()),
-                        self.workdir / "states", parts.spawner, self.network.path)
+            said = run_program(state.module, state.command, program_argv(state, self._values()),
+                               self.workdir / "states", parts.spawner, self.network.path)
+            self.lab_records.append({"event": "state", "name": s.state, **last_object(said)})
         net = self.network
         self.servers = LabServers(self.task, self.workdir, parts.spawner, net.path,
                                   self._values(), s.faults,
@@ -189,19 +232,43 @@ class ScenarioRun:
             self.task.display()))
         self.started = True
 
+    def _step(self, n: int) -> None:
+        """The task's step between invocations (the remote changed, say), run with the servers
+        up; what it says of itself is a `lab` record of invocation n, the client's writes
+        before it are not."""
+        assert self.servers is not None
+        step = self.task.steps[self.scenario.between]
+        said = run_program(step.module, step.command,
+                           program_argv(step, self.servers.program_values()),
+                           self.workdir / "steps", self.parts.spawner, self.network.path)
+        self.lab_records.append({"event": "step", "name": self.scenario.between,
+                                 "before": n, **last_object(said)})
+
+    def _lab_records(self, n: int) -> None:
+        """What the task's states and steps said they did; the outputs folder's changes so far
+        are theirs (or an earlier invocation's, already read), never the next invocation's."""
+        for record in self.lab_records:
+            self.stream.publish(server_event("lab", record, self.scenario.id, n))
+        self.lab_records.clear()
+        if self.watch is not None:
+            self.watch.drain()
+
     def _client_values(self) -> dict[str, str]:
         """Each of the task's placeholders, as the task fills it for this invocation."""
         servers = self.servers
         assert servers is not None
-        values = {}
-        for name, fill in self.task.fills.items():
+        def filled(fill: str) -> str:
+            if "{" in fill:   # a text of fillers: a URL, say
+                return expand(fill, {word: filled(word) for word in template_names(fill) or ()})
             if fill == "host":
-                values[name] = HOST
-            elif fill.startswith("inputs."):
-                values[name] = str(self.inputs[fill.removeprefix("inputs.")])
-            else:   # servers.NAME.port
-                values[name] = str(servers.client_port(fill.split(".")[1]))
-        return values
+                return HOST
+            if fill.startswith("inputs."):
+                return str(self.inputs[fill.removeprefix("inputs.")])
+            if fill.startswith("outputs."):
+                return str(self.outputs[fill.removeprefix("outputs.")])
+            return str(servers.client_port(fill.split(".")[1]))   # servers.NAME.port
+
+        return {name: filled(fill) for name, fill in self.task.fills.items()}
 
     def _invoke(self, n: int) -> None:
         s, parts, servers = self.scenario, self.parts, self.servers
@@ -212,6 +279,7 @@ class ScenarioRun:
         self.invocations.own(inv)
         self._phase("invocation", n)
         servers.arm(n)
+        self._lab_records(n)
         endpoint = self.task.endpoint
         port = servers.client_port(endpoint.name) if endpoint is not None else 0
         if servers.proxy is not None and self.capture is not None:
@@ -219,7 +287,8 @@ class ScenarioRun:
         argv = s.argv(self._client_values())
         cwd = parts.boundary.workdir(self.home / f"run-{n}")
         inv.launch(argv, cwd, self.source, self.home / "inputs", port, self.network,
-                   behind=self._endpoint_port() if servers.proxy is not None else None)
+                   behind=self._endpoint_port() if servers.proxy is not None else None,
+                   outputs=next(iter(self.outputs.values())).parent if self.outputs else None)
         inv.wait(self)
         self._settle(inv)
         if s.lifecycle:
@@ -255,6 +324,10 @@ class ScenarioRun:
 
     def records(self, n: int) -> None:
         roles = self.roles
+        if self.watch is not None:   # in set-up (n = 0): the task's state, not the client
+            for record in self.watch.drain() if n else ():
+                if self.caps.take("files"):
+                    self.stream.publish(server_event("files", record, self.scenario.id, n))
         for server, tail in list(self.tails.items()):
             for line in tail.lines():
                 if not line.strip():
@@ -267,13 +340,16 @@ class ScenarioRun:
                 if not (keep or counted):
                     continue
                 try:
-                    record = json.loads(line)
+                    parsed = json.loads(line)
                 except ValueError:
-                    record = None
-                if not isinstance(record, dict):   # a task's server wrote something else
-                    record = {"event": "malformed", "line": line[:200].decode(errors="replace")}
+                    parsed = None
+                # a task's server wrote something else
+                record = parsed if isinstance(parsed, dict) else {
+                    "event": "malformed", "line": line[:200].decode(errors="replace")}
                 if counted:
                     self.open_connections += OPEN_DELTA.get(str(record.get("event")), 0)
+                if keep and server in self.wall_clock:
+                    record = on_session_clock(record)
                 if keep:
                     self.stream.publish(server_event(server, record, self.scenario.id, n))
 
@@ -296,12 +372,26 @@ class ScenarioRun:
         while True:
             self.parts.check_cancel()
             self.records(inv.n)
-            if self.open_connections <= 0 or time.monotonic() > deadline:
+            if self.open_connections <= 0 and not self._sockets_open() \
+                    or time.monotonic() > deadline:
                 break
             time.sleep(SETTLE_POLL_S)
         if self.capture is not None:
             self.capture.sync()
         self.pump(inv)
+
+    def _sockets_open(self) -> bool:
+        """Has a server that settles by its sockets a client connection it has not closed?
+        (a real server's log has no connection records: its line is written before it closes)"""
+        servers = self.servers
+        if servers is None:
+            return False
+        for spec in self.task.servers:
+            server = servers.running.get(spec.name)
+            if spec.settle == "sockets" and server is not None and busy_ports(
+                    server.pid, {server.port}):
+                return True
+        return False
 
     def _lifecycle(self) -> None:
         """After the invocations: SIGKILL the endpoint and start it again on its state, then
@@ -346,6 +436,8 @@ class ScenarioRun:
             yield self.servers.close
         yield self.network.remove   # after every process and socket of it is gone
         yield self._keep_records
+        if self.watch is not None:
+            yield self.watch.close
         yield lambda: self.invocations.disown(self.runs)
         yield lambda: shutil.rmtree(self.workdir, ignore_errors=True)
         yield self._remove_client_home

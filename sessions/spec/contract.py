@@ -63,6 +63,8 @@ class Contract:
     thresholds: Thresholds
     text: str = ""                  # the file as read: what an archive keeps to re-judge
     gates: tuple[str, ...] | None = None   # a grading attempt's gates (None: every one)
+    re_run: str = ""                # the clause the re-run gate reads ("": the one judged by
+                                    # unchanged-no-transfer)
     # the task's own predicates by name (sessions/spec/task_predicates.py): code, not text, so
     # an archive's copy of the contract has none; a replay gets them from the task's folder
     own: dict[str, Callable] = field(default_factory=dict, compare=False)
@@ -102,10 +104,13 @@ def parse_contract(text: str, path: Path | str) -> Contract:
                 isinstance(clause.get(k), str) for k in ("holds_when", "decided_by")):
             raise ContractError(f"{path}: clauses.{cid}: expected holds_when and decided_by "
                                 "(strings), and optionally predicate")
-    unknown = set(data) - {"version", "clauses", "thresholds", "gates", "vocabulary"}
+    unknown = set(data) - {"version", "clauses", "thresholds", "gates", "vocabulary", "re_run"}
     if unknown:
         raise ContractError(f"{path}: {sorted(unknown)[0]}: expected version, clauses, "
-                            "thresholds, vocabulary or gates")
+                            "thresholds, vocabulary, gates or re_run")
+    re_run = data.get("re_run", "")
+    if re_run != "" and re_run not in clauses:
+        raise ContractError(f"{path}: re_run: expected one of the contract's clauses")
     table = data.get("thresholds", {})
     if isinstance(table, dict):
         table = {compat.THRESHOLD_NAMES.get(k, k): v for k, v in table.items()}
@@ -128,4 +133,4 @@ def parse_contract(text: str, path: Path | str) -> Contract:
                             f"{', '.join(sorted(known))}")
     return Contract(str(data.get("version", "")), clauses,
                     Thresholds(**table, names=Vocabulary(**words)), text,
-                    tuple(gates) if gates is not None else None)
+                    tuple(gates) if gates is not None else None, re_run)

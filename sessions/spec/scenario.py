@@ -38,6 +38,7 @@ class Scenario:
     expect_invalid: bool = False    # e.g. a fault that cannot fire: the attempt must be invalid
     state: str = ""                 # the servers' state at the start: "" fresh, or the task's
     deny_egress: bool = False       # refuse every destination but the endpoint (EPERM)
+    between: str = ""               # the task's step run before each invocation after the first
     order: int = 100
     file: Path | None = None
     # Grading (`evlab grade`): attempt k of grade scenario `base`, run from fresh state with the
@@ -64,7 +65,8 @@ class Scenario:
 _SCHEMA = {
     "": {"id", "description", "order", "client", "environment", "faults", "noise", "expect"},
     "client": {"behaviour", "path", "args", "timeout_s"},
-    "environment": {"source", "state", "store", "deny_egress"},   # store: the old name of state
+    # store: the old name of state
+    "environment": {"source", "state", "store", "deny_egress", "between"},
     "noise": {"kinds"},
     "expect": {"fail", "pass", "invalid"},
 }
@@ -164,6 +166,10 @@ def parse(text: str, file: Path | str, task: Task | None = None) -> Scenario:
     if source != "builtin":
         raise ScenarioError(file, "environment.source", "\"builtin\" (the deterministic source)")
     state = _state(file, data.get("environment", {}), task)
+    between = data.get("environment", {}).get("between", "")
+    if between and between not in task.steps:
+        raise ScenarioError(file, "environment.between", " or ".join(
+            f'"{s}"' for s in task.steps) or "nothing: the task has no [steps]")
     try:
         faults = parse_faults(data.get("faults", []), scenario_id)
     except FaultSpecError as e:
@@ -186,7 +192,7 @@ def parse(text: str, file: Path | str, task: Task | None = None) -> Scenario:
         faults=faults, noise=tuple(noise), expect_fail=expect_fail,
         expect_invalid=expect_invalid,
         expect_pass=expect_pass, order=_typed(file, data, "order", "", int, "an integer", 100),
-        file=Path(file), state=state, deny_egress=deny)
+        file=Path(file), state=state, deny_egress=deny, between=between)
 
 
 def load(path: Path, task: Task | None = None) -> Scenario:

@@ -21,6 +21,7 @@ from sessions.spec.task_display import parse_figures, parse_functions, parse_mar
 from sessions.spec.task_lab import (
     MAX_INVOCATIONS,
     InputSpec,
+    OutputSpec,
     Program,
     ServerSpec,
     TaskError,
@@ -28,6 +29,7 @@ from sessions.spec.task_lab import (
     inside,
     parse_client,
     parse_inputs,
+    parse_outputs,
     parse_program,
     parse_servers,
     parse_states,
@@ -75,6 +77,8 @@ class Task:
     states: dict[str, Program]         # a scenario's environment.state -> what makes it
     reference: str                     # the reference client's path for a behaviour, with
                                        # {behaviour} (relative to the folder); "": none
+    outputs: tuple[OutputSpec, ...] = ()   # files the client writes in its outputs folder
+    steps: dict[str, Program] = dataclasses.field(default_factory=dict)   # between invocations
 
     def display(self) -> dict:
         """What ScenarioStarted records of how the task's evidence is shown."""
@@ -218,8 +222,10 @@ def _parse(folder: Path) -> Task:
     except ContractError as e:
         raise TaskError(str(e)) from None
     inputs = parse_inputs(file, folder, table_of(file, data, "inputs"))
+    outputs = parse_outputs(file, table_of(file, data, "outputs"), inputs)
     servers = parse_servers(file, folder, table_of(file, data, "servers"), inputs)
-    args, about, required, fills = parse_client(file, client, inputs, servers)
+    args, about, required, fills = parse_client(file, client, inputs, servers, outputs)
+    files = (*inputs, *outputs)   # what a program may name besides evlab's words
     lab = table_of(file, data, "lab")
     check_keys(file, lab, "lab", "lab")
     invocations = lab.get("invocations", 1)
@@ -240,13 +246,15 @@ def _parse(folder: Path) -> Task:
                 tuple(inside(file, folder, d, "documents") for d in texts_of(file, data,
                                                                             "documents")),
                 folder_sha256(folder), fills, inputs, invocations, servers,
-                parse_program(file, folder, data, "verifier", inputs, servers),
-                parse_program(file, folder, data, "lifecycle", inputs, servers), residue_dir,
+                parse_program(file, folder, data, "verifier", files, servers),
+                parse_program(file, folder, data, "lifecycle", files, servers), residue_dir,
                 tuple(keep), parse_figures(file, data.get("figures", []), servers),
                 parse_marks(file, data.get("marks", {})),
                 parse_functions(file, client.get("functions", [])),
-                parse_states(file, folder, table_of(file, data, "states"), inputs),
-                _reference(file, client))
+                parse_states(file, folder, table_of(file, data, "states"), files),
+                _reference(file, client), outputs,
+                parse_states(file, folder, table_of(file, data, "steps"), files, "steps",
+                             servers))
 
 
 def _reference(file: Path, client: dict) -> str:

@@ -6,7 +6,7 @@ for every task; these are the task's besides."""
 import re
 from pathlib import Path
 
-from sessions.spec.task_lab import ServerSpec, TaskError
+from sessions.spec.task_lab import OWN_RECORDS, ServerSpec, TaskError
 
 # What a server's record may mark on the timeline (sessions/output/timeline.py draws them)
 RECORD_MARK_KINDS = ("start", "commit", "reject", "fault")
@@ -33,7 +33,8 @@ def parse_figures(file: Path, raw, servers: tuple[ServerSpec, ...]) -> tuple[dic
             raise TaskError(f"{file}: {key}: expected exactly one of counter, function, records")
         if "records" in fig:
             server, _, event = fig["records"].partition(".")
-            if server not in names or not _EVENT.match(event):
+            # a task's server, or evlab's own records (the file watcher's, the proxy's, ...)
+            if server not in (*names, *OWN_RECORDS) or not _EVENT.match(event):
                 raise TaskError(f"{file}: {key}.records: expected SERVER.EVENT, a server of "
                                 f"{', '.join(sorted(names)) or 'none'}")
         elif "sum" in fig:

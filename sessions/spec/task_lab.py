@@ -12,14 +12,21 @@ from sessions.spec.template import template_names
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _KEYS = {"": {"id", "version", "summary", "contract", "documents", "suites", "client",
               "inputs", "lab", "servers", "verifier", "lifecycle", "figures", "marks",
-              "states", "predicates"},
+              "states", "predicates", "outputs", "steps"},
          "client": {"args", "placeholders", "required", "functions", "reference"},
          "placeholder": {"fill", "about"},
          "input": {"generate", "file", "watched"},
+         "output": {"file"},
          "lab": {"invocations", "residue_dir", "residue_keep"},
-         "server": {"module", "command", "args", "role", "restart", "faults", "bind"},
+         "server": {"module", "command", "args", "role", "restart", "faults", "bind", "clock",
+                    "settle"},
          "program": {"module", "command", "args"}}
 ROLES = ("endpoint", "decoy", "internal")
+CLOCKS = ("monotonic", "wall")   # a record's time: t_ns (CLOCK_MONOTONIC ns) or t_wall (Unix s)
+SETTLES = ("records", "sockets")  # how the lab knows a server has finished with a client
+# Records of evlab's own, under names no server may take: the harness's, the fault proxy's,
+# the file watcher's (the client's outputs folder) and the task's states' and steps'
+OWN_RECORDS = ("harness", "proxy", "files", "lab")
 GENERATORS = ("source",)   # evlab's deterministic file (fixture/source.py)
 MAX_INVOCATIONS = 8
 # What a server's or a program's arguments may use besides the inputs (docs/tasks.md)
@@ -47,6 +54,8 @@ class ServerSpec:
     restart: bool      # started again on its state and port when it dies
     faults: bool       # reads server faults from {faults}; wire faults through a proxy
     bind: str = ""     # the request line a one-shot wire fault strikes (a pattern; {digest})
+    clock: str = "monotonic"   # its records' time: t_ns, or t_wall (a real server's log)
+    settle: str = "records"    # finished with a client: its connection records, or sockets
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,12 @@ class InputSpec:
     generate: str      # a generator of GENERATORS, or "" with a file
     file: Path | None  # a file of the task's folder, copied in
     watched: bool      # the collector counts reads of it: "the source"
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    name: str
+    file: str          # its name in the client's outputs folder (writable, kept between runs)
 
 
 def table_of(file: Path, data: dict, key: str) -> dict:
@@ -86,14 +101,35 @@ def parse_inputs(file: Path, folder: Path, table: dict) -> tuple[InputSpec, ...]
     return tuple(inputs)
 
 
+def parse_outputs(file: Path, table: dict, inputs) -> tuple[OutputSpec, ...]:
+    """[outputs.NAME]: a file the client writes in its outputs folder, which the lab keeps
+    between invocations, watches (the `files` records) and the verifier may read."""
+    outputs = []
+    for name, spec in table.items():
+        key = f"outputs.{name}"
+        if not _NAME.match(name) or not isinstance(spec, dict) or \
+                name in {i.name for i in inputs}:
+            raise TaskError(f"{file}: {key}: expected a table named like a word (not an "
+                            "input's name)")
+        check_keys(file, spec, "output", key)
+        given = spec.get("file")
+        if not isinstance(given, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}",
+                                                          given):
+            raise TaskError(f"{file}: {key}.file: expected a file name (letters, digits, "
+                            "'.', '_', '-')")
+        outputs.append(OutputSpec(name, given))
+    return tuple(outputs)
+
+
 def parse_servers(file: Path, folder: Path, table: dict,
              inputs: tuple[InputSpec, ...]) -> tuple[ServerSpec, ...]:
     servers = []
     for name, spec in table.items():
         key = f"servers.{name}"
-        if not _NAME.match(name) or name in ("harness", "proxy") or not isinstance(spec, dict):
+        if not _NAME.match(name) or name in OWN_RECORDS or not isinstance(spec, dict):
             raise TaskError(f"{file}: {key}: expected a table named by lowercase letters, "
-                            "digits and '_' (not harness or proxy: evlab's own records)")
+                            f"digits and '_' (not {', '.join(OWN_RECORDS)}: evlab's own "
+                            "records)")
         check_keys(file, spec, "server", key)
         role = spec.get("role", "internal")
         if role not in ROLES:
@@ -102,8 +138,12 @@ def parse_servers(file: Path, folder: Path, table: dict,
         if not all(isinstance(f, bool) for f in flags):
             raise TaskError(f"{file}: {key}: restart and faults are true or false")
         program = _program_of(file, folder, spec, key, _words(inputs, ()))
+        clock, settle = spec.get("clock", "monotonic"), spec.get("settle", "records")
+        if clock not in CLOCKS or settle not in SETTLES:
+            raise TaskError(f"{file}: {key}: clock is {' or '.join(map(repr, CLOCKS))}, "
+                            f"settle {' or '.join(map(repr, SETTLES))}")
         servers.append(ServerSpec(name, program, role, flags[0], flags[1],
-                                  _bind(file, key, spec)))
+                                  _bind(file, key, spec), clock, settle))
     for what, many in (("endpoint", [s for s in servers if s.role == "endpoint"]),
                        ("server with faults", [s for s in servers if s.faults])):
         if len(many) > 1:
@@ -128,9 +168,9 @@ def _bind(file: Path, key: str, spec: dict) -> str:
     return bind
 
 
-def _words(inputs: tuple[InputSpec, ...], servers) -> set[str]:
-    """What a server's or program's argument may name: evlab's words, the inputs, and (for a
-    program run after the servers started) servers.NAME.port."""
+def _words(inputs, servers) -> set[str]:
+    """What a server's or program's argument may name: evlab's words, the inputs and outputs
+    (each by its name), and (for a program run after the servers started) servers.NAME.port."""
     return {*PROGRAM_WORDS, *(i.name for i in inputs),
             *(f"servers.{s.name}.port" for s in servers)}
 
@@ -146,15 +186,18 @@ def parse_program(file: Path, folder: Path, data: dict, key: str, inputs,
     return _program_of(file, folder, spec, key, _words(inputs, servers))
 
 
-def parse_states(file: Path, folder: Path, table: dict, inputs) -> dict[str, Program]:
+def parse_states(file: Path, folder: Path, table: dict, inputs, kind: str = "states",
+                 servers=()) -> dict[str, Program]:
     """[states.NAME]: a program that makes the servers' state a scenario may start from
-    (environment.state = "NAME"), run before the servers start: no server's port to name."""
+    (environment.state = "NAME"), run before the servers start: no server's port to name.
+    [steps.NAME]: one run between invocations (environment.between = "NAME"), servers up."""
     states = {}
     for name, spec in table.items():
         if not _NAME.match(name) or not isinstance(spec, dict):
-            raise TaskError(f"{file}: states.{name}: expected a table named like a word")
-        check_keys(file, spec, "program", f"states.{name}")
-        states[name] = _program_of(file, folder, spec, f"states.{name}", _words(inputs, ()))
+            raise TaskError(f"{file}: {kind}.{name}: expected a table named like a word")
+        check_keys(file, spec, "program", f"{kind}.{name}")
+        states[name] = _program_of(file, folder, spec, f"{kind}.{name}",
+                                   _words(inputs, servers))
     return states
 
 
@@ -185,13 +228,14 @@ def _program_of(file: Path, folder: Path, spec: dict, key: str, words: set[str])
 
 
 def parse_client(file: Path, client: dict, inputs: tuple[InputSpec, ...],
-            servers: tuple[ServerSpec, ...]) -> tuple[tuple[str, ...], dict[str, str],
-                                                      tuple[str, ...], dict[str, str]]:
+                 servers: tuple[ServerSpec, ...], outputs=()) -> tuple[
+                     tuple[str, ...], dict[str, str], tuple[str, ...], dict[str, str]]:
     table = client.get("placeholders", {})
     if not isinstance(table, dict):
         raise TaskError(f"{file}: client.placeholders: expected a table of name = "
                         "{ fill = ..., about = ... }")
     fillers = {"host", *(f"inputs.{i.name}" for i in inputs),
+               *(f"outputs.{o.name}" for o in outputs),
                *(f"servers.{s.name}.port" for s in servers)}
     names, fills = {}, {}
     for name, spec in table.items():
@@ -202,8 +246,12 @@ def parse_client(file: Path, client: dict, inputs: tuple[InputSpec, ...],
         if not isinstance(spec, dict):
             raise TaskError(f"{file}: {key}: expected {{ fill = ..., about = \"what it is\" }}")
         check_keys(file, spec, "placeholder", key)
-        if spec.get("fill") not in fillers:
-            raise TaskError(f"{file}: {key}.fill: expected one of {', '.join(sorted(fillers))}")
+        fill = spec.get("fill")
+        # a fill is one filler, or a template of them (a URL: http://{host}:{servers.web.port}/f)
+        words = template_names(fill) if isinstance(fill, str) and "{" in fill else None
+        if fill not in fillers and not (words and words <= fillers):
+            raise TaskError(f"{file}: {key}.fill: expected one of {', '.join(sorted(fillers))}"
+                            ", or a text of them in braces")
         fills[name], names[name] = spec["fill"], str(spec.get("about", ""))
     args = client.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
