@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["root", "bpf-syscall", "tracefs", "kernel-headers", "bcc-import", "btf",
          "tracepoints", "uprobes", "kprobes", "af-packet", "cgroup", "cgroup-hooks", "sandbox",
          "lab-network", "netem", "fault-injection", "strace",
-         "tcpdump", "bpftrace", "tshark"]
+         "tcpdump", "bpftrace", "tshark", "nginx"]
 NOBODY = 65534
 as_root = pytest.mark.root(reason="needs root")
 
@@ -119,9 +119,9 @@ def test_pypi_bcc_is_not_bcc(monkeypatch):
 
 
 def test_missing_tools_are_optional_with_apt_fix(monkeypatch):
-    monkeypatch.setattr(shutil, "which", lambda _name: None)
+    monkeypatch.setattr(shutil, "which", lambda _name, **_where: None)
     caps = by_name(doctor.check_all())
-    for tool in ("strace", "tcpdump", "bpftrace", "tshark"):
+    for tool in ("strace", "tcpdump", "bpftrace", "tshark", "nginx"):
         assert not caps[tool].available
         assert caps[tool].fix == f"apt-get install -y {tool}"
         assert doctor.needed_for(tool) == ((doctor.STRACE,) if tool == "strace" else ())

@@ -81,6 +81,7 @@ def test_settling_counts_the_receivers_connections_by_event_not_by_a_clients_tex
         run.stream = SimpleNamespace(publish=published.append)
         run.scenario = SimpleNamespace(id="s")
         run.open_connections = 0
+        run.files, run.wall_clock = SimpleNamespace(watch=None), set()
         run.records(1)
         assert run.open_connections == 2, cap
     assert len(published) == 3 + 1

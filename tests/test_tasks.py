@@ -27,7 +27,8 @@ root_only = pytest.mark.root(reason="the BCC collector, cgroups and the sandbox 
 def test_the_backup_task_is_read_from_its_folder():
     task = load_task()
     contract = tomllib.loads((BACKUP / "contract.toml").read_text())
-    assert (task.id, task.folder, builtin_tasks()) == ("backup", BACKUP, [BACKUP])
+    assert (task.id, task.folder) == ("backup", BACKUP)
+    assert BACKUP in builtin_tasks()
     assert task.clause_ids == tuple(contract["clauses"])   # the file's order, not a constant
     assert task.contract.version == contract["version"]
     assert set(task.suites) == {"seeded", "faults", "grade"}

@@ -110,3 +110,24 @@ def packet_stats(stats, scenario: str, n: int) -> PacketStats:
     clauses are then inconclusive, not passed on a silent wire)."""
     return PacketStats(time.monotonic_ns(), scenario, n, stats.kept, stats.dropped_by_kernel,
                        f"{scenario}.pcap", stats.error)
+
+
+def last_object(text: str) -> dict:
+    """The last line of a program's stdout that is a JSON object (what it says it did)."""
+    for line in reversed(text.splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return {k: v for k, v in value.items() if k not in ("event", "t_ns")}
+    return {}
+
+
+def on_session_clock(record: dict) -> dict:
+    """A real server's record stamped with the wall clock (`t_wall`, Unix seconds: nginx's
+    $msec) placed on the session's monotonic clock by the offset between the two now."""
+    wall = record.get("t_wall")
+    if "t_ns" in record or not isinstance(wall, int | float) or isinstance(wall, bool):
+        return record
+    return {**record, "t_ns": int(wall * 1e9) - (time.time_ns() - time.monotonic_ns())}

@@ -12,7 +12,6 @@ exception, Ctrl-C or SIGTERM leaves no process, port, cgroup, network, mount or 
 
 import itertools
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -20,22 +19,23 @@ from pathlib import Path
 
 from fixture.digest import sha256_of
 from fixture.harness import ServerStartError, run_program
-from fixture.source import write_source
 from probes.boundary.netns import HostNetwork, Network
 from probes.boundary.sandbox import unmount_under
-from probes.file_effects import FolderWatch
 from probes.interrupts import deferred
 from probes.owned_tmp import make_owned_dir
 from probes.packets.capture import PacketCapture
 from probes.sockets import busy_ports
 from probes.tail import LineTail
 from sessions.lab.caps import Caps
+from sessions.lab.client_files import ClientFiles
 from sessions.lab.invocation import Invocation, Invocations
 from sessions.lab.lifecycle import cleanup_check, kill_leftovers
 from sessions.lab.noise import Noise
 from sessions.lab.observations import (
     counter_sample,
     final_sample,
+    last_object,
+    on_session_clock,
     packet_event,
     packet_stats,
     server_event,
@@ -45,7 +45,6 @@ from sessions.lab.programs import blocked_checks, lifecycle_checks, verifier_res
 from sessions.lab.servers import LabServers, program_argv
 from sessions.lab.teardown import run_every
 from sessions.spec.scenario import Scenario
-from sessions.spec.template import expand, template_names
 from sessions.stream.events import (
     PhaseChanged,
     ScenarioStarted,
@@ -58,27 +57,6 @@ OPEN_DELTA = {"connection_opened": 1, "connection_closed": -1}   # a server's, p
 _LABS = itertools.count(1)   # lab networks are named per process (their owner tag says which)
 
 
-def last_object(text: str) -> dict:
-    """The last line of a program's stdout that is a JSON object (what it says it did)."""
-    for line in reversed(text.splitlines()):
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return {k: v for k, v in value.items() if k not in ("event", "t_ns")}
-    return {}
-
-
-def on_session_clock(record: dict) -> dict:
-    """A real server's record stamped with the wall clock (`t_wall`, Unix seconds: nginx's
-    $msec) placed on the session's monotonic clock by the offset between the two now."""
-    wall = record.get("t_wall")
-    if "t_ns" in record or not isinstance(wall, int | float) or isinstance(wall, bool):
-        return record
-    return {**record, "t_ns": int(wall * 1e9) - (time.time_ns() - time.monotonic_ns())}
-
-
 class ScenarioRun:
     def __init__(self, parts: LabParts, invocations: Invocations, scenario: Scenario):
         self.parts, self.invocations, self.scenario = parts, invocations, scenario
@@ -89,12 +67,9 @@ class ScenarioRun:
         self.stream = parts.stream
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{scenario.id.replace('@', '-')}-",
                                              dir=parts.tmp))
-        self.inputs: dict[str, Path] = {}   # the task's inputs, in the client's home
-        self.source: Path | None = None     # the watched one: "the source"
+        self.files = ClientFiles(self.task, parts.boundary)   # its inputs and outputs
         self.client_home: Path | None = None  # the client's own dir: its cwds and inputs
         self.home: Path | None = None         # in it, what the client may see (a sandbox tmpfs)
-        self.outputs: dict[str, Path] = {}    # the task's outputs, in the client's outputs dir
-        self.watch: FolderWatch | None = None   # the kernel's view of that folder
         self.lab_records: list[dict] = []     # the task's states' and steps' own words
         self.network: Network = HostNetwork()   # the attempt's own, once set up
         self.servers: LabServers | None = None
@@ -122,8 +97,7 @@ class ScenarioRun:
             # inputs and working directories live apart from the servers' state and records.
             self.client_home = make_owned_dir("evlab-client-")
             self.home = self.parts.boundary.make_home(self.client_home, s)
-            self._write_inputs(self.home / "inputs")
-            self._make_outputs()
+            self.files.make(self.home)
             try:
                 self._run()
             except ServerStartError as e:
@@ -138,32 +112,10 @@ class ScenarioRun:
                 run_every(self._teardown())
                 self._phase("done")
 
-    def _write_inputs(self, where: Path) -> None:
-        where.mkdir(mode=0o755)
-        for spec in self.task.inputs:
-            if spec.file is not None:
-                path = Path(shutil.copy(spec.file, where / spec.file.name))
-            else:   # generate = "source": evlab's deterministic file
-                path = write_source(where / f"{spec.name}.bin")
-            os.chmod(path, 0o644)
-            self.inputs[spec.name] = path
-            if spec.watched:
-                self.source = path
-
-    def _make_outputs(self) -> None:
-        """The client's outputs folder: writable by it, kept across its invocations, watched."""
-        if not self.task.outputs:
-            return
-        assert self.home is not None
-        folder = self.parts.boundary.workdir(self.home / "outputs")
-        self.outputs = {spec.name: folder / spec.file for spec in self.task.outputs}
-        self.watch = FolderWatch(folder)
-
     def _values(self) -> dict[str, str]:
         """What the task's servers and programs may name: the lab's words, inputs, outputs."""
         return {"host": HOST, "task": str(self.task.folder), "state": str(self.workdir),
-                **{name: str(path) for name, path in self.inputs.items()},
-                **{name: str(path) for name, path in self.outputs.items()}}
+                **self.files.values()}
 
     def _run(self) -> None:
         self._start_servers()
@@ -200,9 +152,10 @@ class ScenarioRun:
                                self.workdir / "states", parts.spawner, self.network.path)
             self.lab_records.append({"event": "state", "name": s.state, **last_object(said)})
         net = self.network
+        source = self.files.source
         self.servers = LabServers(self.task, self.workdir, parts.spawner, net.path,
                                   self._values(), s.faults,
-                                  sha256_of(self.source) if self.source else None).start()
+                                  sha256_of(source) if source else None).start()
         if parts.packets_mode == "on":
             capture = PacketCapture(pcap_path=parts.out_dir / f"{s.id}.pcap")
             self.capture = net.run(capture.start)   # on the lab's loopback
@@ -225,7 +178,7 @@ class ScenarioRun:
         self.stream.publish(ScenarioStarted(
             time.monotonic_ns(), s.id, str(s.client), s.client_sha256(), s.expect_fail,
             s.expect_pass, s.faults, self._endpoint_port(), decoy,
-            self.source.stat().st_size if self.source else 0,
+            self.files.source.stat().st_size if self.files.source else 0,
             str(s.file), s.expect_invalid, self.noise.kinds if self.noise else (), s.attempt,
             s.base, s.client_name, self.network.name,
             {f: sha256_of(Path(f)) or "missing" for f in s.own_files}, roles,
@@ -250,25 +203,8 @@ class ScenarioRun:
         for record in self.lab_records:
             self.stream.publish(server_event("lab", record, self.scenario.id, n))
         self.lab_records.clear()
-        if self.watch is not None:
-            self.watch.drain()
-
-    def _client_values(self) -> dict[str, str]:
-        """Each of the task's placeholders, as the task fills it for this invocation."""
-        servers = self.servers
-        assert servers is not None
-        def filled(fill: str) -> str:
-            if "{" in fill:   # a text of fillers: a URL, say
-                return expand(fill, {word: filled(word) for word in template_names(fill) or ()})
-            if fill == "host":
-                return HOST
-            if fill.startswith("inputs."):
-                return str(self.inputs[fill.removeprefix("inputs.")])
-            if fill.startswith("outputs."):
-                return str(self.outputs[fill.removeprefix("outputs.")])
-            return str(servers.client_port(fill.split(".")[1]))   # servers.NAME.port
-
-        return {name: filled(fill) for name, fill in self.task.fills.items()}
+        if self.files.watch is not None:
+            self.files.watch.drain()
 
     def _invoke(self, n: int) -> None:
         s, parts, servers = self.scenario, self.parts, self.servers
@@ -284,11 +220,11 @@ class ScenarioRun:
         port = servers.client_port(endpoint.name) if endpoint is not None else 0
         if servers.proxy is not None and self.capture is not None:
             self.capture.add_ports({port})
-        argv = s.argv(self._client_values())
+        argv = s.argv(self.files.fill(servers))
         cwd = parts.boundary.workdir(self.home / f"run-{n}")
-        inv.launch(argv, cwd, self.source, self.home / "inputs", port, self.network,
+        inv.launch(argv, cwd, self.files.source, self.home / "inputs", port, self.network,
                    behind=self._endpoint_port() if servers.proxy is not None else None,
-                   outputs=next(iter(self.outputs.values())).parent if self.outputs else None)
+                   outputs=self.files.folder)
         inv.wait(self)
         self._settle(inv)
         if s.lifecycle:
@@ -324,8 +260,9 @@ class ScenarioRun:
 
     def records(self, n: int) -> None:
         roles = self.roles
-        if self.watch is not None:   # in set-up (n = 0): the task's state, not the client
-            for record in self.watch.drain() if n else ():
+        watch = self.files.watch
+        if watch is not None:   # in set-up (n = 0): the task's state, not the client
+            for record in watch.drain() if n else ():
                 if self.caps.take("files"):
                     self.stream.publish(server_event("files", record, self.scenario.id, n))
         for server, tail in list(self.tails.items()):
@@ -436,8 +373,7 @@ class ScenarioRun:
             yield self.servers.close
         yield self.network.remove   # after every process and socket of it is gone
         yield self._keep_records
-        if self.watch is not None:
-            yield self.watch.close
+        yield self.files.close
         yield lambda: self.invocations.disown(self.runs)
         yield lambda: shutil.rmtree(self.workdir, ignore_errors=True)
         yield self._remove_client_home

@@ -20,8 +20,9 @@ import re
 from html import escape as _html_escape
 
 # What a terminal would act on or an encoder refuse: C0 controls, DEL and C1 controls,
-# surrogates, and the two non-characters XML forbids.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+# surrogates, and the two non-characters XML forbids; and the Unicode line and paragraph
+# separators, which readers (Python's splitlines, editors, older JavaScript) take as newlines.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff\u2028\u2029]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # CommonMark lets a backslash escape any ASCII punctuation; these are the ones that can open
 # structure within a line (a heading, a table cell, a link or image, emphasis, code, HTML, an

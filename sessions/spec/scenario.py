@@ -131,6 +131,16 @@ def _state(file, environment: dict, task: Task) -> str:
     return "" if state == "fresh" else state
 
 
+def _between(file, environment: dict, task: Task) -> str:
+    """environment.between: one of the task's [steps], run before each invocation after the
+    first ("": none)."""
+    between = environment.get("between", "")
+    if between != "" and between not in task.steps:
+        raise ScenarioError(file, "environment.between", " or ".join(
+            f'"{s}"' for s in task.steps) or "nothing: the task has no [steps]")
+    return str(between)
+
+
 def parse(text: str, file: Path | str, task: Task | None = None) -> Scenario:
     task = task or load_task()
     try:
@@ -166,10 +176,7 @@ def parse(text: str, file: Path | str, task: Task | None = None) -> Scenario:
     if source != "builtin":
         raise ScenarioError(file, "environment.source", "\"builtin\" (the deterministic source)")
     state = _state(file, data.get("environment", {}), task)
-    between = data.get("environment", {}).get("between", "")
-    if between and between not in task.steps:
-        raise ScenarioError(file, "environment.between", " or ".join(
-            f'"{s}"' for s in task.steps) or "nothing: the task has no [steps]")
+    between = _between(file, data.get("environment", {}), task)
     try:
         faults = parse_faults(data.get("faults", []), scenario_id)
     except FaultSpecError as e:

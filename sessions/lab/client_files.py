@@ -1,0 +1,71 @@
+"""The files a task gives its client, in its home: the inputs (read-only; one of them perhaps
+watched, "the source"), and the outputs folder (writable, kept across its invocations,
+watched by the kernel: probes/file_effects.py); and the placeholders of its command filled
+with them, the lab's address and the servers' ports.
+
+    files = ClientFiles(task, boundary).make(home)
+    files.values()                 # what the task's programs may name of them
+    files.fill(servers)            # each of the task's placeholders, for this invocation
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+from fixture.source import write_source
+from probes.file_effects import FolderWatch
+from sessions.lab.parts import HOST
+from sessions.spec.task import Task
+from sessions.spec.template import expand, template_names
+
+
+class ClientFiles:
+    def __init__(self, task: Task, boundary):   # boundary: sessions.lab.boundary.Boundary
+        self.task, self.boundary = task, boundary
+        self.inputs: dict[str, Path] = {}   # the task's inputs, in the client's home
+        self.source: Path | None = None     # the watched one: "the source"
+        self.outputs: dict[str, Path] = {}  # the task's outputs, in its outputs folder
+        self.folder: Path | None = None     # that folder
+        self.watch: FolderWatch | None = None   # the kernel's view of it
+
+    def make(self, home: Path) -> "ClientFiles":
+        where = home / "inputs"
+        where.mkdir(mode=0o755)
+        for spec in self.task.inputs:
+            if spec.file is not None:
+                path = Path(shutil.copy(spec.file, where / spec.file.name))
+            else:   # generate = "source": evlab's deterministic file
+                path = write_source(where / f"{spec.name}.bin")
+            os.chmod(path, 0o644)
+            self.inputs[spec.name] = path
+            if spec.watched:
+                self.source = path
+        if self.task.outputs:
+            self.folder = self.boundary.workdir(home / "outputs")
+            self.outputs = {spec.name: self.folder / spec.file for spec in self.task.outputs}
+            self.watch = FolderWatch(self.folder)
+        return self
+
+    def values(self) -> dict[str, str]:
+        """The inputs and outputs by name, as the task's servers and programs name them."""
+        return {**{name: str(path) for name, path in self.inputs.items()},
+                **{name: str(path) for name, path in self.outputs.items()}}
+
+    def fill(self, servers) -> dict[str, str]:   # servers: sessions.lab.servers.LabServers
+        """Each of the task's placeholders, as the task fills it for this invocation."""
+        def filled(fill: str) -> str:
+            if "{" in fill:   # a text of fillers: a URL, say
+                return expand(fill, {word: filled(word) for word in template_names(fill) or ()})
+            if fill == "host":
+                return HOST
+            if fill.startswith("inputs."):
+                return str(self.inputs[fill.removeprefix("inputs.")])
+            if fill.startswith("outputs."):
+                return str(self.outputs[fill.removeprefix("outputs.")])
+            return str(servers.client_port(fill.split(".")[1]))   # servers.NAME.port
+
+        return {name: filled(fill) for name, fill in self.task.fills.items()}
+
+    def close(self) -> None:
+        if self.watch is not None:
+            self.watch.close()
