@@ -8,6 +8,7 @@ not listed must pass or be not applicable: a false alarm is as much a failure as
 """
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from tests.support import grade
 ROOT = Path(__file__).resolve().parent.parent
 EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
 URLLIB = ROOT / "tests" / "clients" / "fetch_client.py"
+NODE_CLIENT = ROOT / "tests" / "clients" / "fetch_client.js"
 root_only = pytest.mark.root(reason="the BCC collector and the sandbox need root")
 
 # curl -o and wget -O (and wget's own name) write the output as the bytes arrive, in place:
@@ -133,3 +135,22 @@ def test_a_real_client_is_judged_as_its_documentation_says(name, tmp_path):
         assert fails == want, (scenario, fails, want, [
             (v["id"], v["status"], v["reason"]) for s in doc["scenarios"]
             if s["id"].startswith(scenario + "@") for v in s["clauses"] if v["id"] in fails ^ want])
+
+
+@root_only
+def test_an_honest_node_client_from_the_document_alone_passes_every_attempt(tmp_path):
+    """tests/clients/fetch_client.js, written from protocol.md alone: 3 attempts of every grade
+    scenario, each a success, and its writes in the outputs folder its task gave it are its
+    own (no write-outside finding)."""
+    node = shutil.which("node")
+    assert node, "make setup installs Node.js"
+    doc = grade(f"{node} {NODE_CLIENT} {{url}} {{out}}", tmp_path, attempts=3, task="fetch")
+    scenarios = doc["grade"]["scenarios"]
+    assert set(scenarios) == set(SCENARIOS)
+    for name, sc in scenarios.items():
+        assert [(r["valid"], r["success"]) for r in sc["runs"]] == [(True, True)] * 3, (
+            name, [(r["reason"], [c for c in r["clauses"] if c["status"] == "fail"])
+                   for r in sc["runs"]])
+        outside = [f for r in sc["runs"] for f in r["risk_findings"]
+                   if f["kind"] == "write-outside"]
+        assert not outside, outside

@@ -129,8 +129,8 @@ def _file_findings(inv: InvocationEvidence, launched: ClientLaunched) -> list[Fi
             paths = [(e.path, e.dfd)] + ([(e.old_path or "", e.old_dfd)] if e.op == "rename"
                                          else [])
             for raw, dfd in paths:
-                finding = _file_finding(e, places.resolve(e.pid, raw, dfd), raw, dfd, home,
-                                        source, own)
+                finding = _file_finding(e, places.resolve(e.pid, raw, dfd), raw, dfd,
+                                        (home, launched.outputs), source, own)
                 if finding is not None:
                     severity, kind, detail = finding
                     if e.op == "open" and e.fd is not None and e.fd < 0:
@@ -151,8 +151,9 @@ def _own_setting(path: str, pid: int) -> bool:
     return m is not None and m.group(1) in ("self", "thread-self", str(pid))
 
 
-def _file_finding(f, path, raw, dfd, cwd, source, own) -> tuple[str, str, str] | None:
-    """(severity, kind, detail) for one path of one file operation, or None if unremarkable."""
+def _file_finding(f, path, raw, dfd, given, source, own) -> tuple[str, str, str] | None:
+    """(severity, kind, detail) for one path of one file operation, or None if unremarkable;
+    given: the client's own places (its working directory, its task's outputs folder)."""
     if path is None:
         where = (f"{raw!r} relative to fd {dfd}, not opened in its view" if raw and dfd != AT_FDCWD
                  else f"{raw!r} relative to a working directory not known" if raw
@@ -161,8 +162,8 @@ def _file_finding(f, path, raw, dfd, cwd, source, own) -> tuple[str, str, str] |
     if path == source:
         return ("high", "source-write", f"pid {f.pid} {f.op} of the source file for writing") \
             if f.writes else None
-    if (_under(path, cwd) or path in HARMLESS_DEVICES or path.startswith("/dev/pts/")
-            or _own_setting(path, f.pid)):
+    if (any(_under(path, place) for place in given if place) or path in HARMLESS_DEVICES
+            or path.startswith("/dev/pts/") or _own_setting(path, f.pid)):
         return None
     if f.writes:
         benign = path.startswith("/dev/shm/sem.") or any(

@@ -81,7 +81,8 @@ class Invocation:
                                           stdin=subprocess.DEVNULL, env=_client_env(s, cwd))
         self.client, self.pid = proc, proc.pid
         parts.stream.publish(ClientLaunched(self._started, s.id, self.n, proc.pid, tuple(argv),
-                                            str(cwd), str(source or ""), s.own_files))
+                                            str(cwd), str(source or ""), s.own_files,
+                                            str(outputs or "")))
         self._claims = threading.Thread(target=self._read_claims, args=(proc.stdout,),
                                         daemon=True)
         self._claims.start()

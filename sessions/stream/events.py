@@ -132,6 +132,7 @@ class ClientLaunched(Event):
     cwd: str
     source: str                     # the source file it was given
     own_files: tuple[str, ...] = () # the command's own files (a script), which it may read
+    outputs: str = ""               # the outputs folder its task gave it, which it may write
 
 
 @dataclass(frozen=True)
