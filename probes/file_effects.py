@@ -10,11 +10,17 @@ whichever process or mount namespace made them.
     records = watch.drain()   # [{"event": "created", "name": "data.bin", "t_ns": ...}, ...]
     watch.close()
 
-A record's time is when it was read (inotify carries none): the lab drains at its pump's pace.
-Writes to one name are one `written` record until it is closed, renamed or deleted (the
-kernel's own coalescing makes their count meaningless); `closed_write` ends a writer.
+inotify carries no time: a thread reads the queue as it fills and stamps each event then (a
+millisecond late at most while the machine is idle), so the timeline places it where it
+happened, not when the lab next looked. Writes to one name are one `written` record until it
+is closed, renamed or deleted (the kernel's own coalescing makes their count meaningless);
+`closed_write` ends a writer.
 """
 
+import os
+import select
+import stat
+import threading
 import time
 from pathlib import Path
 
@@ -23,22 +29,47 @@ from inotify_simple import flags as F
 
 MASK = (F.CREATE | F.MODIFY | F.CLOSE_WRITE | F.MOVED_FROM | F.MOVED_TO | F.DELETE
         | F.DELETE_SELF | F.MOVE_SELF)
+READ_TIMEOUT_MS = 50   # how soon the reader notices it was closed
 
 
 class FolderWatch:
     def __init__(self, folder: Path):
+        self.folder = folder
         self.inotify = INotify(nonblocking=True)
         self.inotify.add_watch(folder, MASK)
         self.writing: set[str] = set()        # names written since their last create or close
         self.moving: dict[int, str] = {}      # a rename's cookie -> the name it left
+        self.records: list[dict] = []         # read, not yet drained
+        self.lock = threading.Lock()
+        self.open = True
+        self.reader = threading.Thread(target=self._read, name="evlab-folder-watch",
+                                       daemon=True)
+        self.reader.start()
 
-    def drain(self) -> list[dict]:
-        now, out = time.monotonic_ns(), []
+    def _read(self) -> None:
+        """Wait for events outside the lock; read and stamp them under it, so that a drain
+        never reads a later batch before this one (order, and a rename's two halves, kept)."""
+        ready = select.poll()
+        ready.register(self.inotify.fileno(), select.POLLIN)
+        while self.open:
+            try:
+                if ready.poll(READ_TIMEOUT_MS):
+                    self._take()
+            except (OSError, ValueError):   # closed under it
+                return
+
+    def _take(self) -> None:
+        with self.lock:
+            if self.open:
+                self._stamp(self.inotify.read(timeout=0), time.monotonic_ns())
+
+    def _stamp(self, events, now: int) -> None:
+        out = self.records
 
         def emit(event: str, **fields) -> None:
             out.append({"event": event, "t_ns": now, **fields})
 
-        for e in self.inotify.read(timeout=0):
+        for e in events:
             name, mask = e.name, e.mask
             folder = {"dir": True} if mask & F.ISDIR else {}
             if mask & F.Q_OVERFLOW:
@@ -46,8 +77,9 @@ class FolderWatch:
             if mask & (F.DELETE_SELF | F.MOVE_SELF):
                 emit("folder_gone")
             if mask & F.CREATE:
-                self.writing.discard(name)
-                emit("created", name=name, **folder)
+                # a new name may be a link to a file being written: its writes are said again
+                self.writing.clear()
+                emit("created", name=name, **folder, **self._inode(name))
             if mask & F.MODIFY and name not in self.writing:
                 self.writing.add(name)
                 emit("written", name=name)
@@ -61,16 +93,37 @@ class FolderWatch:
                 self.writing.discard(name)
                 old = self.moving.pop(e.cookie, None)
                 if old is None:
-                    emit("moved_in", name=name, **folder)
+                    emit("moved_in", name=name, **folder, **self._inode(name))
                 else:
-                    emit("renamed", name=name, old=old, **folder)
+                    emit("renamed", name=name, old=old, **folder, **self._inode(name))
             if mask & F.DELETE:
                 self.writing.discard(name)
                 emit("deleted", name=name, **folder)
         for old in self.moving.values():   # its pair never came: it left the folder
             emit("moved_out", name=old)
         self.moving.clear()
+
+    def _inode(self, name: str) -> dict:
+        """The inode a new name has as the event is read (gone already: none), so that writes
+        through another name of the same file (a hard link) are known for what they are."""
+        try:
+            st = os.lstat(self.folder / name)
+        except OSError:
+            return {}
+        return {"ino": st.st_ino, **({"symlink": True} if stat.S_ISLNK(st.st_mode) else {})}
+
+    def drain(self) -> list[dict]:
+        """What was read since the last drain, and what the queue holds now."""
+        try:
+            self._take()
+        except (OSError, ValueError):
+            pass
+        with self.lock:
+            out, self.records = self.records, []
         return out
 
     def close(self) -> None:
+        with self.lock:
+            self.open = False
+        self.reader.join(timeout=1)
         self.inotify.close()

@@ -149,8 +149,33 @@ def test_an_honest_node_client_from_the_document_alone_passes_every_attempt(tmp_
     assert set(scenarios) == set(SCENARIOS)
     for name, sc in scenarios.items():
         assert [(r["valid"], r["success"]) for r in sc["runs"]] == [(True, True)] * 3, (
-            name, [(r["reason"], [c for c in r["clauses"] if c["status"] == "fail"])
+            name, [(r["reason"], [c for c, v in r["clauses"].items() if v == "fail"])
                    for r in sc["runs"]])
         outside = [f for r in sc["runs"] for f in r["risk_findings"]
                    if f["kind"] == "write-outside"]
         assert not outside, outside
+
+
+EVASIONS = ROOT / "tests" / "clients" / "fetch_evasions.py"
+
+
+@root_only
+@pytest.mark.parametrize(("mode", "scenario", "clause"), [
+    ("hardlink", "normal", "atomic-output"),            # writes through another name
+    ("symlink", "normal", "atomic-output"),             # the name points at the partial file
+    ("mmap", "normal", "atomic-output"),                # no write(2) at all: ftruncate, a map
+    ("rename-then-write", "normal", "atomic-output"),   # renamed first, written after
+    ("copy-range", "normal", "atomic-output"),          # copy_file_range into the final name
+    ("spin-wait", "unavailable", "cpu-budget"),         # waits Retry-After out on the CPU
+])
+def test_an_evasion_of_a_fetch_clause_fails_it_with_the_attempt_valid(mode, scenario, clause,
+                                                                      tmp_path):
+    doc = grade(f"/usr/bin/python3 {EVASIONS} {mode} {{url}} {{out}}", tmp_path, attempts=1,
+                task="fetch", scenarios=(scenario,))
+    (run,) = doc["grade"]["scenarios"][scenario]["runs"]
+    (judged,) = doc["scenarios"]
+    reasons = {c["id"]: c["reason"] for c in judged["clauses"]}
+    assert run["valid"], run["reason"]
+    assert run["clauses"][clause] == "fail", (run["clauses"], reasons[clause])
+    if mode == "spin-wait":   # it did wait as long as it was told
+        assert run["clauses"]["polite-retries"] == "pass", reasons["polite-retries"]

@@ -89,7 +89,10 @@ def timeline_of(ev: ScenarioEvidence) -> Timeline:
     if endpoint is not None:
         b.rows.append(endpoint)   # the endpoint's row is there even when it recorded nothing
     marks = {**display_of(ev.started)["marks"], **EVLAB_MARKS}
-    for server in dict.fromkeys([*([endpoint] if endpoint else []), "proxy", *roles]):
+    # the task's servers, the proxy, and evlab's own views of the task's files (the outputs
+    # folder's `files`, the states' and steps' `lab`)
+    for server in dict.fromkeys([*([endpoint] if endpoint else []), "proxy", *roles, "files",
+                                 "lab"]):
         _server(b, server, [r for n in sorted(ev.invocations)
                             for r in ev.invocations[n].records.get(server, [])], marks)
     end = max([b.rel(ev.done_ns) or 0, *(s.end_ns for s in b.spans),
@@ -285,6 +288,15 @@ def _closed(fields: dict) -> str:
 def _record_label(server: str, r) -> str:
     """A marked record in words: its event, its connection, its length and reason if any."""
     f, conn = r.fields, r.fields.get("conn", "?")
+    if isinstance(f.get("name"), str):   # the outputs folder's: a file's name (and its old one)
+        old = f.get("old")
+        return f"{r.event.replace('_', ' ')} {visible(old) + ' → ' if old else ''}" \
+               f"{visible(f['name'])}"
+    if isinstance(f.get("request"), str):   # a web server's access log: ended at its time
+        body = f.get("body_bytes")
+        return (f"{r.event.replace('_', ' ')}: {visible(f['request'], 60)} → "
+                f"{f.get('status', '?')}" + (f", {body:,} body bytes" if isinstance(body, int)
+                                              else "") + f" (conn {conn}, at its end)")
     if r.event != "fault_fired":
         length, reason = f.get("length"), f.get("reason")
         return (f"{r.event.replace('_', ' ')} (conn {conn}"
