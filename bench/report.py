@@ -45,6 +45,21 @@ def targets(results: dict) -> list[dict]:
         cost, "<= 150 ms", cost is not None and cost <= 150, "ms")
     add("grade: attempts per minute, one at a time", flow.get("attempts_per_min"), "report",
         "report", "/min")
+    fetch = flow.get("fetch", {})
+    add("fetch grade (nginx): harness cost per attempt, median",
+        fetch.get("harness_ms_per_attempt"), "report", "report", "ms")
+    add("fetch / backup: harness cost per attempt", fetch.get("ratio_to_backup"), "report",
+        "report", "x")
+    add("fetch grade: every attempt passed, verdicts identical across runs",
+        fetch.get("every_attempt_passed") and fetch.get("verdicts_identical"), "identical",
+        bool(fetch.get("every_attempt_passed") and fetch.get("verdicts_identical")))
+    starts = flow.get("endpoint_start_ms", {})
+    add("endpoint start-up to `listening`: nginx (fetch), median", starts.get("fetch"), "report",
+        "report", "ms")
+    add("endpoint start-up to `listening`: receiver (backup), median", starts.get("backup"),
+        "report", "report", "ms")
+    add("nginx / receiver start-up", flow.get("endpoint_start_ratio_nginx_receiver"), "report",
+        "report", "x")
     add("lab network per attempt: namespace made and removed, median", flow.get("lab_network_ms"),
         "report", "report", "ms")
     add("lab network: one call run inside it (an attempt makes about six), median",

@@ -4,7 +4,12 @@
 Harness cost per attempt: a grade of the fixture's C baseline client (4 grade scenarios x
 ATTEMPTS), read back from its archive: each attempt's wall time from its `setup` phase to its
 `done` phase, minus the wall time of its two client invocations (ClientExited.wall_ns: launch
-through the sandbox chain to the client's reaped exit). The median over the attempts.
+through the sandbox chain to the client's reaped exit). The median over the attempts. Beside
+it, in the same loop, the fetch task's: a grade of the Python client written from its
+protocol (tests/clients/fetch_client.py, 5 grade scenarios x ATTEMPTS; nginx as its server);
+and each task's endpoint's start-up, from its start to its `listening` record (a fresh
+interpreter each: the receiver's Python; fetch's wrapper and nginx), STARTS times,
+alternating, median, and their ratio.
 
 The lab network's share of it: LabNetwork.create + remove (probes/boundary/netns.py: a
 network namespace per attempt), and one `run` in it (a thread entering it: an attempt makes
@@ -25,19 +30,28 @@ from pathlib import Path
 
 from bench.measure import median, ratio, say
 from bench.suite import EVLAB, run_evlab
+from fixture.harness import start_server
 from probes.boundary.netns import LabNetwork
 from sessions.output.archive import load_archive
 from sessions.stream.events import ClientExited, PhaseChanged
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "fixture" / "build" / "client-baseline"
+FETCH_CLIENT = ROOT / "tests" / "clients" / "fetch_client.py"
 ATTEMPTS = 3
 NETWORKS = 200
+STARTS = 20
+GRADES = {"backup": ["--client", f"{BASELINE} {{host}} {{port}} {{source}}"],
+          "fetch": ["--task", "fetch", "--client",
+                    f"/usr/bin/python3 {FETCH_CLIENT} {{url}} {{out}}"]}
+# each task's endpoint as the lab starts it (fixture/*/task.toml), its state in a fresh folder
+ENDPOINTS = {"backup": ("fixture.backup.receiver", ["--store", "{state}/store", "--port", "0"]),
+             "fetch": ("fixture.fetch.nginx", ["--state", "{state}", "--port", "0"])}
 
 
-def _grade(archive: Path) -> dict:
-    args = ["grade", "--client", f"{BASELINE} {{host}} {{port}} {{source}}", "--attempts",
-            str(ATTEMPTS), "--headless", "--archive", str(archive)]
+def _grade(archive: Path, task: str = "backup") -> dict:
+    args = ["grade", *GRADES[task], "--attempts", str(ATTEMPTS), "--headless", "--archive",
+            str(archive)]
     run = run_evlab(args)
     run["attempts"], run["harness_ms"], run["judged"] = _read(archive)
     run["attempts_per_min"] = run["attempts"] / run["wall_s"] * 60 if run["wall_s"] else None
@@ -69,6 +83,19 @@ def _harness_ms(archive: Path) -> list[float]:
     return [(done[s] - start[s] - client.get(s, 0)) / 1e6 for s in done if s in start]
 
 
+def _startup_ms(task: str, tmp: Path) -> float:
+    """One start of a task's endpoint to its `listening` record, then stopped."""
+    module, args = ENDPOINTS[task]
+    state = Path(tempfile.mkdtemp(prefix=f"start-{task}-", dir=tmp))
+    argv = ["--events", str(state / "events.jsonl"),
+            *(a.replace("{state}", str(state)) for a in args)]
+    t0 = time.perf_counter()
+    server = start_server(module, (), argv, state / "events.jsonl", cwd=state)
+    took = (time.perf_counter() - t0) * 1e3
+    server.stop()
+    return took
+
+
 def _network_ms() -> tuple[float | None, float | None]:
     """Medians (ms): a lab network made and removed; one call run inside it."""
     made, entered = [], []
@@ -87,12 +114,30 @@ def _network_ms() -> tuple[float | None, float | None]:
 def measure(repeats: int) -> dict:
     say(f"throughput: {NETWORKS} lab networks made and removed")
     network_ms, run_in_ms = _network_ms()
-    runs = []
+    runs, fetch, starts = [], [], {task: [] for task in ENDPOINTS}
     with tempfile.TemporaryDirectory(prefix="evlab-bench-throughput-") as tmp:
         for i in range(repeats):
-            say(f"throughput: grade, run {i + 1}/{repeats}")
+            say(f"throughput: grade of backup and of fetch, run {i + 1}/{repeats}")
             runs.append(_grade(Path(tmp) / f"g{i}.tar.gz"))
+            fetch.append(_grade(Path(tmp) / f"f{i}.tar.gz", "fetch"))
+        say(f"throughput: each task's endpoint started {STARTS} times")
+        for _ in range(STARTS):
+            for task in ENDPOINTS:
+                starts[task].append(_startup_ms(task, Path(tmp)))
+    fetch_ms = median(ms for r in fetch for ms in r["harness_ms"])
+    start_ms = {task: median(samples) for task, samples in starts.items()}
     return {
+        "fetch": {"command": "evlab grade " + " ".join(GRADES["fetch"]),
+                  "harness_ms_per_attempt": fetch_ms,
+                  "attempts_per_grade": fetch[0]["attempts"],
+                  "verdicts_identical": all(r["judged"] == fetch[0]["judged"] for r in fetch),
+                  "every_attempt_passed": all(ok for r in fetch
+                                              for *_, ok in r["judged"].values()),
+                  "ratio_to_backup": ratio(fetch_ms, median(
+                      ms for r in runs for ms in r["harness_ms"]))},
+        "endpoint_start_ms": start_ms,
+        "endpoint_start_ratio_nginx_receiver": ratio(start_ms["fetch"], start_ms["backup"]),
+
         "command": f"evlab grade --client '{BASELINE} {{host}} {{port}} {{source}}' "
                    f"--attempts {ATTEMPTS} --headless",
         "harness_ms_per_attempt": median(ms for r in runs for ms in r["harness_ms"]),

@@ -11,7 +11,8 @@ from sessions.spec.task import DEFAULT_TASK, SUITE_NAMES
 EPILOG = """examples:
   evlab tasks                                   the tasks evlab judges programs on
   evlab list                                    the scenarios and what each must fail
-  evlab run --all --headless                    run the eight seeded scenarios, no dashboard
+  evlab run --all --headless                    run the task's seeded scenarios, no dashboard
+  evlab grade --task fetch --client 'curl -fsS -o {out} {url}' --attempts 1 --headless
   evlab run --suite faults --headless           the client under injected faults
   evlab run baseline retry --headless --json out.json --archive s.tar.gz
   evlab run my-client.toml --headless           a scenario file of your own
@@ -90,9 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     _task_argument(rl, "(a task folder whose own predicates re-judge its clauses: an archive "
                    "keeps the contract, never code)")
     g = sub.add_parser("grade", help="grade any client: attempts, lifecycle gates, risks",
-                       description="Run a client of your own through the grade scenarios "
-                       "(normal, interrupted, mismatch, stale; each with an unchanged "
-                       "re-run), N attempts each.")
+                       description="Run a client of your own through its task's grade "
+                       "scenarios (`evlab list --task ID`), N attempts each.")
     _task_argument(g, "(default: the grade file's [grade] task, else the default task)")
     g.add_argument("spec", nargs="?", type=Path, metavar="GRADE.toml",
                    help="a grade file ([client] command, env, timeout_s; [grade] attempts)")
@@ -119,7 +119,7 @@ def _run_parser(sub) -> None:
     r.add_argument("scenarios", nargs="*", metavar="SCENARIO",
                    help="scenario ids or .toml files (default with --all: every built-in one)")
     r.add_argument("--all", action="store_true",
-                   help="the eight seeded scenarios (the instrument's own check)")
+                   help="the task's seeded scenarios (the instrument's own check)")
     r.add_argument("--suite", choices=SUITE_NAMES, help="a built-in suite of the task: seeded, "
                    "faults or grade")
     r.add_argument("--headless", action="store_true", help="no dashboard; progress lines only")
