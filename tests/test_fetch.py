@@ -167,6 +167,8 @@ EVASIONS = ROOT / "tests" / "clients" / "fetch_evasions.py"
     ("rename-then-write", "normal", "atomic-output"),   # renamed first, written after
     ("copy-range", "normal", "atomic-output"),          # copy_file_range into the final name
     ("spin-wait", "unavailable", "cpu-budget"),         # waits Retry-After out on the CPU
+    ("odd-path", "interrupted", "resume-not-restart"),  # //data.bin: the bound reset passes by
+    ("odd-path", "unavailable", "polite-retries"),      # ... and so does the bound 503
 ])
 def test_an_evasion_of_a_fetch_clause_fails_it_with_the_attempt_valid(mode, scenario, clause,
                                                                       tmp_path):

@@ -10,6 +10,8 @@ the forbidden thing; tests/test_fetch.py says which clause must catch it.
   rename-then-write  OUT.part renamed to OUT first, the bytes written through its descriptor
   copy-range         OUT.part written, then copied into OUT with copy_file_range
   spin-wait          waits out a 503's Retry-After by spinning on the clock
+  odd-path           asks for //data.bin, which nginx serves as /data.bin, so that a fault
+                     bound to the file's GET passes by
 """
 
 import http.client
@@ -27,7 +29,7 @@ def fetch(url):
     u = urllib.parse.urlsplit(url)
     for _ in range(3):
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=20)
-        conn.request("GET", u.path)
+        conn.request("GET", "/" + u.path if MODE == "odd-path" else u.path)
         resp = conn.getresponse()
         body = resp.read()
         conn.close()
@@ -46,7 +48,7 @@ def fetch(url):
 MODE, URL, OUT = sys.argv[1:4]
 PART = OUT + ".part"
 resp, body = fetch(URL)
-if os.path.exists(OUT) and MODE != "spin-wait":
+if os.path.exists(OUT) and MODE not in ("spin-wait", "odd-path"):
     os.unlink(OUT)
 half = len(body) // 2
 if MODE == "hardlink":
@@ -84,7 +86,7 @@ elif MODE == "copy-range":
     os.close(src)
     os.close(dst)
     os.unlink(PART)
-else:   # spin-wait: the download itself is honest
+else:   # spin-wait, odd-path: the download itself is honest
     with open(PART, "wb") as f:
         f.write(body)
     os.replace(PART, OUT)
