@@ -30,10 +30,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  # Debian starts nginx's service on :80 when it installs it; evlab runs its own, per lab
-  if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q nginx 2>/dev/null; then
-    systemctl disable --now -q nginx || true
-    say "stopped the nginx service Debian started (evlab runs nginx per lab)"
+  # Debian starts nginx's service on :80 when it installs it (unless a policy-rc.d forbids
+  # it); evlab runs its own nginx in each lab, so the system's is stopped and left disabled
+  if [[ " ${missing[*]} " == *" nginx "* ]]; then
+    { systemctl disable --now nginx || { service nginx stop && update-rc.d nginx disable; }
+    } >/dev/null 2>&1 || true
+    say "left Debian's nginx service stopped (evlab runs nginx per lab)"
   fi
 fi
 
