@@ -40,7 +40,8 @@ class Collector(Protocol):
 
     def prepare(self, clients: list[Path]) -> None: ...
     def launch(self, invocation: int, argv: list[str], source: Path | None,
-               client: Path | None = None, **popen_kwargs) -> subprocess.Popen: ...
+               client: Path | None = None, target: Path | None = None,
+               **popen_kwargs) -> subprocess.Popen: ...
     def watch_cgroup(self, invocation: int, cgroup_dir: Path, cgroup_id: int,
                      allowed: list[tuple[str, int]], deny: bool,
                      refused: list[tuple[str, int]] = ...) -> bool: ...
@@ -66,8 +67,8 @@ class BccLauncher:
     def prepare(self, clients):
         self._bcc.prepare(clients)
 
-    def launch(self, invocation, argv, source, client=None, **popen_kwargs):
-        with self._bcc.launching(invocation, Path(client or argv[0]), source):
+    def launch(self, invocation, argv, source, client=None, target=None, **popen_kwargs):
+        with self._bcc.launching(invocation, Path(client or argv[0]), source, target):
             return subprocess.Popen([str(a) for a in argv], start_new_session=True,
                                     **popen_kwargs)
 
@@ -141,7 +142,7 @@ class NoCollector(NoEgressView):
     def prepare(self, clients):
         pass   # nothing attaches to a client
 
-    def launch(self, invocation, argv, source, client=None, **popen_kwargs):
+    def launch(self, invocation, argv, source, client=None, target=None, **popen_kwargs):
         return subprocess.Popen([str(a) for a in argv], start_new_session=True, **popen_kwargs)
 
 

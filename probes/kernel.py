@@ -46,6 +46,9 @@ COUNTERS = (
     "launch_oncpu_ns",     # on-CPU time of evlab's launch chain in the client's cgroup (sh,
                            # prlimit, setpriv, bwrap and its child before the client's exec):
                            # the cgroup's CPU less the tree's and this is what no view explains
+    "target_write_bytes",  # bytes written to files of the target's own filesystem (a task's
+                           # outputs folder on a filesystem of its own), by any write path
+    "target_read_bytes",   # bytes read from files of the target's filesystem
 )
 
 # Counters that are maxima, not sums: per-CPU values merge with max().

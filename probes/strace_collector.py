@@ -33,7 +33,7 @@ from probes.text import decoded
 UNOBSERVED = ("switches_out", "oncpu_ns", "file_ops", "busy_ns", "busy_stretches", "busy_max_ns",
               "source_mmaps", "leftover_tasks", "egress_lost", "busy_start_max_ns",
               "softirq_ns", "switch_ins_missed", "source_mapped_bytes", "own_read_bytes",
-              "busy_start_ns")
+              "busy_start_ns", "target_write_bytes", "target_read_bytes")
 _LINE = re.compile(r"^(\d+)\s+(\d+)\.(\d+) (.*)$")
 _CALL = re.compile(r"^(\w+)\((.*)\)\s+=\s+(-?\d+|\?)(.*)$")
 _FD = re.compile(r"(\d+)<([^>]*)>")
@@ -90,7 +90,8 @@ class StraceCollector(NoEgressView):
         pass   # strace attaches at each launch
 
     def launch(self, invocation: int, argv: list[str], source: Path | None,
-               client: Path | None = None, **popen_kwargs) -> subprocess.Popen:
+               client: Path | None = None, target: Path | None = None,
+               **popen_kwargs) -> subprocess.Popen:
         # strace follows the whole launch chain (the sandbox's own start-up included).
         out = self._dir / f"inv-{invocation}.strace"
         self._traces[invocation] = _Trace(invocation, out,

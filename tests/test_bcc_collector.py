@@ -25,10 +25,10 @@ def collector():
     c.close()
 
 
-def run(collector, argv, source=None):
+def run(collector, argv, source=None, target=None):
     """Launch argv as a tracked invocation; return (final snapshot, events, wait4 cpu seconds)."""
     inv = next(_ids)
-    with collector.launching(inv, Path(argv[0]), source):
+    with collector.launching(inv, Path(argv[0]), source, target):
         proc = subprocess.Popen([str(a) for a in argv])
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -51,6 +51,49 @@ def test_source_bytes_exact_through_four_read_syscalls(collector, exerciser, dat
     final, _, _ = run(collector, [exerciser, *steps], source=data_file)
     assert final.counters["source_read_bytes"] == 100_000
     assert final.counters["source_opens"] == 4
+
+
+@pytest.fixture
+def own_filesystem(tmp_path):
+    """A folder on a tmpfs of its own (the target of a task that writes a tree)."""
+    folder = tmp_path / "target"
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "evlab-test", str(folder)],
+                   check=True)
+    yield folder
+    subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("how", ["write", "pwrite", "writev", "pwritev", "splice", "uring"])
+def test_bytes_written_to_the_targets_filesystem_are_exact_by_every_write_path(
+        collector, exerciser, data_file, own_filesystem, tmp_path, how):
+    """Writes to files of the target's filesystem, by whatever path or descriptor (nested
+    folders, another name for the folder, io_uring with no write(2) at all), against writes
+    elsewhere: only the first are target bytes; reads back from it are target reads."""
+    (own_filesystem / "deep" / "er").mkdir(parents=True)
+    (tmp_path / "alias").symlink_to(own_filesystem / "deep")
+    steps = [f"write:{own_filesystem}/a:100000:{how}",
+             f"write:{tmp_path}/alias/er/b:23456:{how}",          # through a symbolic link
+             f"write:{tmp_path}/outside:77777:{how}",             # not the target's
+             f"copy:{data_file}:{own_filesystem}/c:sendfile",     # 200,000 more, by sendfile
+             # copy_file_range within it (across filesystems it is EXDEV): a read and a write
+             f"copy:{own_filesystem}/c:{own_filesystem}/d:cfr",
+             f"read:{own_filesystem}/a:30000"]
+    final, _, _ = run(collector, [exerciser, *steps], target=own_filesystem)
+    assert final.counters["target_write_bytes"] == 100_000 + 23_456 + 2 * 200_000
+    assert final.counters["target_read_bytes"] == 200_000 + 30_000
+    assert final.counters["source_read_bytes"] == 0
+
+
+def test_a_tree_on_its_own_filesystem_is_the_source_whichever_file_is_read(
+        collector, exerciser, own_filesystem):
+    """A source that is a folder: every file of its filesystem is read as the source."""
+    for name, size in (("x", 10_000), ("y", 20_000)):
+        (own_filesystem / name).write_bytes(os.urandom(size))
+    final, _, _ = run(collector, [exerciser, f"read:{own_filesystem}/x:10000",
+                                  f"pread:{own_filesystem}/y:20000"], source=own_filesystem)
+    assert final.counters["source_read_bytes"] == 30_000
+    assert final.counters["target_write_bytes"] == 0
 
 
 def test_all_descriptor_reads_are_the_loader_plus_exactly_ours(collector, exerciser, data_file):

@@ -56,7 +56,10 @@ struct config {
     char source_path[PATH_MAX_LEN];
     char client_path[PATH_MAX_LEN];
     u64 source_dev;       // the source file itself (the kernel's dev_t of its filesystem and
-    u64 source_ino;       // its inode): recognised whatever name or descriptor reaches it
+    u64 source_ino;       // its inode): recognised whatever name or descriptor reaches it;
+                          // source_ino 0: a tree, every file of the filesystem source_dev
+    u64 target_dev;       // the filesystem the client writes its result to (0: none), a
+                          // filesystem of its own: whatever path reaches a file, it is there
 };
 BPF_ARRAY(config, struct config, 1);
 // Each invocation's own source and client paths (launcher_tgid and armed_* unused there):
@@ -117,7 +120,9 @@ BPF_ARRAY(slots, struct slot, INV_SLOTS);
 // place of the client's own, where it can keep what it derived from the source: a regular
 // file on a tmpfs (in the sandbox every writable place is one: its working directory, /tmp,
 // /dev/shm; a memfd too) or a pipe. Reads of those are counted apart (own_read_bytes).
-enum fd_kind { FD_OTHER = 0, FD_SOURCE = 1, FD_SOCKET = 2, FD_UNKNOWN = 3, FD_OWN = 4 };
+// FD_TARGET: a file of the target's filesystem (config.target_dev), written and read apart.
+enum fd_kind { FD_OTHER = 0, FD_SOURCE = 1, FD_SOCKET = 2, FD_UNKNOWN = 3, FD_OWN = 4,
+               FD_TARGET = 5 };
 struct fdkey { u32 tgid; s32 fd; };
 BPF_HASH(fd_kinds, struct fdkey, u8, 65536);
 BPF_ARRAY(fd_gen, u64, 1);                 // moves whenever fd_kinds does: task caches go stale
@@ -255,7 +260,7 @@ static __always_inline u8 kind_of_inode(u32 inv, u64 inode)
     if ((mode & S_IFMT_) == S_IFSOCK_)
         return FD_SOCKET;
     struct config *cfg = inv_config.lookup(&inv);
-    if (!cfg || !cfg->source_ino)
+    if (!cfg || !(cfg->source_dev || cfg->target_dev))
         return FD_OTHER;
     bpf_probe_read_kernel(&ino, sizeof(ino), (void *)(inode + INODE_INO_OFF));
     bpf_probe_read_kernel(&sb, sizeof(sb), (void *)(inode + INODE_SB_OFF));
@@ -263,8 +268,12 @@ static __always_inline u8 kind_of_inode(u32 inv, u64 inode)
         bpf_probe_read_kernel(&dev, sizeof(dev), (void *)(sb + SB_DEV_OFF));
         bpf_probe_read_kernel(&magic, sizeof(magic), (void *)(sb + SB_MAGIC_OFF));
     }
-    if (ino == cfg->source_ino && dev == cfg->source_dev)
+    if (cfg->target_dev && dev == cfg->target_dev)
+        return FD_TARGET;
+    if (dev == cfg->source_dev && (ino == cfg->source_ino || !cfg->source_ino))
         return FD_SOURCE;
+    if (!cfg->source_dev)   // what a client keeps of its own is only asked of a source's
+        return FD_OTHER;
     if ((mode & S_IFMT_) == S_IFIFO_ || ((mode & S_IFMT_) == S_IFREG_ && magic == TMPFS_MAGIC_))
         return FD_OWN;
     return FD_OTHER;
@@ -581,9 +590,16 @@ static __always_inline void moved(struct task *t, struct counters *c, s64 in_fd,
             c->c[CTR_SOCK_RECV_BYTES] += ret;
         else if (kind == FD_OWN)
             c->c[CTR_OWN_READ_BYTES] += ret;
+        else if (kind == FD_TARGET)
+            c->c[CTR_TARGET_READ_BYTES] += ret;
     }
-    if (out_fd >= 0 && fd_kind(t, out_fd) == FD_SOCKET)
-        c->c[CTR_SOCK_SENT_BYTES] += ret;
+    if (out_fd >= 0) {
+        u8 kind = fd_kind(t, out_fd);
+        if (kind == FD_SOCKET)
+            c->c[CTR_SOCK_SENT_BYTES] += ret;
+        else if (kind == FD_TARGET)
+            c->c[CTR_TARGET_WRITE_BYTES] += ret;
+    }
 }
 
 static __always_inline void connected(struct task *t, struct counters *c, u64 regs, s64 ret)
@@ -1182,8 +1198,12 @@ RAW_TRACEPOINT_PROBE(io_uring_complete)
             c->c[CTR_SOCK_RECV_BYTES] += res;
         else if (from == FD_OWN)
             c->c[CTR_OWN_READ_BYTES] += res;
+        else if (from == FD_TARGET)
+            c->c[CTR_TARGET_READ_BYTES] += res;
         if (kind == FD_SOCKET)
             c->c[CTR_SOCK_SENT_BYTES] += res;
+        else if (kind == FD_TARGET)
+            c->c[CTR_TARGET_WRITE_BYTES] += res;
     } else if (in) {
         c->c[CTR_READ_BYTES] += res;
         if (kind == FD_SOURCE)
@@ -1192,10 +1212,14 @@ RAW_TRACEPOINT_PROBE(io_uring_complete)
             c->c[CTR_SOCK_RECV_BYTES] += res;
         else if (kind == FD_OWN)
             c->c[CTR_OWN_READ_BYTES] += res;
+        else if (kind == FD_TARGET)
+            c->c[CTR_TARGET_READ_BYTES] += res;
     } else {
         c->c[CTR_WRITE_BYTES] += res;
         if (kind == FD_SOCKET)
             c->c[CTR_SOCK_SENT_BYTES] += res;
+        else if (kind == FD_TARGET)
+            c->c[CTR_TARGET_WRITE_BYTES] += res;
     }
     end_stretch(t, c, s, bpf_ktime_get_ns());   // bytes moved: progress, as a syscall's
     return 0;

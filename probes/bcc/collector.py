@@ -94,15 +94,19 @@ class BccCollector:
 
     # --- retargeting -------------------------------------------------------------------
     @contextlib.contextmanager
-    def launching(self, invocation: int, client: Path, source: Path | None):
-        """Arm: the next process this process forks and that execs is the tracked client."""
+    def launching(self, invocation: int, client: Path, source: Path | None,
+                  target: Path | None = None):
+        """Arm: the next process this process forks and that execs is the tracked client.
+        source: a file (watched by its inode) or a folder on a filesystem of its own (a tree:
+        every file of that filesystem); target: a folder on a filesystem of its own, whose
+        files' writes and reads are counted apart."""
         if invocation <= 0:
             raise ValueError("invocation ids start at 1")
         self._binary_of[invocation] = self._attach_functions(Path(client))
         slot = self._slots.assign(invocation)
         # execve() sees the path exactly as the launcher passes it (PATH-searched if bare).
         exec_path = str(client) if "/" in str(client) else shutil.which(str(client)) or ""
-        self._write_paths(invocation, source=source, client=exec_path)
+        self._write_paths(invocation, source=source, client=exec_path, target=target)
         self._arm(invocation, slot)
         try:
             yield
@@ -118,10 +122,12 @@ class BccCollector:
         cfg.armed_inv, cfg.armed_slot = armed_inv, slot
         table[ctypes.c_int(0)] = cfg
 
-    def _write_paths(self, invocation: int, source: Path | None, client: str) -> None:
+    def _write_paths(self, invocation: int, source: Path | None, client: str,
+                     target: Path | None = None) -> None:
         table = self._bpf["inv_config"]
         cfg = table.Leaf()
-        for field, value in (("source", os.fsencode(source) if source else b""),
+        tree = source is not None and Path(source).is_dir()
+        for field, value in (("source", os.fsencode(source) if source and not tree else b""),
                              ("client", os.fsencode(client))):
             if len(value) >= PATH_MAX_LEN:
                 raise ValueError(f"{field} path longer than {PATH_MAX_LEN - 1} bytes: {value!r}")
@@ -130,8 +136,10 @@ class BccCollector:
             ctypes.memmove(ctypes.addressof(cfg) + offset, value + b"\0", len(value) + 1)
         if source is not None:   # the file itself, whatever name reaches it (kernel dev_t)
             st = os.stat(source)
-            cfg.source_dev = os.major(st.st_dev) << 20 | os.minor(st.st_dev)
-            cfg.source_ino = st.st_ino
+            cfg.source_dev = _kernel_dev(st.st_dev)
+            cfg.source_ino = 0 if tree else st.st_ino   # a tree: its whole filesystem
+        if target is not None:
+            cfg.target_dev = _kernel_dev(os.stat(target).st_dev)
         table[ctypes.c_uint(invocation)] = cfg
 
     # --- the client's cgroup -----------------------------------------------------------------
@@ -382,3 +390,9 @@ def _quietly(detach, name) -> None:
         detach(name)
     except Exception:
         pass  # cleanup() after it detaches whatever is left, and says so
+
+
+def _kernel_dev(st_dev: int) -> int:
+    """A stat's device as the kernel's own dev_t (MKDEV: major << 20 | minor), which a
+    superblock holds; userspace's encoding differs for minors over 255."""
+    return os.major(st_dev) << 20 | os.minor(st_dev)

@@ -26,6 +26,9 @@
  *   memfdmap:FILE:K   copy FILE into a memfd, then map it and read it K times (DONTNEED between)
  *   pipe:FILE:K       a child reads FILE once and writes it K times into a pipe; this process
  *                     reads it all
+ *   write:FILE:N:HOW  create FILE and write N bytes to it with HOW = write, pwrite, writev,
+ *                     pwritev, splice (from a pipe) or uring (io_uring IORING_OP_WRITE: no
+ *                     write(2) at all)
  * Exits 0 when every step did exactly what it says.
  */
 #define _GNU_SOURCE
@@ -44,6 +47,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "uring.h"
 
 static char buf[1 << 20];
 static volatile long sink;
@@ -73,6 +78,49 @@ static void read_exact(int fd, long n, const char *how)
             die(how);
         off += got;
     }
+}
+
+/* N bytes into a new FILE, 4096 at a time, by one write path. */
+static void write_file(const char *path, long n, const char *how)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600), p[2] = { -1, -1 };
+    struct ring r = { .fd = -1 };
+    if (fd < 0)
+        die(path);
+    if ((!strcmp(how, "splice") && pipe(p)) || (!strcmp(how, "uring") && ring_open(&r, 0, 0)))
+        die(how);
+    memset(buf, 'w', sizeof(buf));
+    for (long off = 0; off < n;) {
+        long want = n - off > 4096 ? 4096 : n - off;
+        ssize_t put;
+        if (!strcmp(how, "write")) {
+            put = write(fd, buf, want);
+        } else if (!strcmp(how, "pwrite")) {
+            put = pwrite(fd, buf, want, off);
+        } else if (!strcmp(how, "writev")) {
+            struct iovec iov[2] = { { buf, want / 2 }, { buf + want / 2, want - want / 2 } };
+            put = writev(fd, iov, 2);
+        } else if (!strcmp(how, "pwritev")) {
+            struct iovec iov = { buf, want };
+            put = pwritev(fd, &iov, 1, off);
+        } else if (!strcmp(how, "splice")) {
+            if (write(p[1], buf, want) != want)
+                die("pipe write");
+            put = splice(p[0], NULL, fd, NULL, want, 0);
+        } else {
+            put = ring_do(&r, IORING_OP_WRITE, fd, buf, (unsigned)want, (uint64_t)off);
+        }
+        if (put <= 0)
+            die(how);
+        off += put;
+    }
+    if (p[0] >= 0) {
+        close(p[0]);
+        close(p[1]);
+    }
+    if (r.fd >= 0)
+        ring_close(&r);
+    close(fd);
 }
 
 static int open_or_die(const char *path)
@@ -329,6 +377,8 @@ int main(int argc, char **argv)
             waitpid(pid, &status, 0);
             if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
                 die("child");
+        } else if (!strcmp(kind, "write")) {
+            write_file(a, atol(b), c);
         } else {
             fprintf(stderr, "unknown step %s\n", kind);
             return 2;
