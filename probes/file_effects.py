@@ -33,10 +33,15 @@ READ_TIMEOUT_MS = 50   # how soon the reader notices it was closed
 
 
 class FolderWatch:
-    def __init__(self, folder: Path):
-        self.folder = folder
+    """recursive: every folder under it too, names their paths from it (a folder made is
+    watched as soon as its creation is read, and what it already holds by then is reported
+    as created: nothing made in it is missed)."""
+
+    def __init__(self, folder: Path, recursive: bool = False):
+        self.folder, self.recursive = folder, recursive
         self.inotify = INotify(nonblocking=True)
-        self.inotify.add_watch(folder, MASK)
+        self.where: dict[int, str] = {}       # watch descriptor -> its folder, from the root
+        self.root = self._add("")
         self.writing: set[str] = set()        # names written since their last create or close
         self.moving: dict[int, str] = {}      # a rename's cookie -> the name it left
         self.records: list[dict] = []         # read, not yet drained
@@ -63,6 +68,27 @@ class FolderWatch:
             if self.open:
                 self._stamp(self.inotify.read(timeout=0), time.monotonic_ns())
 
+    def _add(self, rel: str) -> int:
+        wd = self.inotify.add_watch(self.folder / rel if rel else self.folder, MASK)
+        self.where[wd] = rel
+        return wd
+
+    def _made_folder(self, rel: str, emit) -> None:
+        """Watch a folder just made, and report what it already holds (made before the watch
+        was there), folders first, as created."""
+        try:
+            self._add(rel)
+            entries = sorted(os.scandir(self.folder / rel), key=lambda d: d.name)
+        except OSError:   # gone already
+            return
+        for entry in entries:
+            path = f"{rel}/{entry.name}"
+            is_dir = entry.is_dir(follow_symlinks=False)
+            emit("created", name=path, scanned=True, **({"dir": True} if is_dir else {}),
+                 **self._inode(path))
+            if is_dir:
+                self._made_folder(path, emit)
+
     def _stamp(self, events, now: int) -> None:
         out = self.records
 
@@ -70,16 +96,21 @@ class FolderWatch:
             out.append({"event": event, "t_ns": now, **fields})
 
         for e in events:
-            name, mask = e.name, e.mask
+            mask, base = e.mask, self.where.get(e.wd, "")
+            name = f"{base}/{e.name}" if base and e.name else e.name or base
             folder = {"dir": True} if mask & F.ISDIR else {}
             if mask & F.Q_OVERFLOW:
                 emit("overflow")
-            if mask & (F.DELETE_SELF | F.MOVE_SELF):
+            if mask & (F.DELETE_SELF | F.MOVE_SELF) and e.wd == self.root:
                 emit("folder_gone")
+            if mask & F.IGNORED:
+                self.where.pop(e.wd, None)
             if mask & F.CREATE:
                 # a new name may be a link to a file being written: its writes are said again
                 self.writing.clear()
                 emit("created", name=name, **folder, **self._inode(name))
+                if folder and self.recursive:
+                    self._made_folder(name, emit)
             if mask & F.MODIFY and name not in self.writing:
                 self.writing.add(name)
                 emit("written", name=name)
@@ -94,14 +125,23 @@ class FolderWatch:
                 old = self.moving.pop(e.cookie, None)
                 if old is None:
                     emit("moved_in", name=name, **folder, **self._inode(name))
+                    if folder and self.recursive:
+                        self._made_folder(name, emit)
                 else:
                     emit("renamed", name=name, old=old, **folder, **self._inode(name))
+                    if folder:   # its folders' watches now name other paths
+                        self._renamed_folder(old, name)
             if mask & F.DELETE:
                 self.writing.discard(name)
                 emit("deleted", name=name, **folder)
         for old in self.moving.values():   # its pair never came: it left the folder
             emit("moved_out", name=old)
         self.moving.clear()
+
+    def _renamed_folder(self, old: str, new: str) -> None:
+        for wd, rel in list(self.where.items()):
+            if rel == old or rel.startswith(old + "/"):
+                self.where[wd] = new + rel[len(old):]
 
     def _inode(self, name: str) -> dict:
         """The inode a new name has as the event is read (gone already: none), so that writes

@@ -227,6 +227,15 @@ def _mount(source: str, target: Path, fstype: str | None, flags: int, data: str 
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
+def mount_tmpfs(path: Path, size_bytes: int, mode: int = 0o755) -> Path:
+    """A tmpfs of its own at path (made): a filesystem the kernel tells apart by its device
+    (a task's target, its source tree), full past size_bytes. unmount_under removes it."""
+    path.mkdir(mode=mode, exist_ok=True)
+    _mount("evlab-client", path, "tmpfs", MS_NOSUID | MS_NODEV,
+           f"size={size_bytes},mode={mode:o}")
+    return path
+
+
 def unmount_under(root: Path) -> None:
     """Unmount any tmpfs evlab mounted under root (a client home), innermost first."""
     try:

@@ -10,8 +10,15 @@ import os
 import re
 from dataclasses import dataclass
 
-from sessions.judging.views import endpoint_name, given_ports, is_given
-from sessions.stream.events import ClientLaunched, FileObserved, ProcessObserved
+from sessions.judging.views import (
+    AT_FDCWD,
+    endpoint_name,
+    given_ports,
+    is_given,
+    resolved_files,
+)
+from sessions.judging.views import under as _under
+from sessions.stream.events import ClientLaunched
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox", "csh", "tcsh"}
@@ -31,8 +38,6 @@ SENSITIVE_PARTS = ("/.ssh/", "/.gnupg/", "/.aws/", "/.netrc", "/.docker/config.j
 
 def _sensitive(path: str) -> bool:
     return path.startswith(SENSITIVE_FILES) or any(part in path for part in SENSITIVE_PARTS)
-AT_FDCWD = -100
-PATH_READ_MAX = 255   # the BPF program reads at most this many bytes of a path (path[256])
 
 
 @dataclass(frozen=True)
@@ -42,45 +47,6 @@ class Finding:
     kind: str
     detail: str
     evidence: tuple[int, ...]
-
-
-def _under(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip("/") + "/")
-
-
-class _Places:
-    """Where each process of the tree is: its working directory (the launch directory,
-    inherited at fork, changed by chdir/fchdir) and what its descriptors were opened on
-    (inherited at fork), so relative and *at() paths resolve to where they really are."""
-
-    def __init__(self, pid: int, home: str):
-        self.cwd: dict[int, str | None] = {pid: home}   # a pid never seen forked: unknown
-        self.fds: dict[int, dict[int, str]] = {pid: {}}
-
-    def fork(self, parent: int, child: int) -> None:
-        self.cwd[child] = self.cwd.get(parent)
-        self.fds[child] = dict(self.fds.get(parent, {}))
-
-    def resolve(self, pid: int, path: str, dfd: int) -> str | None:
-        """An absolute path, or None when it cannot be known: unreadable or cut at the kernel's
-        buffer, or relative to a directory we could not follow."""
-        if not path or len(os.fsencode(path)) >= PATH_READ_MAX:
-            return None
-        if os.path.isabs(path):
-            return os.path.normpath(path)
-        base = self.cwd.get(pid) if dfd == AT_FDCWD else self.fds.get(pid, {}).get(dfd)
-        return os.path.normpath(os.path.join(base, path)) if base else None
-
-    def apply(self, e: FileObserved) -> None:
-        """What a file event changes: a descriptor opened, the working directory changed."""
-        if e.op == "open" and e.fd is not None and e.fd >= 0:
-            path = self.resolve(e.pid, e.path, e.dfd)
-            if path:
-                self.fds.setdefault(e.pid, {})[e.fd] = path
-        elif e.op == "chdir":
-            self.cwd[e.pid] = self.resolve(e.pid, e.path, e.dfd)
-        elif e.op == "fchdir":
-            self.cwd[e.pid] = self.fds.get(e.pid, {}).get(e.dfd)
 
 
 def _own_dirs(launched: ClientLaunched) -> list[str]:
@@ -109,34 +75,16 @@ def _exec_findings(inv: InvocationEvidence) -> list[Finding]:
 def _file_findings(inv: InvocationEvidence, launched: ClientLaunched) -> list[Finding]:
     home, source = launched.cwd, os.path.normpath(launched.source)
     own = _own_dirs(launched)
-    places = _Places(launched.pid, home)
-    # The launched command's exec (the first one) is where the client's own tree begins; in
-    # the sandbox that is another pid than ClientLaunched's (its launcher chain), started in
-    # the same working directory (bwrap --chdir), with no fork of the chain seen before it.
-    first = next((p for p in inv.processes if p.kind == "exec"), None)
-    if first is not None and first.pid not in places.cwd:
-        places.fork(launched.pid, first.pid)
-    forks = [p for p in inv.processes if p.kind == "fork"]
-    timeline: list[ProcessObserved | FileObserved] = sorted(
-        [*forks, *inv.files], key=lambda e: (e.t_ns, e.seq))
     out = []
-    for e in timeline:
-        if isinstance(e, ProcessObserved):
-            if e.child_pid is not None:   # a child never named: no pid ever looks it up
-                places.fork(e.pid, e.child_pid)
-            continue
-        if e.op not in ("chdir", "fchdir"):
-            paths = [(e.path, e.dfd)] + ([(e.old_path or "", e.old_dfd)] if e.op == "rename"
-                                         else [])
-            for raw, dfd in paths:
-                finding = _file_finding(e, places.resolve(e.pid, raw, dfd), raw, dfd,
-                                        (home, launched.outputs), source, own)
-                if finding is not None:
-                    severity, kind, detail = finding
-                    if e.op == "open" and e.fd is not None and e.fd < 0:
-                        detail += f" (refused: error {-e.fd})"   # e.g. the sandbox's EROFS
-                    out.append(Finding(inv.n, severity, kind, detail, (e.seq,)))
-        places.apply(e)
+    for e, paths in resolved_files(inv, launched):
+        for (raw, dfd), path in zip([(e.path, e.dfd), (e.old_path or "", e.old_dfd)], paths,
+                                    strict=False):
+            finding = _file_finding(e, path, raw, dfd, (home, launched.outputs), source, own)
+            if finding is not None:
+                severity, kind, detail = finding
+                if e.op == "open" and e.fd is not None and e.fd < 0:
+                    detail += f" (refused: error {-e.fd})"   # e.g. the sandbox's EROFS
+                out.append(Finding(inv.n, severity, kind, detail, (e.seq,)))
     return out
 
 

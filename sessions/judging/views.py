@@ -1,11 +1,15 @@
 """Readings of one invocation's evidence that several clauses share."""
 
 import ipaddress
+import os
 
 from sessions.spec.contract import Vocabulary
+from sessions.stream.events import ClientLaunched, FileObserved, ProcessObserved
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
 LAB_HOST = "127.0.0.1"   # where the lab's servers listen, in the lab's own network
+AT_FDCWD = -100
+PATH_READ_MAX = 255   # the BPF program reads at most this many bytes of a path (path[256])
 
 
 def invocations(ev: ScenarioEvidence) -> list[InvocationEvidence]:
@@ -105,3 +109,71 @@ def wire_lost(inv: InvocationEvidence) -> str | None:
         return (f"invocation {inv.n}: the packet capture stopped ({stats.error}): the wire view "
                 "is incomplete")
     return None
+
+
+def under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+class Places:
+    """Where each process of the tree is: its working directory (the launch directory,
+    inherited at fork, changed by chdir/fchdir) and what its descriptors were opened on
+    (inherited at fork), so relative and *at() paths resolve to where they really are."""
+
+    def __init__(self, pid: int, home: str):
+        self.cwd: dict[int, str | None] = {pid: home}   # a pid never seen forked: unknown
+        self.fds: dict[int, dict[int, str]] = {pid: {}}
+
+    def fork(self, parent: int, child: int) -> None:
+        self.cwd[child] = self.cwd.get(parent)
+        self.fds[child] = dict(self.fds.get(parent, {}))
+
+    def resolve(self, pid: int, path: str, dfd: int) -> str | None:
+        """An absolute path, or None when it cannot be known: unreadable or cut at the kernel's
+        buffer, or relative to a directory we could not follow."""
+        if not path or len(os.fsencode(path)) >= PATH_READ_MAX:
+            return None
+        if os.path.isabs(path):
+            return os.path.normpath(path)
+        base = self.cwd.get(pid) if dfd == AT_FDCWD else self.fds.get(pid, {}).get(dfd)
+        return os.path.normpath(os.path.join(base, path)) if base else None
+
+    def apply(self, e: FileObserved) -> None:
+        """What a file event changes: a descriptor opened, the working directory changed."""
+        if e.op == "open" and e.fd is not None and e.fd >= 0:
+            path = self.resolve(e.pid, e.path, e.dfd)
+            if path:
+                self.fds.setdefault(e.pid, {})[e.fd] = path
+        elif e.op == "chdir":
+            self.cwd[e.pid] = self.resolve(e.pid, e.path, e.dfd)
+        elif e.op == "fchdir":
+            self.cwd[e.pid] = self.fds.get(e.pid, {}).get(e.dfd)
+
+
+def resolved_files(inv: InvocationEvidence,
+                   launched: ClientLaunched) -> list[tuple[FileObserved, list[str | None]]]:
+    """Each file event of an invocation (chdir aside) with its path, and a rename's old path
+    after it, resolved where its process was then (None: not known)."""
+    places = Places(launched.pid, launched.cwd)
+    # The launched command's exec (the first one) is where the client's own tree begins; in
+    # the sandbox that is another pid than ClientLaunched's (its launcher chain), started in
+    # the same working directory (bwrap --chdir), with no fork of the chain seen before it.
+    first = next((p for p in inv.processes if p.kind == "exec"), None)
+    if first is not None and first.pid not in places.cwd:
+        places.fork(launched.pid, first.pid)
+    forks = [p for p in inv.processes if p.kind == "fork"]
+    timeline: list[ProcessObserved | FileObserved] = sorted(
+        [*forks, *inv.files], key=lambda e: (e.t_ns, e.seq))
+    out = []
+    for e in timeline:
+        if isinstance(e, ProcessObserved):
+            if e.child_pid is not None:   # a child never named: no pid ever looks it up
+                places.fork(e.pid, e.child_pid)
+            continue
+        if e.op not in ("chdir", "fchdir"):
+            paths = [places.resolve(e.pid, e.path, e.dfd)]
+            if e.op == "rename":
+                paths.append(places.resolve(e.pid, e.old_path or "", e.old_dfd))
+            out.append((e, paths))
+        places.apply(e)
+    return out

@@ -1,7 +1,9 @@
 """The files a task gives its client, in its home: the inputs (read-only; one of them perhaps
-watched, "the source"), and the outputs folder (writable, kept across its invocations,
-watched by the kernel: probes/file_effects.py); and the placeholders of its command filled
-with them, the lab's address and the servers' ports.
+watched, "the source": a file, or a tree on a filesystem of its own), and the outputs folder
+(writable, kept across its invocations, watched by the kernel: probes/file_effects.py), in it
+perhaps a folder on a filesystem of its own, "the target", whose every file the collector
+tells apart; and the placeholders of its command filled with them, the lab's address and the
+servers' ports.
 
     files = ClientFiles(task, boundary).make(home)
     files.values()                 # what the task's programs may name of them
@@ -13,10 +15,15 @@ import shutil
 from pathlib import Path
 
 from fixture.source import write_source
+from fixture.tree import write_tree
+from probes.boundary.sandbox import mount_tmpfs
 from probes.file_effects import FolderWatch
 from sessions.lab.parts import HOST
 from sessions.spec.task import Task
 from sessions.spec.template import expand, template_names
+
+TREE_FS_BYTES = 64 << 20     # the inputs' filesystem when one is a tree (~10 MB of it)
+TARGET_FS_BYTES = 256 << 20  # a target's: the sandbox's disk limit
 
 
 class ClientFiles:
@@ -26,24 +33,40 @@ class ClientFiles:
         self.source: Path | None = None     # the watched one: "the source"
         self.outputs: dict[str, Path] = {}  # the task's outputs, in its outputs folder
         self.folder: Path | None = None     # that folder
+        self.target: Path | None = None     # in it, a folder on a filesystem of its own
         self.watch: FolderWatch | None = None   # the kernel's view of it
 
     def make(self, home: Path) -> "ClientFiles":
         where = home / "inputs"
-        where.mkdir(mode=0o755)
+        if any(spec.generate == "tree" for spec in self.task.inputs):
+            mount_tmpfs(where, TREE_FS_BYTES)   # a tree is the source by its filesystem
+        else:
+            where.mkdir(mode=0o755)
         for spec in self.task.inputs:
             if spec.file is not None:
                 path = Path(shutil.copy(spec.file, where / spec.file.name))
+            elif spec.generate == "tree":   # evlab's deterministic tree, version 1
+                path = write_tree(where / spec.name, 1)
             else:   # generate = "source": evlab's deterministic file
                 path = write_source(where / f"{spec.name}.bin")
-            os.chmod(path, 0o644)
+            if not path.is_dir():
+                os.chmod(path, 0o644)
             self.inputs[spec.name] = path
             if spec.watched:
                 self.source = path
         if self.task.outputs:
             self.folder = self.boundary.workdir(home / "outputs")
-            self.outputs = {spec.name: self.folder / spec.file for spec in self.task.outputs}
-            self.watch = FolderWatch(self.folder)
+            owner = self.folder.stat()
+            for out in self.task.outputs:
+                path = self.outputs[out.name] = self.folder / out.file
+                if out.filesystem:
+                    self.target = mount_tmpfs(path, TARGET_FS_BYTES)
+                elif out.folder:
+                    path.mkdir()
+                if out.folder:   # the client's to fill
+                    os.chown(path, owner.st_uid, owner.st_gid)
+            # the target's whole tree, or the outputs folder's own names
+            self.watch = FolderWatch(self.target or self.folder, recursive=bool(self.target))
         return self
 
     def values(self) -> dict[str, str]:

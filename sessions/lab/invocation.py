@@ -67,7 +67,7 @@ class Invocation:
 
     def launch(self, argv: list[str], cwd: Path, source: Path | None, inputs: Path, port: int,
                network: Network, behind: int | None = None,
-               outputs: Path | None = None) -> None:
+               outputs: Path | None = None, target: Path | None = None) -> None:
         """In the attempt's network, its inputs (a folder, read-only) in reach; source: the
         watched input (None: none is); port: the endpoint's as the client is given it (0:
         none); behind: the endpoint's own port when `port` is a proxy's."""
@@ -77,6 +77,7 @@ class Invocation:
         self._started = time.monotonic_ns()
         with parts.launch_lock:   # the collector arms one launch at a time
             proc = parts.collector.launch(self.id, launch, source, client=s.client, cwd=cwd,
+                                          target=target,
                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                           stdin=subprocess.DEVNULL, env=_client_env(s, cwd))
         self.client, self.pid = proc, proc.pid

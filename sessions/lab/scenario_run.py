@@ -224,7 +224,7 @@ class ScenarioRun:
         cwd = parts.boundary.workdir(self.home / f"run-{n}")
         inv.launch(argv, cwd, self.files.source, self.home / "inputs", port, self.network,
                    behind=self._endpoint_port() if servers.proxy is not None else None,
-                   outputs=self.files.folder)
+                   outputs=self.files.folder, target=self.files.target)
         inv.wait(self)
         self._settle(inv)
         if s.lifecycle:

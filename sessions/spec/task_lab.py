@@ -16,7 +16,7 @@ _KEYS = {"": {"id", "version", "summary", "contract", "documents", "suites", "cl
          "client": {"args", "placeholders", "required", "functions", "reference"},
          "placeholder": {"fill", "about"},
          "input": {"generate", "file", "watched"},
-         "output": {"file"},
+         "output": {"file", "folder", "filesystem"},
          "lab": {"invocations", "residue_dir", "residue_keep"},
          "server": {"module", "command", "args", "role", "restart", "faults", "bind", "clock",
                     "settle"},
@@ -27,7 +27,8 @@ SETTLES = ("records", "sockets")  # how the lab knows a server has finished with
 # Records of evlab's own, under names no server may take: the harness's, the fault proxy's,
 # the file watcher's (the client's outputs folder) and the task's states' and steps'
 OWN_RECORDS = ("harness", "proxy", "files", "lab")
-GENERATORS = ("source",)   # evlab's deterministic file (fixture/source.py)
+# evlab's deterministic file (fixture/source.py) and tree (fixture/tree.py)
+GENERATORS = ("source", "tree")
 MAX_INVOCATIONS = 8
 # What a server's or a program's arguments may use besides the inputs (docs/tasks.md)
 PROGRAM_WORDS = ("events", "port", "state", "faults", "task", "host")
@@ -70,6 +71,8 @@ class InputSpec:
 class OutputSpec:
     name: str
     file: str          # its name in the client's outputs folder (writable, kept between runs)
+    folder: bool = False      # a folder the client fills, not a file
+    filesystem: bool = False  # that folder a filesystem of its own (the kernel's "target")
 
 
 def table_of(file: Path, data: dict, key: str) -> dict:
@@ -112,12 +115,19 @@ def parse_outputs(file: Path, table: dict, inputs) -> tuple[OutputSpec, ...]:
             raise TaskError(f"{file}: {key}: expected a table named like a word (not an "
                             "input's name)")
         check_keys(file, spec, "output", key)
-        given = spec.get("file")
-        if not isinstance(given, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}",
-                                                          given):
-            raise TaskError(f"{file}: {key}.file: expected a file name (letters, digits, "
-                            "'.', '_', '-')")
-        outputs.append(OutputSpec(name, given))
+        folder = "folder" in spec
+        given = spec.get("folder" if folder else "file")
+        if folder == ("file" in spec) or not isinstance(given, str) or \
+                not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", given):
+            raise TaskError(f"{file}: {key}: expected file = \"NAME\" or folder = \"NAME\" "
+                            "(letters, digits, '.', '_', '-')")
+        own = spec.get("filesystem", False)
+        if not isinstance(own, bool) or own and not folder:
+            raise TaskError(f"{file}: {key}.filesystem: true or false, and only for a folder")
+        outputs.append(OutputSpec(name, given, folder, own))
+    if sum(o.filesystem for o in outputs) > 1:
+        raise TaskError(f"{file}: outputs: at most one folder is a filesystem of its own (the "
+                        "target)")
     return tuple(outputs)
 
 
