@@ -152,10 +152,11 @@ class ScenarioRun:
                                self.workdir / "states", parts.spawner, self.network.path)
             self.lab_records.append({"event": "state", "name": s.state, **last_object(said)})
         net = self.network
-        source = self.files.source
+        source = self.files.source   # a file's digest binds faults; a tree has none
         self.servers = LabServers(self.task, self.workdir, parts.spawner, net.path,
                                   self._values(), s.faults,
-                                  sha256_of(source) if source else None).start()
+                                  sha256_of(source) if source and source.is_file()
+                                  else None).start()
         if parts.packets_mode == "on":
             capture = PacketCapture(pcap_path=parts.out_dir / f"{s.id}.pcap")
             self.capture = net.run(capture.start)   # on the lab's loopback
@@ -178,7 +179,8 @@ class ScenarioRun:
         self.stream.publish(ScenarioStarted(
             time.monotonic_ns(), s.id, str(s.client), s.client_sha256(), s.expect_fail,
             s.expect_pass, s.faults, self._endpoint_port(), decoy,
-            self.files.source.stat().st_size if self.files.source else 0,
+            self.files.source.stat().st_size if self.files.source
+            and self.files.source.is_file() else 0,
             str(s.file), s.expect_invalid, self.noise.kinds if self.noise else (), s.attempt,
             s.base, s.client_name, self.network.name,
             {f: sha256_of(Path(f)) or "missing" for f in s.own_files}, roles,
