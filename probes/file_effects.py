@@ -138,6 +138,18 @@ class FolderWatch:
             emit("moved_out", name=old)
         self.moving.clear()
 
+    def present(self, limit: int) -> tuple[list[str], bool]:
+        """The names of the files (not folders) under a recursive watch's root now, at most
+        limit of them (and whether there were more): what an invocation found there."""
+        out: list[str] = []
+        for folder, dirs, files in os.walk(self.folder):
+            dirs.sort()
+            for name in sorted(files):
+                if len(out) == limit:
+                    return out, True
+                out.append(str(Path(folder, name).relative_to(self.folder)))
+        return out, False
+
     def _renamed_folder(self, old: str, new: str) -> None:
         for wd, rel in list(self.where.items()):
             if rel == old or rel.startswith(old + "/"):

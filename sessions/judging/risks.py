@@ -107,7 +107,7 @@ def _file_finding(f, path, raw, dfd, given, source, own) -> tuple[str, str, str]
                  else f"{raw!r} relative to a working directory not known" if raw
                  else "a path the kernel could not read in full")
         return "low", "unresolved-path", f"pid {f.pid} {f.op} {where} (location not resolved)"
-    if path == source:
+    if _under(path, source):   # the source file, or any file of a source tree
         return ("high", "source-write", f"pid {f.pid} {f.op} of the source file for writing") \
             if f.writes else None
     if (any(_under(path, place) for place in given if place) or path in HARMLESS_DEVICES

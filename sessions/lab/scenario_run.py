@@ -54,6 +54,7 @@ from sessions.stream.events import (
 SETTLE_S = 3.0          # how long to wait for the servers to finish with a client's connections
 SETTLE_POLL_S = 0.002   # how often the records are read while a connection is still open
 OPEN_DELTA = {"connection_opened": 1, "connection_closed": -1}   # a server's, per record
+PRESENT_MAX = 20_000    # names of a target's files recorded as an invocation begins
 _LABS = itertools.count(1)   # lab networks are named per process (their owner tag says which)
 
 
@@ -205,8 +206,14 @@ class ScenarioRun:
         for record in self.lab_records:
             self.stream.publish(server_event("lab", record, self.scenario.id, n))
         self.lab_records.clear()
-        if self.files.watch is not None:
-            self.files.watch.drain()
+        watch = self.files.watch
+        if watch is not None:
+            watch.drain()
+            if watch.recursive:   # what the target holds as the invocation begins
+                names, more = watch.present(PRESENT_MAX)
+                self.stream.publish(server_event("files", {
+                    "event": "present", "t_ns": time.monotonic_ns(), "names": names,
+                    **({"truncated": True} if more else {})}, self.scenario.id, n))
 
     def _invoke(self, n: int) -> None:
         s, parts, servers = self.scenario, self.parts, self.servers

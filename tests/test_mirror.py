@@ -1,0 +1,99 @@
+"""The mirror task (fixture/mirror/): its reference client's seeded behaviours each fail their
+clauses, rsync and cp are judged as their documentation says they behave, and an honest client
+written in another language from the task's document alone passes every attempt.
+
+Each row of TABLE: a command as people use it, and per grade scenario the clauses it fails,
+each with the reason from the tool's manual (rsync(1) 3.2.7, cp(1) coreutils 9.1). Every
+clause not listed must pass or be not applicable.
+"""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fixture.tree import changes
+from tests.support import grade
+
+ROOT = Path(__file__).resolve().parent.parent
+EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
+NODE_CLIENT = ROOT / "tests" / "clients" / "mirror_client.js"
+root_only = pytest.mark.root(reason="the BCC collector, mounts and the sandbox need root")
+
+M, D, U, B, P, R, H = ("mirrored", "deletions-propagate", "unchanged-no-writes",
+                       "bounded-writes", "no-rewrite-in-place", "rerun-reads-bounded",
+                       "honest-outcome")
+SCENARIOS = ("first", "older")
+
+TABLE = {
+    # rsync -a --delete: "--delete: delete extraneous files from dest dirs"; files are
+    # written to a temporary name and renamed ("rsync ... creating a new copy of the file and
+    # moving it into place"); the quick check skips files of the same size and mtime (-a keeps
+    # mtimes). Everything passes.
+    "rsync -a --delete": ("/usr/bin/rsync -a --delete {src}/ {dst}/", {}, {}),
+    # without --delete rsync never deletes: the removed files stay (and it exits 0 over a
+    # target that is not a mirror).
+    "rsync -a": ("/usr/bin/rsync -a {src}/ {dst}/", {M, D, H}, {M, D, H}),
+    # --inplace: "update destination files in-place ... rsync writes the updated data directly
+    # to the destination file": a changed file is rewritten under its own name.
+    "rsync -a --inplace --delete": ("/usr/bin/rsync -a --inplace --delete {src}/ {dst}/",
+                                    {P}, {P}),
+    # -c: "skip based on checksum, not mod-time & size": every file of the source is read
+    # again on the unchanged re-run (nothing is written).
+    "rsync -ac --delete": ("/usr/bin/rsync -ac --delete {src}/ {dst}/", {R}, {R}),
+    # cp -a copies every file every time, over the existing one (opened with O_TRUNC: in
+    # place), and never deletes: not a mirror once the source lost files, all bytes written
+    # again after a change and on the re-run, the whole source read again.
+    "cp -a": ("/bin/cp -a {src}/. {dst}/", {M, D, U, B, P, R, H}, {M, D, U, B, P, R, H}),
+}
+
+
+def _fails(doc: dict) -> dict[str, set[str]]:
+    return {sc["id"].split("@")[0]: {v["id"] for v in sc["clauses"]
+                                     if v["status"] not in ("pass", "not-applicable")}
+            for sc in doc["scenarios"]}
+
+
+@root_only
+def test_the_reference_client_passes_and_each_seeded_behaviour_fails_its_clauses(tmp_path):
+    out = tmp_path / "seeded.json"
+    done = subprocess.run([EVLAB, "run", "--task", "mirror", "--suite", "seeded",
+                           "--headless", "--json", str(out)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(out.read_text())
+    checks = {s["id"]: s["instrument_check"] for s in doc["scenarios"]}
+    assert checks == dict.fromkeys(
+        ("baseline", "no-deletes", "rewrite-all", "in-place", "reread", "outside",
+         "leave-temp", "false-claim"), "detected"), checks
+    base = next(s for s in doc["scenarios"] if s["id"] == "baseline")
+    assert {v["status"] for v in base["clauses"]} == {"pass"}
+    # the kernel's bytes, exact: the first sync writes the whole tree, the second exactly what
+    # changed, the re-run nothing (fixture/tree.py)
+    written = [inv["figures"]["target bytes written"] for inv in base["invocations"]]
+    assert written == [changes(0, 1)["changed_bytes"], changes(1, 2)["changed_bytes"], 0]
+
+
+@root_only
+@pytest.mark.parametrize("name", list(TABLE))
+def test_rsync_and_cp_are_judged_as_their_manuals_say(name, tmp_path):
+    command, first, older = TABLE[name]
+    doc = grade(command, tmp_path, attempts=1, task="mirror")
+    got = _fails(doc)
+    assert got == {"first": set(first), "older": set(older)}, (got, [
+        (v["id"], v["reason"]) for s in doc["scenarios"] for v in s["clauses"]
+        if v["status"] == "fail"])
+
+
+@root_only
+def test_an_honest_node_client_from_the_document_alone_passes_every_attempt(tmp_path):
+    node = shutil.which("node")
+    assert node, "make setup installs Node.js"
+    doc = grade(f"{node} {NODE_CLIENT} {{src}} {{dst}}", tmp_path, attempts=3, task="mirror")
+    for name, sc in doc["grade"]["scenarios"].items():
+        assert [(r["valid"], r["success"]) for r in sc["runs"]] == [(True, True)] * 3, (
+            name, [(r["reason"]) for r in sc["runs"]])
+        assert not [f for r in sc["runs"] for f in r["risk_findings"]
+                    if f["kind"] in ("write-outside", "source-write")]
