@@ -2,6 +2,7 @@
 reached it and when, a client socket records what came back and how the connection ended. The
 proxy's own events are only checked against those observations, never taken as the proof."""
 
+import errno
 import hashlib
 import os
 import queue
@@ -82,8 +83,8 @@ class FarServer:
                 rec.end = "reset"
             except TimeoutError:
                 rec.end = "timeout"
-            except OSError as e:
-                rec.end = f"error: {e}"
+            except OSError as e:   # a shutdown after the peer's RST: the socket is closed
+                rec.end = "reset" if e.errno == errno.ENOTCONN else f"error: {e}"
             finally:
                 rec.done.set()
 

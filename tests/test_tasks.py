@@ -109,7 +109,7 @@ BAD = [   # (file, old, new): what a user may get wrong, and the one line evlab 
      'args = ["--events", "{events}", "--port", "{port"]',
      "task.toml: servers.decoy.args: '{port' is not a template (a brace alone: write {{ or }})"),
     ("task.toml", 'generate = "source"', 'generate = "noise"',
-     "task.toml: inputs.source: expected generate = 'source' or file = \"PATH\""),
+     "task.toml: inputs.source: expected generate = 'source' | 'tree' or file = \"PATH\""),
     ("task.toml", '[verifier]\nmodule = "fixture.backup.verifier"',
      '[verifier]\ncommand = []', "task.toml: verifier: expected module = \"NAME\" or command"),
     ("contract.toml", 'decided_by = "independent verifier"', "",
