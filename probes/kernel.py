@@ -49,6 +49,7 @@ COUNTERS = (
     "target_write_bytes",  # bytes written to files of the target's own filesystem (a task's
                            # outputs folder on a filesystem of its own), by any write path
     "target_read_bytes",   # bytes read from files of the target's filesystem
+    "target_no_space",     # writes to the target's filesystem refused for want of space
 )
 
 # Counters that are maxima, not sums: per-CPU values merge with max().

@@ -33,7 +33,8 @@ from probes.text import decoded
 UNOBSERVED = ("switches_out", "oncpu_ns", "file_ops", "busy_ns", "busy_stretches", "busy_max_ns",
               "source_mmaps", "leftover_tasks", "egress_lost", "busy_start_max_ns",
               "softirq_ns", "switch_ins_missed", "source_mapped_bytes", "own_read_bytes",
-              "busy_start_ns", "target_write_bytes", "target_read_bytes")
+              "busy_start_ns", "target_write_bytes", "target_read_bytes",
+              "target_no_space")
 _LINE = re.compile(r"^(\d+)\s+(\d+)\.(\d+) (.*)$")
 _CALL = re.compile(r"^(\w+)\((.*)\)\s+=\s+(-?\d+|\?)(.*)$")
 _FD = re.compile(r"(\d+)<([^>]*)>")

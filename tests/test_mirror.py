@@ -77,6 +77,22 @@ def test_the_reference_client_passes_and_each_seeded_behaviour_fails_its_clauses
 
 
 @root_only
+def test_a_full_target_and_a_kill_mid_sync_are_judged_as_declared(tmp_path):
+    """The lab's faults on the target: full 2 MiB into the first sync (the reference client
+    fails honestly and leaves nothing cut short), killed 3 MiB into it (the next run leaves the
+    target exact, nothing left over), and a client writing in place killed mid-file (a copy cut
+    short under its final name)."""
+    out = tmp_path / "faults.json"
+    done = subprocess.run([EVLAB, "run", "--task", "mirror", "--suite", "faults",
+                           "--headless", "--json", str(out)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(out.read_text())
+    assert {s["id"]: s["instrument_check"] for s in doc["scenarios"]} == dict.fromkeys(
+        ("target-full", "killed", "killed-in-place"), "detected")
+
+
+@root_only
 @pytest.mark.parametrize("name", list(TABLE))
 def test_rsync_and_cp_are_judged_as_their_manuals_say(name, tmp_path):
     command, first, older = TABLE[name]

@@ -602,6 +602,14 @@ static __always_inline void moved(struct task *t, struct counters *c, s64 in_fd,
     }
 }
 
+// A write to the target's filesystem refused for want of space (ENOSPC): it was full.
+#define ENOSPC_ 28
+static __always_inline void no_space(struct task *t, struct counters *c, s64 out_fd, s64 ret)
+{
+    if (ret == -ENOSPC_ && out_fd >= 0 && fd_kind(t, out_fd) == FD_TARGET)
+        c->c[CTR_TARGET_NO_SPACE]++;
+}
+
 static __always_inline void connected(struct task *t, struct counters *c, u64 regs, s64 ret)
 {
     c->c[CTR_CONNECTS]++;
@@ -694,6 +702,8 @@ static __always_inline void syscall_done(struct task *t, struct counters *c, str
         if (ret > 0) {
             c->c[CTR_WRITE_BYTES] += ret;
             moved(t, c, -1, REG(regs, di), ret);
+        } else {
+            no_space(t, c, REG(regs, di), ret);
         }
         return;
     case __NR_sendto: case __NR_sendmsg:
@@ -718,6 +728,8 @@ static __always_inline void syscall_done(struct task *t, struct counters *c, str
                 moved(t, c, REG(regs, si), REG(regs, di), ret);
             else
                 moved(t, c, REG(regs, di), REG(regs, dx), ret);
+        } else {
+            no_space(t, c, nr == __NR_sendfile ? REG(regs, di) : REG(regs, dx), ret);
         }
         return;
     case __NR_open:
@@ -1163,7 +1175,7 @@ RAW_TRACEPOINT_PROBE(io_uring_complete)
     u8 op = 0;
     u64 file = 0;
     bpf_probe_read_kernel(&res, sizeof(res), (void *)(ctx->args[2] + 8));   // cqe->res
-    if (res <= 0)
+    if (res <= 0 && res != -ENOSPC_)
         return 0;
     bpf_probe_read_kernel(&op, sizeof(op), (void *)(ctx->args[1] + IOKIOCB_OPCODE_OFF));
     int in = op == 1 || op == 4 || op == 10 || op == 22 || op == 27 || op == 49 || op == 58
@@ -1175,6 +1187,11 @@ RAW_TRACEPOINT_PROBE(io_uring_complete)
         return 0;
     bpf_probe_read_kernel(&file, sizeof(file), (void *)(ctx->args[1] + IOKIOCB_FILE_OFF));
     u8 kind = kind_of_file(t->inv, file);
+    if (res < 0) {   // -ENOSPC: a write to the target refused for want of space
+        if ((out || splice) && kind == FD_TARGET)
+            c->c[CTR_TARGET_NO_SPACE]++;
+        return 0;
+    }
     c->c[CTR_IOURING_BYTES] += res;
     if (splice) {
         u8 from = FD_OTHER;

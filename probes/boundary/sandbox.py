@@ -217,7 +217,7 @@ def _outside_system(paths) -> list[Path]:
 # mount(2) and umount2(2) directly: a fork of evlab (large, with BCC loaded) per mount would
 # cost more than the mount, and briefly doubles what the process tree appears to use.
 _libc = ctypes.CDLL(None, use_errno=True)
-MS_NOSUID, MS_NODEV, MS_BIND, MNT_DETACH = 0x2, 0x4, 0x1000, 0x2
+MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MNT_DETACH = 0x2, 0x4, 0x20, 0x1000, 0x2
 
 
 def _mount(source: str, target: Path, fstype: str | None, flags: int, data: str = "") -> None:
@@ -234,6 +234,11 @@ def mount_tmpfs(path: Path, size_bytes: int, mode: int = 0o755) -> Path:
     _mount("evlab-client", path, "tmpfs", MS_NOSUID | MS_NODEV,
            f"size={size_bytes},mode={mode:o}")
     return path
+
+
+def remount_size(path: Path, size_bytes: int) -> None:
+    """A tmpfs of mount_tmpfs's given another size: full past it (a fault), or healed."""
+    _mount("evlab-client", path, None, MS_REMOUNT | MS_NOSUID | MS_NODEV, f"size={size_bytes}")
 
 
 def unmount_under(root: Path) -> None:

@@ -6,7 +6,7 @@ one the client never reached is the client's doing."""
 # reached through the spec, which judging may import
 from sessions.spec.compat import BOUND_REQUEST_EVENTS, OLD_TRANSFER_KEY
 from sessions.spec.contract import Vocabulary
-from sessions.spec.faults import BURST_S, HEADER_MAX, ONE_SHOT, WIRE_KINDS, armed
+from sessions.spec.faults import BURST_S, HEADER_MAX, LAB_KINDS, ONE_SHOT, WIRE_KINDS, armed
 from sessions.stream.events import ServerRecord
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
@@ -39,6 +39,9 @@ def could_fire(fault: dict, inv, source_size: int, w: Vocabulary,
         return False
     if fault["kind"] in WIRE_KINDS:
         return _wire_reached(fault, inv)
+    if fault["kind"] in LAB_KINDS:   # the client wrote that much to its target
+        written = inv.final.counters.get("target_write_bytes") if inv.final else None
+        return written is not None and written >= fault["after_bytes"]
     # The endpoint strikes only transfers of the source, from the k-th on (the fault's
     # `transfer` key; an old archive's word for it is compat's) until it fires: did any reach it?
     transfers = [u for u in inv.endpoint_events(w.started)
@@ -124,8 +127,10 @@ def struck_refused(inv: InvocationEvidence, w: Vocabulary) -> list[tuple[ServerR
 
 
 def fired_records(inv: InvocationEvidence) -> list[ServerRecord]:
-    """fault_fired records from the endpoint and the wire proxy of one invocation."""
-    return [r for r in inv.endpoint + inv.proxy if r.event == "fault_fired"]
+    """fault_fired records from the endpoint, the wire proxy and the lab (its faults on a
+    target) of one invocation."""
+    return [r for r in inv.endpoint + inv.proxy + inv.records.get("lab", [])
+            if r.event == "fault_fired"]
 
 
 def unfired_faults(ev: ScenarioEvidence) -> list[dict]:

@@ -47,6 +47,8 @@ class Watching(Protocol):
 
     def revive_servers(self, n: int) -> None: ...
 
+    def strike(self, inv: "Invocation") -> None: ...
+
     def pump(self, inv: "Invocation") -> None: ...
 
 
@@ -64,6 +66,7 @@ class Invocation:
         self.killed: set[int] = set()   # what evlab killed then: never counted as left behind
         self._claims: threading.Thread | None = None
         self._started = 0
+        self.poll_s = POLL_S          # how often its run is asked to pump (and strike)
 
     def launch(self, argv: list[str], cwd: Path, source: Path | None, inputs: Path, port: int,
                network: Network, behind: int | None = None,
@@ -105,12 +108,13 @@ class Invocation:
         proc = self.client
         assert proc is not None, "launch() first"
         deadline = self._started + int(self.scenario.timeout_s * 1e9)
-        last_metrics = 0
+        last_metrics = last_pump = 0
         exited = os.pidfd_open(proc.pid)
         try:
             while True:
                 self.parts.check_cancel()
                 run.revive_servers(self.n)
+                run.strike(self)
                 pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
                 if pid:
                     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -122,13 +126,20 @@ class Invocation:
                     self.killed |= kill_leftovers(proc.pid, self.tasks)   # without a cgroup
                     proc.returncode = -9
                     return status, None, True
-                run.pump(self)
+                if now - last_pump >= POLL_S * 1e9:   # a fault's strike may poll faster
+                    run.pump(self)
+                    last_pump = now
                 if now - last_metrics > METRICS_EVERY_S * 1e9:
                     self._metrics(run.server_pids)
                     last_metrics = now
-                select.select([exited], [], [], min(POLL_S, max(0, deadline - now) / 1e9))
+                select.select([exited], [], [], min(self.poll_s, max(0, deadline - now) / 1e9))
         finally:
             os.close(exited)
+
+    def kill_tree(self) -> None:
+        """A lab fault's kill (SIGKILL, its whole tree): what it kills is evlab's doing."""
+        if self.client is not None:
+            self._kill_tree(self.client.pid)
 
     def tasks(self) -> list[int] | None:
         """Tasks of its tree still running (the kernel's view and its cgroup)."""

@@ -27,7 +27,7 @@ from probes.packets.capture import PacketCapture
 from probes.sockets import busy_ports
 from probes.tail import LineTail
 from sessions.lab.caps import Caps
-from sessions.lab.client_files import ClientFiles
+from sessions.lab.client_files import TARGET_FS_BYTES, ClientFiles
 from sessions.lab.invocation import Invocation, Invocations
 from sessions.lab.lifecycle import cleanup_check, kill_leftovers
 from sessions.lab.noise import Noise
@@ -43,6 +43,7 @@ from sessions.lab.observations import (
 from sessions.lab.parts import HOST, LabParts
 from sessions.lab.programs import blocked_checks, lifecycle_checks, verifier_result
 from sessions.lab.servers import LabServers, program_argv
+from sessions.lab.target_faults import TargetFaults
 from sessions.lab.teardown import run_every
 from sessions.spec.scenario import Scenario
 from sessions.stream.events import (
@@ -69,6 +70,7 @@ class ScenarioRun:
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{scenario.id.replace('@', '-')}-",
                                              dir=parts.tmp))
         self.files = ClientFiles(self.task, parts.boundary)   # its inputs and outputs
+        self.target_faults: TargetFaults | None = None   # the lab's own, on its target
         self.client_home: Path | None = None  # the client's own dir: its cwds and inputs
         self.home: Path | None = None         # in it, what the client may see (a sandbox tmpfs)
         self.lab_records: list[dict] = []     # the task's states' and steps' own words
@@ -99,6 +101,8 @@ class ScenarioRun:
             self.client_home = make_owned_dir("evlab-client-")
             self.home = self.parts.boundary.make_home(self.client_home, s)
             self.files.make(self.home)
+            self.target_faults = TargetFaults(s.faults, self.files.target,
+                                              self.parts.collector, TARGET_FS_BYTES)
             try:
                 self._run()
             except ServerStartError as e:
@@ -230,6 +234,8 @@ class ScenarioRun:
         if servers.proxy is not None and self.capture is not None:
             self.capture.add_ports({port})
         argv = s.argv(self.files.fill(servers))
+        if self.target_faults is not None:
+            inv.poll_s = self.target_faults.arm(n) or inv.poll_s
         cwd = parts.boundary.workdir(self.home / f"run-{n}")
         inv.launch(argv, cwd, self.files.source, self.home / "inputs", port, self.network,
                    behind=self._endpoint_port() if servers.proxy is not None else None,
@@ -246,6 +252,8 @@ class ScenarioRun:
         for event in parts.boundary.leave(parts.collector, s.id, n, inv.id, self.home):
             self.stream.publish(event)
         servers.disarm()  # heal: no fault outlives its invocation
+        for record in self.target_faults.disarm(inv) if self.target_faults else ():
+            self.stream.publish(server_event("lab", record, s.id, n))
         final = parts.collector.finish(inv.id)
         self.pump(inv)
         servers.tails.pop("proxy", None)
@@ -298,6 +306,13 @@ class ScenarioRun:
                     record = on_session_clock(record)
                 if keep:
                     self.stream.publish(server_event(server, record, self.scenario.id, n))
+
+    def strike(self, inv: Invocation) -> None:
+        """The lab's faults on the target while the client runs (a kill once it wrote its
+        bytes)."""
+        record = self.target_faults.strike(inv) if self.target_faults else None
+        if record is not None:
+            self.stream.publish(server_event("lab", record, self.scenario.id, inv.n))
 
     def revive_servers(self, n: int) -> None:
         """A server that died (an injected crash) is started again: its connections will never

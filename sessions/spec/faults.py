@@ -21,6 +21,7 @@ from fixture.faults import (
     CONTINUOUS,
     HEADER_MAX,
     INTERRUPTIONS,
+    LAB_KINDS,
     ONE_SHOT,
     PHASES,
     SERVER_KINDS,
@@ -33,7 +34,8 @@ from fixture.faults import (
 
 # Re-exported for the judge, the injector and fault_chance: judging reaches the fixture's
 # vocabulary only through the spec (an import-linter contract).
-__all__ = ["BURST_S", "CONTINUOUS", "HEADER_MAX", "INTERRUPTIONS", "ONE_SHOT", "PHASES",
+__all__ = ["BURST_S", "CONTINUOUS", "HEADER_MAX", "INTERRUPTIONS", "LAB_KINDS", "ONE_SHOT",
+           "PHASES",
            "SERVER_KINDS", "TRIGGERED", "TRIGGERS", "WIRE_KINDS", "FaultSpecError", "armed",
            "for_invocation", "parse_faults"]
 
