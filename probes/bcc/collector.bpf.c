@@ -170,7 +170,7 @@ struct file_event {
     char path[256];
     char path2[256];
 };
-BPF_RINGBUF_OUTPUT(file_events, 128);
+BPF_RINGBUF_OUTPUT(file_events, 1024);   // 4 MiB: a sync of hundreds of files in 100 ms
 
 // A syscall's saved registers, read at its exit: the BTF-typed pt_regs of sys_exit, loaded
 // directly (an integer address, so that BCC does not turn the loads into probe reads).

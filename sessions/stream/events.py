@@ -98,13 +98,19 @@ class ScenarioStarted(Event):
         return self.receiver_port
 
     @property
+    def _old(self) -> bool:
+        """Recorded before tasks said their servers (an old archive: backup's two); a task
+        with none (mirror) records its display."""
+        return not self.servers and not self.display
+
+    @property
     def roles(self) -> dict[str, str]:   # by name (compatibility: an old archive's, backup's)
         return ({n: str(s.get("role", "internal")) for n, s in self.servers.items()}
-                if self.servers else {"receiver": "endpoint", "decoy": "decoy"})
+                if not self._old else {"receiver": "endpoint", "decoy": "decoy"})
 
     @property
     def ports(self) -> dict[str, int | None]:   # by name (an old archive's: its two fields)
-        return ({n: s.get("port") for n, s in self.servers.items()} if self.servers
+        return ({n: s.get("port") for n, s in self.servers.items()} if not self._old
                 else {"receiver": self.receiver_port, "decoy": self.decoy_port})
 
 
