@@ -12,6 +12,7 @@ servers' ports.
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 from fixture.source import write_source
@@ -24,6 +25,7 @@ from sessions.spec.template import expand, template_names
 
 TREE_FS_BYTES = 64 << 20     # the inputs' filesystem when one is a tree (~10 MB of it)
 TARGET_FS_BYTES = 256 << 20  # a target's: the sandbox's disk limit
+PRESENT_MAX = 20_000         # names of a target's files recorded as an invocation begins
 
 
 class ClientFiles:
@@ -88,6 +90,20 @@ class ClientFiles:
             return str(servers.client_port(fill.split(".")[1]))   # servers.NAME.port
 
         return {name: filled(fill) for name, fill in self.task.fills.items()}
+
+    def begin(self) -> list[dict]:
+        """As an invocation begins: what the outputs folder's watch read so far is dropped
+        (the task's state or steps, or an invocation already read), and a target's `present`
+        record says which files it holds."""
+        watch = self.watch
+        if watch is None:
+            return []
+        watch.drain()
+        if not watch.recursive:
+            return []
+        names, more = watch.present(PRESENT_MAX)
+        return [{"event": "present", "t_ns": time.monotonic_ns(), "names": names,
+                 **({"truncated": True} if more else {})}]
 
     def close(self) -> None:
         if self.watch is not None:

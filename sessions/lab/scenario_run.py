@@ -24,7 +24,6 @@ from probes.boundary.sandbox import unmount_under
 from probes.interrupts import deferred
 from probes.owned_tmp import make_owned_dir
 from probes.packets.capture import PacketCapture
-from probes.sockets import busy_ports
 from probes.tail import LineTail
 from sessions.lab.caps import Caps
 from sessions.lab.client_files import TARGET_FS_BYTES, ClientFiles
@@ -55,7 +54,6 @@ from sessions.stream.events import (
 SETTLE_S = 3.0          # how long to wait for the servers to finish with a client's connections
 SETTLE_POLL_S = 0.002   # how often the records are read while a connection is still open
 OPEN_DELTA = {"connection_opened": 1, "connection_closed": -1}   # a server's, per record
-PRESENT_MAX = 20_000    # names of a target's files recorded as an invocation begins
 _LABS = itertools.count(1)   # lab networks are named per process (their owner tag says which)
 
 
@@ -155,7 +153,8 @@ class ScenarioRun:
             state = self.task.states[s.state]
             said = run_program(state.module, state.command, program_argv(state, self._values()),
                                self.workdir / "states", parts.spawner, self.network.path)
-            self.lab_records.append({"event": "state", "name": s.state, **last_object(said)})
+            self.lab_records.append({"event": "state", "t_ns": time.monotonic_ns(),
+                                     "name": s.state, **last_object(said)})
         net = self.network
         source = self.files.source   # a file's digest binds faults; a tree has none
         self.servers = LabServers(self.task, self.workdir, parts.spawner, net.path,
@@ -201,8 +200,9 @@ class ScenarioRun:
         said = run_program(step.module, step.command,
                            program_argv(step, self.servers.program_values()),
                            self.workdir / "steps", self.parts.spawner, self.network.path)
-        self.lab_records.append({"event": "step", "name": self.scenario.between,
-                                 "before": n, **last_object(said)})
+        self.lab_records.append({"event": "step", "t_ns": time.monotonic_ns(),
+                                 "name": self.scenario.between, "before": n,
+                                 **last_object(said)})
 
     def _lab_records(self, n: int) -> None:
         """What the task's states and steps said they did; the outputs folder's changes so far
@@ -210,14 +210,8 @@ class ScenarioRun:
         for record in self.lab_records:
             self.stream.publish(server_event("lab", record, self.scenario.id, n))
         self.lab_records.clear()
-        watch = self.files.watch
-        if watch is not None:
-            watch.drain()
-            if watch.recursive:   # what the target holds as the invocation begins
-                names, more = watch.present(PRESENT_MAX)
-                self.stream.publish(server_event("files", {
-                    "event": "present", "t_ns": time.monotonic_ns(), "names": names,
-                    **({"truncated": True} if more else {})}, self.scenario.id, n))
+        for record in self.files.begin():   # what the target holds as the invocation begins
+            self.stream.publish(server_event("files", record, self.scenario.id, n))
 
     def _invoke(self, n: int) -> None:
         s, parts, servers = self.scenario, self.parts, self.servers
@@ -333,26 +327,13 @@ class ScenarioRun:
         while True:
             self.parts.check_cancel()
             self.records(inv.n)
-            if self.open_connections <= 0 and not self._sockets_open() \
-                    or time.monotonic() > deadline:
+            busy = self.servers is not None and self.servers.busy_sockets()
+            if self.open_connections <= 0 and not busy or time.monotonic() > deadline:
                 break
             time.sleep(SETTLE_POLL_S)
         if self.capture is not None:
             self.capture.sync()
         self.pump(inv)
-
-    def _sockets_open(self) -> bool:
-        """Has a server that settles by its sockets a client connection it has not closed?
-        (a real server's log has no connection records: its line is written before it closes)"""
-        servers = self.servers
-        if servers is None:
-            return False
-        for spec in self.task.servers:
-            server = servers.running.get(spec.name)
-            if spec.settle == "sockets" and server is not None and busy_ports(
-                    server.pid, {server.port}):
-                return True
-        return False
 
     def _lifecycle(self) -> None:
         """After the invocations: SIGKILL the endpoint and start it again on its state, then

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fixture.harness import Server, start_proxy, start_server, stop_all
 from fixture.spawner import Spawner
+from probes.sockets import busy_ports
 from probes.tail import LineTail
 from sessions.spec.faults import ONE_SHOT, SERVER_KINDS, WIRE_KINDS, for_invocation
 from sessions.spec.task import Program, ServerSpec, Task
@@ -138,6 +139,16 @@ class LabServers:
     def program_values(self) -> dict[str, str]:
         """What a program run after the servers started may name (a verifier, a check)."""
         return {**self.values, "faults": str(self.fault_file), **self.ports()}
+
+    def busy_sockets(self) -> bool:
+        """Has a server that settles by its sockets a client connection it has not closed?
+        (a real server's log has no connection records: its line is written before it closes)"""
+        for spec in self.task.servers:
+            server = self.running.get(spec.name)
+            if spec.settle == "sockets" and server is not None and busy_ports(
+                    server.pid, {server.port}):
+                return True
+        return False
 
     def pids(self) -> dict[str, int]:
         return {name: s.pid for name, s in self.running.items()}
