@@ -23,6 +23,9 @@ What is measured, each figure the median of repeated runs, each ratio of medians
 6. Grading cost (bench/grade.py): the grade scenarios run plain and as `evlab grade` attempts
    (isolation, cleanup, durability, restore, gates), and a default 3-attempt grade of the
    Python client.
+6b. A task's target (bench/target_writes.py): 64 MiB written to a tmpfs of its own in 4 KiB
+   pieces, by write(2) and by io_uring, untraced and under the collector with it as the target:
+   wall and CPU ratios, and every traced run's target_write_bytes exact, 0 events lost.
 7. Cgroup socket hooks (bench/hooks.py): what the connect, UDP sendmsg and egress-packet hooks
    evlab attaches to a client's cgroup add per TCP connect, per UDP datagram and per packet
    (bench/sockloop.c on loopback, in a fresh cgroup, hooks attached or not, the collector
@@ -60,7 +63,7 @@ printed). Progress goes to stderr. About 20-23 minutes on a 2-core machine: abou
 the jobs section (120 evlab runs), 3 make test, most of the rest strace doing readloop's
 1,000,000 reads (40-105 s a run here, depending on CPU placement), and about 75 s of
 campaigns, about 1 of the other runtimes (plus any apt-get install). Options: --only
-overhead,suite,dashboard,grade,throughput,hooks,campaign,jobs,runtimes,html,floods,
+overhead,suite,dashboard,grade,throughput,target,hooks,campaign,jobs,runtimes,html,floods,
 cpu,tests runs some
 sections (for development).
 """
@@ -90,6 +93,7 @@ from bench import (
     report,
     runtimes,
     suite,
+    target_writes,
     throughput,
     tmux_run,
     workloads,
@@ -97,7 +101,8 @@ from bench import (
 from bench.measure import median, say
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ("overhead", "suite", "dashboard", "grade", "throughput", "hooks", "campaign",
+SECTIONS = ("overhead", "suite", "dashboard", "grade", "throughput", "target", "hooks",
+            "campaign",
             "jobs", "runtimes", "html", "floods", "cpu", "tests")
 HASH_STORM_REPEATS = {"untraced": 10, "evlab": 10, "strace": 5, "bpftrace": 10,
                       "evlab-idle": 5, "bpf-floor": 5}
@@ -221,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
              "grade": [("grade", lambda r: r.update(grade=grade.measure(GRADE_REPEATS)))],
              "throughput": [("throughput", lambda r: r.update(
                  throughput=throughput.measure(THROUGHPUT_REPEATS)))],
+             "target": [("target", lambda r: r.update(target=target_writes.measure()))],
              "hooks": [("hooks", lambda r: r.update(hooks=hooks.measure(HOOKS_ROUNDS)))],
              "campaign": [("campaign", lambda r: r.update(
                  campaign=campaign.measure(CAMPAIGN_REPEATS)))],

@@ -56,14 +56,15 @@ class Evlab:
     def __exit__(self, *exc):
         self.collector.close()
 
-    def run(self, argv, source, timeout_s, measure_bpf: bool = False) -> Run:
+    def run(self, argv, source, timeout_s, measure_bpf: bool = False,
+            target: Path | None = None) -> Run:
         self.invocation += 1
         inv = self.invocation
         stats = syscalls.enable_bpf_stats() if measure_bpf else None
         before = own_bpf_stats()
         stop = threading.Event()
         started = time.perf_counter()
-        proc = self.collector.launch(inv, argv, source, **QUIET)
+        proc = self.collector.launch(inv, argv, source, target=target, **QUIET)
         pump = threading.Thread(target=self._pump, args=(inv, stop), daemon=True)
         pump.start()
         try:
@@ -82,6 +83,7 @@ class Evlab:
                  "source_read_bytes": snap.counters.get("source_read_bytes"),
                  "syscalls": snap.counters.get("syscalls"),
                  "lost_events": snap.counters.get("lost_events"),
+                 "target_write_bytes": snap.counters.get("target_write_bytes"),
                  "functions": dict(snap.functions)}
         if stats is not None:
             extra.update(bpf_run_s=(after[0] - before[0]) * 1e-9,

@@ -45,6 +45,13 @@ def targets(results: dict) -> list[dict]:
         cost, "<= 150 ms", cost is not None and cost <= 150, "ms")
     add("grade: attempts per minute, one at a time", flow.get("attempts_per_min"), "report",
         "report", "/min")
+    target = results.get("target", {})
+    for how in ("write", "uring"):
+        for what in ("wall", "cpu"):
+            add(f"target writes ({how}, 64 MiB in 4 KiB): evlab / untraced {what} time",
+                target.get(how, {}).get(f"ratio_{what}"), "report", "report", "x")
+    add("target_write_bytes exact in every traced run, 0 events lost", target.get("exact"),
+        "exact", bool(target.get("exact")))
     fetch = flow.get("fetch", {})
     add("fetch grade (nginx): harness cost per attempt, median",
         fetch.get("harness_ms_per_attempt"), "report", "report", "ms")

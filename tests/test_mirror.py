@@ -113,3 +113,37 @@ def test_an_honest_node_client_from_the_document_alone_passes_every_attempt(tmp_
             name, [(r["reason"]) for r in sc["runs"]])
         assert not [f for r in sc["runs"] for f in r["risk_findings"]
                     if f["kind"] in ("write-outside", "source-write")]
+
+
+RSYNC_KILLED = """description = "rsync killed 3 MiB into the first sync; the next run finishes it"
+[client]
+path = "/usr/bin/rsync"
+args = ["-a", "--delete", "{src}/", "{dst}/"]
+[environment]
+between = "change"
+[[faults]]
+kind = "kill"
+invocation = 1
+after_bytes = 3145728
+[expect]
+fail = ["mirrored"]
+pass = ["no-partial-files", "no-leftovers", "deletions-propagate", "honest-outcome",
+        "no-rewrite-in-place"]
+"""
+
+
+@root_only
+def test_rsync_killed_mid_sync_leaves_nothing_cut_short_and_the_next_run_finishes(tmp_path):
+    """rsync writes each file under a temporary name (`.NAME.XXXXXX`) and renames it: killed
+    mid-sync it leaves that file, never a copy cut short under a final name, and the next
+    `--delete` run removes it and completes the mirror (rsync(1): --delete removes
+    "extraneous files", which its own leftovers are)."""
+    scenario = tmp_path / "rsync-killed.toml"
+    scenario.write_text(RSYNC_KILLED)
+    out = tmp_path / "killed.json"
+    done = subprocess.run([EVLAB, "run", "--task", "mirror", str(scenario), "--headless",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (judged,) = json.loads(out.read_text())["scenarios"]
+    assert judged["instrument_check"] == "detected", judged["clauses"]
+    assert judged["invocations"][0]["exit_code"] == -9
