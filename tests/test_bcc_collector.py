@@ -85,6 +85,26 @@ def test_bytes_written_to_the_targets_filesystem_are_exact_by_every_write_path(
     assert final.counters["source_read_bytes"] == 0
 
 
+def test_every_naming_operation_under_the_target_is_a_file_event_exactly(
+        collector, exerciser, own_filesystem):
+    """Renames (rename, renameat, renameat2), unlinks (unlink, unlinkat), folders made and
+    removed (mkdir, mkdirat, rmdir, unlinkat AT_REMOVEDIR): each is one file event naming the
+    target (its path under it, or relative to the descriptor the program opened it as), and
+    none is lost."""
+    rounds = 50
+    final, events, _ = run(collector, [exerciser, f"fsops:{own_filesystem}:{rounds}"],
+                           target=own_filesystem)
+    files = [e for e in events if type(e).__name__ == "FileEvent"]
+    opened = {e.fd for e in files if e.op == "open" and e.path == str(own_filesystem)}
+    named = [e for e in files if e.op in ("rename", "unlink", "rmdir", "mkdir")]
+    counts = {op: sum(e.op == op for e in named) for op in ("rename", "unlink", "rmdir",
+                                                           "mkdir")}
+    assert counts == {"rename": 3 * rounds, "unlink": 2 * rounds, "rmdir": 2 * rounds,
+                      "mkdir": 2 * rounds}
+    assert all(e.path.startswith(f"{own_filesystem}/") or e.dfd in opened for e in named)
+    assert final.counters["lost_events"] == 0
+
+
 def test_a_tree_on_its_own_filesystem_is_the_source_whichever_file_is_read(
         collector, exerciser, own_filesystem):
     """A source that is a folder: every file of its filesystem is read as the source."""

@@ -29,6 +29,10 @@
  *   write:FILE:N:HOW  create FILE and write N bytes to it with HOW = write, pwrite, writev,
  *                     pwritev, splice (from a pipe) or uring (io_uring IORING_OP_WRITE: no
  *                     write(2) at all)
+ *   fsops:DIR:K       K rounds in DIR, each: a file made, renamed with rename(2), again with
+ *                     renameat(2) and renameat2(2), unlinked with unlink(2); another made and
+ *                     unlinked with unlinkat(2); a folder made with mkdir(2) and removed with
+ *                     rmdir(2), another with mkdirat(2) and unlinkat(AT_REMOVEDIR)
  * Exits 0 when every step did exactly what it says.
  */
 #define _GNU_SOURCE
@@ -43,6 +47,7 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -121,6 +126,45 @@ static void write_file(const char *path, long n, const char *how)
     if (r.fd >= 0)
         ring_close(&r);
     close(fd);
+}
+
+/* K rounds of every naming operation in dir (see the usage above). */
+static void fs_ops(const char *dir, long rounds)
+{
+    char a[8192], b[4096], c[4096], d[4096];
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd < 0)
+        die(dir);
+    for (long k = 0; k < rounds; k++) {
+        snprintf(a, sizeof a, "%s/a%ld", dir, k);
+        snprintf(b, sizeof b, "%s/b%ld", dir, k);
+        int fd = open(a, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0)
+            die("open");
+        close(fd);
+        if (rename(a, b))
+            die("rename");
+        snprintf(c, sizeof c, "c%ld", k);
+        snprintf(d, sizeof d, "d%ld", k);
+        if (renameat(AT_FDCWD, b, dfd, c) || syscall(SYS_renameat2, dfd, c, dfd, d, 0))
+            die("renameat");
+        snprintf(a, sizeof a, "%s/%s", dir, d);
+        if (unlink(a))
+            die("unlink");
+        fd = openat(dfd, c, O_WRONLY | O_CREAT, 0600);
+        if (fd < 0)
+            die("openat");
+        close(fd);
+        if (unlinkat(dfd, c, 0))
+            die("unlinkat");
+        snprintf(a, sizeof a, "%s/e%ld", dir, k);
+        if (mkdir(a, 0700) || rmdir(a))
+            die("mkdir/rmdir");
+        snprintf(c, sizeof c, "f%ld", k);
+        if (mkdirat(dfd, c, 0700) || unlinkat(dfd, c, AT_REMOVEDIR))
+            die("mkdirat/unlinkat");
+    }
+    close(dfd);
 }
 
 static int open_or_die(const char *path)
@@ -379,6 +423,8 @@ int main(int argc, char **argv)
                 die("child");
         } else if (!strcmp(kind, "write")) {
             write_file(a, atol(b), c);
+        } else if (!strcmp(kind, "fsops")) {
+            fs_ops(a, atol(b));
         } else {
             fprintf(stderr, "unknown step %s\n", kind);
             return 2;
