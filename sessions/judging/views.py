@@ -3,6 +3,7 @@
 import ipaddress
 import os
 
+from sessions.judging.judgement import Judgement, unknown
 from sessions.spec.contract import Vocabulary
 from sessions.stream.events import ClientLaunched, FileObserved, ProcessObserved
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
@@ -99,6 +100,17 @@ def swamped(ev: ScenarioEvidence) -> str | None:
                     "incomplete: " + "; ".join(
                         f"{c.get('dropped', 0):,} {c.get('what', '?')} beyond the "
                         f"{c.get('cap', 0):,} kept" for c in capped))
+    return None
+
+
+def unjudgeable(ev: ScenarioEvidence) -> Judgement | None:
+    """Why no clause of a task's own can be judged at all: the client flooded evlab's view
+    (its doing), or no invocation ran (the harness's); None when it can."""
+    flooded = swamped(ev)
+    if flooded:
+        return unknown(flooded)
+    if not ev.invocations:
+        return unknown("no invocation ran", failure_class="harness")
     return None
 
 
