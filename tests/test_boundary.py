@@ -103,6 +103,7 @@ def judged(command: str, tmp_path: Path, **options) -> tuple[dict, dict]:
     ("udp-sendmmsg", "2 UDP datagrams (78 bytes) to 127.0.0.1:"),
     ("udp6-sendto", "1 UDP datagram (39 bytes) to [::1]:"),
     ("uring-connect", "1 TCP connect ("),
+    ("udp-connect-send", "1 UDP connect (39 bytes) to 127.0.0.1:"),
 ])
 def test_egress_without_connect_syscalls_fails_destination_only(egress, tmp_path, mode, what):
     run, clauses = judged(f"{egress} {mode} {{host}} {{port}} {{source}} {{decoy_port}}",
@@ -127,6 +128,46 @@ def test_deny_egress_refuses_the_datagram_and_still_fails_the_clause(egress, tmp
     extra = next(c for c in scenario["invocations"][0]["claims"] if c.get("claim") == "extra")
     assert extra["ok"] is False   # the client saw EPERM: nothing left
     assert doc["sandbox"]["deny_egress"] is True
+
+
+@root_only
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.parametrize("deny", [False, True])
+def test_an_address_lookup_is_no_contact(egress, tmp_path, deny):
+    """glibc's getaddrinfo sorts several results by connect()ing a UDP socket to each and sends
+    nothing: neither those nor UDP sockets connected by hand to three places are contacts, with
+    or without the kernel refusing the rest (a datagram sent after would be: udp-connect-send)."""
+    command = f"{egress} addr-probe {{host}} {{port}} {{source}} {{decoy_port}}"
+    doc = grade(command, tmp_path, attempts=1, scenarios=("normal",), deny_egress=deny)
+    scenario = doc["scenarios"][0]
+    clauses = {c["id"]: c for c in scenario["clauses"]}
+    assert [c for c, v in clauses.items() if v["status"] not in ("pass", "not-applicable")] == []
+    assert "socket call(s) with a destination went to" in clauses["destination-only"]["reason"]
+    inv = scenario["invocations"][0]
+    probes = [c for c in inv["boundary"]["egress"]["calls"] if c["protocol"] == "udp"]
+    # the three by hand, each let through whatever the mode (nothing leaves a connect())
+    assert {(c["address"], c["port"]) for c in probes} >= {("192.0.2.1", 53),
+                                                           ("2001:db8::1", 443)}
+    assert len(probes) >= 3   # and the decoy's port, by hand
+    assert all(c["kind"] == "connect" and c["refused"] == 0 for c in probes)
+    assert not [f for f in inv["boundary"]["egress"]["packets"] if f["protocol"] == "udp"]
+    extra = next(c for c in inv["claims"] if c.get("claim") == "extra")
+    assert extra["ok"] is True and "getaddrinfo gave" in extra["detail"], extra
+    findings = runs(doc)[0]["risk_findings"]
+    # (glibc also asks nscd over AF_UNIX, a low finding; the UDP sockets are none)
+    assert not [r for r in findings if r["kind"] == "other-connection"
+                and r["severity"] != "low"], findings
+
+
+@root_only
+@pytest.mark.slow
+@pytest.mark.live
+def test_deny_egress_drops_a_datagram_on_a_connected_udp_socket(egress, tmp_path):
+    command = f"{egress} udp-connect-send {{host}} {{port}} {{source}} {{decoy_port}}"
+    doc = grade(command, tmp_path, attempts=1, scenarios=("normal",), deny_egress=True)
+    dest = next(c for c in doc["scenarios"][0]["clauses"] if c["id"] == "destination-only")
+    assert dest["status"] == "fail" and "refused (1x EPERM/dropped)" in dest["reason"], dest
 
 
 @root_only

@@ -37,6 +37,7 @@ struct pt_regs {
 #define AF_INET6 10
 #define IPPROTO_TCP 6
 #define IPPROTO_UDP 17
+#define EVLAB_SOCK_DGRAM 2   // socket(2)'s type: linux/net.h's enum sock_type, not in the UAPI
 // bpf_probe_read_user and bpf_probe_read_user_str under names of their own (use these): at
 // each call to a helper of those names, BCC 0.26's rewriter checks that the kernel has it by
 // rebuilding a table of all of /proc/kallsyms, ~25 ms a call site (0.2 s of this file's
@@ -1569,7 +1570,11 @@ static __always_inline int sock_addr(struct bpf_sock_addr *ctx, u16 kind, u16 fa
         ip6[3] = ctx->user_ip6[3];
         __builtin_memcpy(k.addr, ip6, 16);
     }
-    int refuse = refused(conf, family, k.port, k.addr);
+    // A datagram socket's connect() sends nothing (glibc's getaddrinfo connects one to each
+    // candidate address to learn its source address): it is let through, and what such a socket
+    // sends is counted, and refused, packet by packet in egress_packets.
+    int refuse = kind == EG_CONNECT && ctx->type == EVLAB_SOCK_DGRAM
+                 ? 0 : refused(conf, family, k.port, k.addr);
     u64 now = bpf_ktime_get_ns();
     struct egress_val *v = egress.lookup(&k);
     if (v) {

@@ -56,6 +56,7 @@ def egress_totals(bpf, invocation: int) -> EgressTotals:
     calls = tuple(sorted(
         ({"pid": k.pid, "kind": _name(EgressKind, k.kind),
           "protocol": protocol(k.proto >> 8, k.proto & 0xff),
+          "datagram": k.proto >> 8 == socket.SOCK_DGRAM,
           "address": address(k.family, bytes(k.addr)), "port": k.port,
           "calls": v.calls, "refused": v.refused, "first_ns": v.first, "last_ns": v.last}
          for k, v in bpf["egress"].items() if k.inv == invocation),

@@ -15,6 +15,7 @@ from sessions.judging.views import (
     endpoint_name,
     given_ports,
     is_given,
+    probed_only,
     resolved_files,
 )
 from sessions.judging.views import under as _under
@@ -130,9 +131,11 @@ def _file_finding(f, path, raw, dfd, given, source, own) -> tuple[str, str, str]
 
 def _connect_findings(inv: InvocationEvidence, ports: set[int | None],
                       endpoint: str) -> list[Finding]:
-    out = []
+    out, probed = [], probed_only(inv)
     for c in inv.connects:
-        if is_given(c.address, c.port, ports):
+        if is_given(c.address, c.port, ports) or (c.address, c.port) in probed:
+            continue
+        if c.family in ("0", "AF_UNSPEC"):   # connect(2): a datagram socket dissolving its peer
             continue
         where = f"{c.address}:{c.port}" if c.address else c.family
         out.append(Finding(inv.n, "low" if c.family == "AF_UNIX" else "medium",

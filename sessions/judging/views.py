@@ -84,6 +84,21 @@ def is_given(address: str | None, port: int | None, ports: set[int | None]) -> b
     return same_host(address) and port in ports
 
 
+def probe_only(call: dict) -> bool:
+    """A socket-layer call that contacts no one: a datagram socket's connect() sends nothing
+    (glibc's getaddrinfo connects one to each candidate address to pick a source address,
+    RFC 6724). What such a socket sends is a flow of its own, judged as every flow is."""
+    return call["kind"] == "connect" and bool(call.get("datagram"))
+
+
+def probed_only(inv: InvocationEvidence) -> set[tuple[str, int]]:
+    """Destinations the socket layer saw only datagram connect()s to: a connect() event to one
+    of them is no contact (connect() itself cannot tell a datagram socket from a stream one)."""
+    calls = inv.egress_summary.calls if inv.egress_summary is not None else ()
+    probed = {(c["address"], c["port"]) for c in calls if probe_only(c)}
+    return probed - {(c["address"], c["port"]) for c in calls if not probe_only(c)}
+
+
 def mb(n: int) -> str:
     return f"{n / 1e6:.2f} MB"
 

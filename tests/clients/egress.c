@@ -28,6 +28,12 @@
  *                 syscall is made (only socket, io_uring_setup, io_uring_enter, close).
  *   udp6-sendto   destination: an unconnected AF_INET6 UDP socket, one 39-byte datagram
  *                 sendto [::1]:DECOY_PORT (IPv6 address family, not 127.0.0.1).
+ *   addr-probe    honest: address lookups as glibc makes them: getaddrinfo() of the wildcard
+ *                 and of localhost (several results each, sorted by connect()ing a UDP socket to
+ *                 each candidate), then UDP sockets connect()ed by hand to 192.0.2.1:53,
+ *                 [2001:db8::1]:443 and 127.0.0.1:DECOY_PORT; no datagram is sent.
+ *   udp-connect-send  destination: a UDP socket connect()ed to 127.0.0.1:DECOY_PORT, then one
+ *                 39-byte datagram sent on it with send(2) (no address in the send).
  *   setsid-daemon cleanup (and destination, later): fork; the child calls setsid() and forks
  *                 again (double fork) and exits; the grandchild (stdio closed) waits until the
  *                 original process has exited (EOF on a pipe), sleeps 0.3 s, then sends a
@@ -120,7 +126,7 @@ static const char *const MODES[] = { "honest", "udp-sendto", "udp-sendmsg", "udp
                                      "mmap-honest", "copy-rehash", "sendfile-copy-rehash",
                                      "cp-rehash", "memfd-rehash", "memfd-map-rehash",
                                      "pipe-rehash", "copy-honest", "threads-spin",
-                                     "pieces-spin" };
+                                     "pieces-spin", "addr-probe", "udp-connect-send" };
 
 static const char *mode = "honest";
 
@@ -849,6 +855,76 @@ static int extra_udp6_sendto(int port, char *err, size_t cap, char *detail, size
     return 0;
 }
 
+/* An address lookup as glibc does it: getaddrinfo() of the wildcard (:: and 0.0.0.0) and of
+ * localhost, every result kept, which glibc sorts (RFC 6724) by connect()ing a UDP socket to each
+ * candidate; then the same by hand, to addresses no datagram ever reaches (TEST-NET-1, the IPv6
+ * documentation prefix, the decoy's port). Nothing is sent. */
+static int extra_addr_probe(int port, char *err, size_t cap, char *detail, size_t dcap)
+{
+    int results = 0;
+    const char *names[] = { NULL, "localhost" };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_flags = names[i] ? 0 : AI_PASSIVE };
+        struct addrinfo *found = NULL;
+        int rc = getaddrinfo(names[i], "80", &hints, &found);
+        if (rc != 0) {
+            snprintf(err, cap, "getaddrinfo(%s): %s", names[i] ? names[i] : "NULL",
+                     gai_strerror(rc));
+            return -1;
+        }
+        for (struct addrinfo *a = found; a; a = a->ai_next)
+            results++;
+        freeaddrinfo(found);
+    }
+    struct sockaddr_in far4 = { .sin_family = AF_INET, .sin_port = htons(53) };
+    inet_pton(AF_INET, "192.0.2.1", &far4.sin_addr);
+    struct sockaddr_in6 far6 = { .sin6_family = AF_INET6, .sin6_port = htons(443) };
+    inet_pton(AF_INET6, "2001:db8::1", &far6.sin6_addr);
+    struct sockaddr_in decoy = loopback4(port);
+    struct { struct sockaddr *to; socklen_t len; } probes[] = {
+        { (struct sockaddr *)&far4, sizeof far4 }, { (struct sockaddr *)&far6, sizeof far6 },
+        { (struct sockaddr *)&decoy, sizeof decoy } };
+    int connected = 0;
+    for (size_t i = 0; i < sizeof probes / sizeof *probes; i++) {
+        int s = udp_socket(probes[i].to->sa_family, err, cap);
+        if (s < 0)
+            return -1;
+        struct sockaddr_storage self;
+        socklen_t len = sizeof self;
+        if (connect(s, probes[i].to, probes[i].len) == 0
+            && getsockname(s, (struct sockaddr *)&self, &len) == 0)
+            connected++;   /* unreachable here is as good: the lookup only asks */
+        close(s);
+    }
+    snprintf(detail, dcap, "getaddrinfo gave %d results; %d of 3 UDP sockets connected by hand, "
+             "nothing sent", results, connected);
+    return 0;
+}
+
+/* A UDP socket connect()ed to 127.0.0.1:port, then one datagram sent on it with send(2): the
+ * connect is no contact, the datagram is. */
+static int extra_udp_connect_send(int port, char *err, size_t cap, char *detail, size_t dcap)
+{
+    int s = udp_socket(AF_INET, err, cap);
+    if (s < 0)
+        return -1;
+    char dgram[DATAGRAM_LEN];
+    make_datagram(dgram);
+    struct sockaddr_in to = loopback4(port);
+    ssize_t n = -1;
+    if (connect(s, (struct sockaddr *)&to, sizeof to) == 0)
+        n = send(s, dgram, sizeof dgram, 0);
+    int e = errno;
+    close(s);
+    if (n != (ssize_t)sizeof dgram) {
+        snprintf(err, cap, "connect+send: %s", n < 0 ? strerror(e) : "short send");
+        return -1;
+    }
+    snprintf(detail, dcap, "send 1 datagram of %d bytes on a UDP socket connected to "
+             "127.0.0.1:%d", DATAGRAM_LEN, port);
+    return 0;
+}
+
 /* A TCP connect to 127.0.0.1:port through io_uring (raw syscalls, one IORING_OP_CONNECT). */
 static int extra_uring_connect(int port, char *err, size_t cap, char *detail, size_t dcap)
 {
@@ -1389,6 +1465,10 @@ int main(int argc, char **argv)
         rc = extra_uring_connect(decoy_port, err, sizeof err, detail, sizeof detail);
     else if (is("udp6-sendto"))
         rc = extra_udp6_sendto(decoy_port, err, sizeof err, detail, sizeof detail);
+    else if (is("addr-probe"))
+        rc = extra_addr_probe(decoy_port, err, sizeof err, detail, sizeof detail);
+    else if (is("udp-connect-send"))
+        rc = extra_udp_connect_send(decoy_port, err, sizeof err, detail, sizeof detail);
     else if (is("setsid-daemon"))
         rc = extra_setsid_daemon(decoy_port, err, sizeof err, detail, sizeof detail);
     else if (is("fork-spin"))

@@ -9,6 +9,8 @@ from sessions.judging.views import (
     given_ports,
     invocations,
     is_given,
+    probe_only,
+    probed_only,
     proxy_upstream_ports,
     wire_lost,
 )
@@ -47,22 +49,34 @@ def _bad_egress(summary: EgressSummary,
         calls, flows = bad.setdefault((entry["protocol"], entry["address"], entry["port"]),
                                       ([], []))
         (calls if kind == "calls" else flows).append(entry)
-    return bad
+    # a destination only probed (datagram connect()s, nothing sent to it) was not contacted
+    return {dest: (calls, flows) for dest, (calls, flows) in bad.items()
+            if flows or not all(map(probe_only, calls))}
 
 
 def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     allowed = (LAB_HOST, ev.started.endpoint_port)
     bad, decoy_hits, syns, connects, lines, egress = [], [], [], [], [], []
+    untold = []   # connect()s that, without the socket layer, may have been address probes
     for inv in invocations(ev):
         ports = given_ports(ev, inv)
         connects += inv.connects
         egress += [inv.egress_summary, *inv.egress]
-        bad += [c for c in inv.connects if c.address is not None
-                and not is_given(c.address, c.port, ports)]
+        probed = probed_only(inv)
+        others = [c for c in inv.connects if c.address is not None
+                  and not is_given(c.address, c.port, ports) and (c.address, c.port) not in probed]
         decoy_hits += [r for r in inv.decoy if r.event == "connection_opened"]
         upstream = proxy_upstream_ports(inv)
-        syns += [p for p in inv.packets if p.flags == "SYN" and p.dport not in ports
-                 and p.sport not in upstream]
+        inv_syns = [p for p in inv.packets if p.flags == "SYN" and p.dport not in ports
+                    and p.sport not in upstream]
+        syns += inv_syns
+        if inv.egress_summary is None:
+            # connect() does not say whether the socket was a datagram one: only a SYN on the
+            # wire makes it a contact
+            sent = {(p.dst, p.dport) for p in inv_syns}
+            untold += [c for c in others if (c.address, c.port) not in sent]
+            others = [c for c in others if (c.address, c.port) in sent]
+        bad += others
         if inv.egress_summary is not None:
             lines += [f"invocation {inv.n}: {_egress_line(dest, *found)}"
                       for dest, found in _bad_egress(inv.egress_summary, ports).items()]
@@ -82,9 +96,12 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     finals = [inv.final for inv in invs]
     summaries = [inv.egress_summary for inv in invs]
     if not invs or any(s is None for s in summaries):
+        seen = (f"; connect() to {', '.join(sorted({f'{c.address}:{c.port}' for c in untold}))}"
+                " left nothing on the wire (a datagram socket's address probe, or a refused "
+                "attempt: connect() alone cannot tell)" if untold else "")
         return unknown("no socket-layer view of the client's cgroup: datagrams sent without "
                        "connect() and io_uring connects would be invisible; the decoy and the "
-                       "wire saw nothing", seqs(finals), ENVIRONMENT)
+                       f"wire saw nothing{seen}", seqs(finals, untold), ENVIRONMENT)
     # The socket hooks' totals are kept in the kernel: only destinations their tables could
     # not hold are missing (ring-buffer losses of other events do not matter here).
     lost = sum(f.counters.get("egress_lost", 0) for f in finals if f is not None)
@@ -94,7 +111,8 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     watched = [s for s in summaries if s is not None]   # every one of them, as checked above
     for inv, summary in zip(invs, watched, strict=True):
         opened = len(inv.endpoint_events("connection_opened"))
-        seen = sum(c["calls"] for c in summary.calls if c["kind"] == "connect")
+        seen = sum(c["calls"] for c in summary.calls
+                   if c["kind"] == "connect" and not probe_only(c))
         if opened > seen and not inv.proxy:
             return unknown(f"invocation {inv.n}: the {endpoint_name(ev)} accepted {opened} "
                            f"connection(s) "
