@@ -151,8 +151,8 @@ def test_a_clause_naming_no_predicate_of_the_library_is_refused(tmp_path):
     folder = _copy(tmp_path)
     _edit(folder / "contract.toml", "[clauses.cpu-budget]", "[clauses.cpu-budget]\n"
           "predicate = \"cpu-budgett\"")
-    with pytest.raises(ContractError, match="clause cpu-budget: no predicate 'cpu-budgett' in "
-                                            "the library"):
+    with pytest.raises(ContractError, match="contract.toml: clauses.cpu-budget: no predicate "
+                                            "'cpu-budgett' in the library"):
         predicates_of(load_task(folder).contract)
     out = subprocess.run([EVLAB, "grade", "--task", str(folder), "--client",
                           f"{ROOT}/fixture/build/client-baseline {{host}} {{port}} {{source}}",

@@ -20,6 +20,8 @@ from sessions.output.escape import visible
 from sessions.output.grades import ClientGrade
 from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import Board
+from sessions.spec.contract import ContractError
+from sessions.spec.task import TaskError
 from sessions.stream.events import (
     Event,
     PhaseChanged,
@@ -28,6 +30,8 @@ from sessions.stream.events import (
     StaleCleaned,
 )
 from sessions.stream.stream import Consumer
+
+TASK_MISTAKES = (TaskError, ContractError)
 
 
 class Progress:
@@ -127,8 +131,12 @@ class Outputs:
 
     def __exit__(self, kind, error, traceback) -> bool:
         """Writes every output, then says how the session ended; an interrupt (Ctrl-C,
-        SIGTERM) ends here, said once."""
+        SIGTERM) ends here, said once. A task's mistake found as the session opened or its
+        first lab started (a contract's unknown predicate, a server dead before it listened)
+        writes nothing: the session judged nothing of the program."""
         try:
+            if isinstance(error, TASK_MISTAKES):
+                return False
             line, status = self._write_all()
         finally:
             if self._temporary:

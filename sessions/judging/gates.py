@@ -169,5 +169,6 @@ def gates_of(contract: Contract) -> dict[str, Callable[[ScenarioEvidence, Thresh
     names = contract.gates if contract.gates is not None else tuple(GATES)
     unknown = [g for g in names if g not in GATES]
     if unknown:
-        raise ContractError(f"gates: no gate {unknown[0]!r} ({', '.join(GATES)})")
+        raise ContractError(f"{contract.source}: gates: no gate {unknown[0]!r} "
+                            f"({', '.join(GATES)})")
     return {g: fn for g, fn in GATES.items() if g in names}

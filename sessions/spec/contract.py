@@ -68,6 +68,8 @@ class Contract:
     # the task's own predicates by name (sessions/spec/task_predicates.py): code, not text, so
     # an archive's copy of the contract has none; a replay gets them from the task's folder
     own: dict[str, Callable] = field(default_factory=dict, compare=False)
+    # the file it was read from, which a mistake found when it is judged names
+    source: str = field(default="contract", compare=False)
 
     @property
     def clause_ids(self) -> tuple[str, ...]:
@@ -133,4 +135,4 @@ def parse_contract(text: str, path: Path | str) -> Contract:
                             f"{', '.join(sorted(known))}")
     return Contract(str(data.get("version", "")), clauses,
                     Thresholds(**table, names=Vocabulary(**words)), text,
-                    tuple(gates) if gates is not None else None, re_run)
+                    tuple(gates) if gates is not None else None, re_run, source=str(path))

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from sessions.spec.task_programs import mistake, resolved
 from sessions.spec.template import template_names
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
@@ -230,11 +231,11 @@ def _program_of(file: Path, folder: Path, spec: dict, key: str, words: set[str])
         if used - words:
             raise TaskError(f"{file}: {key}.args: {arg!r} uses {', '.join(sorted(used - words))}"
                             f" (expected {', '.join(sorted(words))})")
-    # a command's program is in the task's folder when it names a file there (./check.py),
-    # else found on PATH (python3)
-    if command and (folder / command[0]).is_file():
-        command = [str(inside(file, folder, command[0], f"{key}.command")), *command[1:]]
-    return Program(module, tuple(command), tuple(args))
+    # everything it names is there now, or the folder is refused before any lab starts
+    wrong = mistake(folder, module, tuple(command), tuple(args))
+    if wrong:
+        raise TaskError(f"{file}: {key}.{wrong}")
+    return Program(module, resolved(folder, tuple(command)), tuple(args))
 
 
 def parse_client(file: Path, client: dict, inputs: tuple[InputSpec, ...],

@@ -32,7 +32,8 @@ def predicates_of(contract: Contract, strict: bool = True) -> dict[str, Predicat
     found = {**contract.own, **PREDICATES}
     unknown = [c for c in contract.clause_ids if contract.predicate(c) not in found]
     if unknown and strict:
-        raise ContractError(f"clause {unknown[0]}: no predicate {contract.predicate(unknown[0])!r}"
+        raise ContractError(f"{contract.source}: clauses.{unknown[0]}: no predicate "
+                            f"{contract.predicate(unknown[0])!r}"
                             f" in the library ({', '.join(PREDICATES)}) or the task's own"
                             f" ({', '.join(contract.own) or 'none'})")
     return {c: found.get(contract.predicate(c)) or _not_here(contract.predicate(c))
