@@ -235,6 +235,18 @@ def verdict(events, name: str):
 B, F = scenario, {"faults": [DROP]}
 UDP = {"address": "127.0.0.53", "calls": 1, "kind": "sendmsg", "pid": 2189, "port": 53,
        "protocol": "udp", "refused": 0}
+PROBE = {"address": "::", "calls": 1, "kind": "connect", "pid": 2189, "port": 0,
+         "protocol": "udp", "datagram": True, "refused": 0}
+PROBED = (E.ConnectObserved(0, "", 1, 2189, "AF_INET6", "::", 0, 0),
+          E.ConnectObserved(0, "", 1, 2189, "0", None, None, 0))   # connect(AF_UNSPEC)
+
+
+def probed(events: list) -> list:
+    """The stream with a datagram connect() to [::]:0 beside invocation 1's socket calls."""
+    summary = next(e for e in events if isinstance(e, E.EgressSummary) and e.invocation == 1)
+    return edit(events, E.EgressSummary, 1, calls=(*summary.calls, PROBE))
+
+
 UNCLAIMED = drop(B(), E.ClientClaim, 2, claim={"claim": "completed"})   # invocation 2 says nothing
 DECOY = (E.ConnectObserved(0, "", 1, 2189, "AF_INET", "127.0.0.1", DP, 0),
          rec(1, "connection_opened", "decoy", conn=1, peer_port=50_000))
@@ -254,7 +266,12 @@ CLAUSES = {   # clause: {case: its stream}; what the judge decides: tests/data/j
         "udp-datagram": edit(B(), E.EgressSummary, 1, calls=(UDP,),
                              flows=({**UDP, "bytes": 39, "dropped": 0},)),
         "no-socket-view": drop(B(), E.EgressSummary, 2),
-        "egress-records-lost": count(B(), 1, egress_lost=3)},
+        "egress-records-lost": count(B(), 1, egress_lost=3),
+        # glibc's getaddrinfo sorting several results: UDP sockets connected, nothing sent
+        "address-probe": add(probed(B()), 1, *PROBED),
+        "probe-then-send": edit(B(), E.EgressSummary, 1, calls=(PROBE,),
+                                flows=({**PROBE, "packets": 1, "bytes": 39, "dropped": 0},)),
+        "probe-no-socket-view": add(drop(B(), E.EgressSummary, 1), 1, *PROBED)},
     "bounded-recovery": {
         "honest": B(), "recovered": B(((CUT, OK), ()), **F),
         "never-committed": B(((CUT,), ()), **F),

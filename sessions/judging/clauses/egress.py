@@ -21,10 +21,14 @@ from sessions.stream.evidence import ScenarioEvidence
 Destination = tuple[str, str, int]   # protocol, address, port
 
 
+def _where(address: str | None, port: int | None) -> str:
+    return f"[{address}]:{port}" if ":" in str(address) else f"{address}:{port}"
+
+
 def _egress_line(dest: Destination, calls: list[dict], flows: list[dict]) -> str:
     """e.g. "1 UDP datagram (39 bytes) to 127.0.0.53:53 from pid 4121"."""
     protocol, address, port = dest
-    where = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    where = _where(address, port)
     n = sum(c["calls"] for c in calls)
     refused = sum(c["refused"] for c in calls) + sum(f["dropped"] for f in flows)
     sent = sum(f["bytes"] for f in flows)
@@ -96,7 +100,7 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     finals = [inv.final for inv in invs]
     summaries = [inv.egress_summary for inv in invs]
     if not invs or any(s is None for s in summaries):
-        seen = (f"; connect() to {', '.join(sorted({f'{c.address}:{c.port}' for c in untold}))}"
+        seen = (f"; connect() to {', '.join(sorted({_where(c.address, c.port) for c in untold}))}"
                 " left nothing on the wire (a datagram socket's address probe, or a refused "
                 "attempt: connect() alone cannot tell)" if untold else "")
         return unknown("no socket-layer view of the client's cgroup: datagrams sent without "
@@ -118,10 +122,13 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                            f"connection(s) "
                            f"but the client's cgroup made {seen} connect(s): the kernel view "
                            "is incomplete", seqs([summary], inv.endpoint))
-    total = sum(c["calls"] for s in watched for c in s.calls)
+    total = sum(c["calls"] for s in watched for c in s.calls if not probe_only(c))
+    probes = sum(c["calls"] for s in watched for c in s.calls if probe_only(c))
     sent = sum(f["bytes"] for s in watched for f in s.flows)
     calls = (f"all {total} socket call(s) with a destination went to {allowed[0]}:{allowed[1]}"
              f" ({sent:,} bytes)" if total
              else "no socket call with a destination")
+    if probes:
+        calls += f" (beside {probes} datagram connect(s) that sent nothing: address probes)"
     return Judgement(PASS, f"{calls}, seen at the socket layer of its cgroup; the decoy saw "
                            "nothing", tuple(seqs(summaries, connects)))
