@@ -174,3 +174,43 @@ def test_an_evasion_of_a_fetch_clause_fails_it_with_the_attempt_valid(mode, scen
     assert run["clauses"][clause] == "fail", (run["clauses"], reasons[clause])
     if mode == "spin-wait":   # it did wait as long as it was told
         assert run["clauses"]["polite-retries"] == "pass", reasons["polite-retries"]
+
+
+TCL_CLIENT = ROOT / "tests" / "clients" / "fetch_client.tcl"
+
+
+@root_only
+def test_an_honest_tcl_client_from_the_document_alone_passes_every_attempt(tmp_path):
+    """tests/clients/fetch_client.tcl, written from protocol.md alone on Tcl's core `socket`:
+    3 attempts of every grade scenario, each a success with every clause and gate passing.
+    Tcl's socket resolves its local address with getaddrinfo(NULL, AI_PASSIVE), which glibc
+    sorts by connect()ing UDP sockets to [::]:0 and 0.0.0.0:0 (nothing sent): the kernel sees
+    those datagram connects, and destination-only still passes (they are not contacts)."""
+    tclsh = shutil.which("tclsh")
+    assert tclsh, "tclsh (Tcl 8.6) is installed"
+    doc = grade(f"{tclsh} {TCL_CLIENT} {{url}} {{out}}", tmp_path, attempts=3, task="fetch")
+    scenarios = doc["grade"]["scenarios"]
+    assert set(scenarios) == set(SCENARIOS)
+    for name, sc in scenarios.items():
+        assert [(r["valid"], r["success"]) for r in sc["runs"]] == [(True, True)] * 3, (
+            name, [(r["reason"], [c for c, v in r["clauses"].items() if v == "fail"])
+                   for r in sc["runs"]])
+        for r in sc["runs"]:
+            assert set(r["clauses"].values()) <= {"pass", "not-applicable"}, (name, r["clauses"])
+            assert r["clauses"]["destination-only"] == "pass", (name, r["clauses"])
+            gates = {g["status"] for g in r["gates"].values()}
+            assert "pass" in gates and gates <= {"pass", "not-applicable"}, (name, r["gates"])
+        outside = [f for r in sc["runs"] for f in r["risk_findings"]
+                   if f["kind"] == "write-outside"]
+        assert not outside, outside
+    judged = doc["scenarios"]
+    assert len(judged) == 3 * len(SCENARIOS)
+    for sc in judged:
+        assert {v["status"] for v in sc["clauses"]} <= {"pass", "not-applicable"}, (
+            sc["id"], [(v["id"], v["status"], v["reason"]) for v in sc["clauses"]
+                       if v["status"] not in ("pass", "not-applicable")])
+    calls = [c for sc in judged for inv in sc["invocations"]
+             for c in inv["boundary"]["egress"]["calls"]]
+    probes = [c for c in calls if c["kind"] == "connect" and c["datagram"]]
+    assert probes, calls   # glibc's address sort: UDP connects to [::]:0 / 0.0.0.0:0
+    assert {(c["address"], c["port"]) for c in probes} <= {("::", 0), ("0.0.0.0", 0)}, probes
