@@ -345,7 +345,15 @@ CLAUSES = {   # clause: {case: its stream}; what the judge decides: tests/data/j
         "spin-in-pieces": count(B(), 2, busy_ns=640_000_000, busy_max_ns=5_000_000),
         "a-jvm-on-a-3x-slower-machine": edit(count(B(), 1, busy_ns=250_000_000,
                                                    busy_start_ns=150_000_000),
-                                             E.SessionStarted, cpu_pace=3.0)},
+                                             E.SessionStarted, cpu_pace=3.0),
+        # programs started are work: a shell's 480 fork+execs of cp and mv (and the launch)
+        # earn 2 ms each, CPU spent beyond them does not
+        "a-shell-starting-480-programs": count(edit(B(), E.BoundaryObserved, 1,
+                                                    cpu_ns=900_000_000), 1, execs=481,
+                                              oncpu_ns=880_000_000),
+        "a-shell-over-its-programs": count(edit(B(), E.BoundaryObserved, 1,
+                                                cpu_ns=2_000_000_000), 1, execs=481,
+                                           oncpu_ns=1_980_000_000)},
 }
 RESTORE, DURABILITY = {"check": "restore"}, {"check": "durability"}
 GATES = {   # gate: {case: its stream} of a grading attempt

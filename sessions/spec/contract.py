@@ -46,6 +46,7 @@ class Thresholds:
     relay_slack_bytes: int = 65_536
     cpu_startup_allowance_ns: int = 500_000_000
     cpu_ns_per_byte: float = 5
+    cpu_ns_per_exec: int = 2_000_000
     cpu_stretch_allowance_ns: int = 40_000_000
     cpu_startup_stretch_ns: int = 50_000_000
     cpu_waste_ns: int = 320_000_000

@@ -1,5 +1,6 @@
 """Clauses about the work the client did, judged from the kernel's counters: hash-work (passes
-over the source) and cpu-budget (no busy-waiting, CPU within a budget from the bytes moved)."""
+over the source) and cpu-budget (no busy-waiting, CPU within a budget from the bytes moved and
+the processes started)."""
 
 from sessions.judging.judgement import ENVIRONMENT, PASS, Judgement, failed, seqs, unknown
 from sessions.judging.views import blind, counter, invocations, mb
@@ -123,19 +124,28 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         if waste.startswith("invocation"):
             return failed(waste, evidence)
         work = seen["source_read_bytes"] + seen["sock_sent_bytes"] + seen["sock_recv_bytes"]
-        budget = pace * (t.cpu_startup_allowance_ns + t.cpu_ns_per_byte * work)
+        # a program started (fork + exec of a tool: a shell's honest work) is work too; the
+        # launch itself is the start-up allowance's. Without the counter (an archive's evlab
+        # did not read it) the budget is judged as that evlab judged it: without programs.
+        started = max((counter(inv, "execs") or 1) - 1, 0)
+        budget = pace * (t.cpu_startup_allowance_ns + t.cpu_ns_per_byte * work
+                         + t.cpu_ns_per_exec * started)
         oncpu = seen["oncpu_ns"]
         total, source = (cgroup, "its cgroup") if cgroup is not None else (oncpu, "its tree")
         if total > budget:
             return failed(f"invocation {inv.n}: {total / 1e6:.0f} ms of CPU ({source}) for "
-                          f"{mb(work)} moved; budget {budget / 1e6:.0f} ms", evidence)
+                          f"{mb(work)} moved and {started} program(s) started; budget "
+                          f"{budget / 1e6:.0f} ms ({t.cpu_startup_allowance_ns / 1e6:.0f} ms + "
+                          f"{t.cpu_ns_per_byte} ns/byte + {t.cpu_ns_per_exec / 1e6:g} ms per "
+                          f"program started{_paced(pace)})", evidence)
         unseen = _unexplained(inv, t, cgroup, oncpu)
         if unseen:
             return unknown(unseen, evidence)
         notes.append(f"longest stretch {stretch / 1e6:.1f} of {stretch_allowed / 1e6:.1f} ms "
                      f"(start-up {start / 1e6:.1f} of {startup_allowed / 1e6:.0f}){waste}, "
                      f"CPU {total / 1e6:.1f} of {budget / 1e6:.0f} ms"
-                     + (f" (tree {oncpu / 1e6:.1f})" if cgroup is not None else ""))
+                     + (f" (tree {oncpu / 1e6:.1f})" if cgroup is not None else "")
+                     + (f" with {started} program(s) started" if started else ""))
     if not notes:
         return unknown("no invocation ran", failure_class="harness")
     return Judgement(PASS, f"no busy-waiting: {' / '.join(notes)}{_paced(pace)}",
