@@ -3,6 +3,7 @@
 Its summary line and exit status: sessions/cli/endings.py.
 """
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from sessions.campaign.driver import campaign_started, run_campaign
 from sessions.campaign.journal import Journal, JournalError
 from sessions.campaign.local import LocalEngine
 from sessions.campaign.ray_engine import EngineError
-from sessions.cli.headless import Outputs, record
+from sessions.cli.headless import TASK_MISTAKES, Outputs, record
 from sessions.cli.parser import UsageError
 from sessions.cli.plan import options_of
 from sessions.lab.cpus import default_jobs
@@ -94,8 +95,25 @@ def campaign_session(args, progress: Consumer | None = None, quiet: bool = False
                       lambda staging: run_campaign(stream, stream.book, campaign, journal,
                                                    engine, resumed),
                       staging=journal.evidence, directory=journal.dir, quiet=quiet)
+    except TASK_MISTAKES:
+        if not args.resume:
+            _discard(journal.dir, made=args.dir is None)
+        raise
     finally:
         engine.close()
+
+
+def _discard(directory: Path, made: bool) -> None:
+    """A new campaign that judged nothing (its task's mistake, found as its first lab started)
+    leaves nothing: what it wrote in a folder it was given, or the folder it made."""
+    if made:
+        shutil.rmtree(directory, ignore_errors=True)
+        return
+    for child in directory.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
 
 
 def open_campaign(args):

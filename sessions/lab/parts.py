@@ -31,6 +31,9 @@ class LabParts:
     task: Task                       # what every scenario of the session runs
     cancel: threading.Event
     launch_lock: threading.Lock = field(default_factory=threading.Lock)   # one launch armed
+    # the task's servers listened in a lab of this session: one that dies at start later is
+    # an invalid attempt (a port clash), not the task's mistake
+    servers_listened: bool = False
 
     def check_cancel(self) -> None:
         if self.cancel.is_set():

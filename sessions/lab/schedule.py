@@ -28,6 +28,7 @@ from sessions.lab.attempts import AttemptOrder, AttemptPiece, AttemptWorker
 from sessions.lab.session import Options, RunError, Session, end_reason
 from sessions.spec.client_spec import ClientSpec
 from sessions.spec.scenario import Scenario
+from sessions.spec.task import TaskError
 from sessions.stream.codec import from_json
 from sessions.stream.events import GradeStarted, SessionEnded
 from sessions.stream.stream import EventStream
@@ -94,6 +95,8 @@ def _serve(conn, options: Options, name: str) -> None:
             except KeyboardInterrupt:   # cancelled: its teardown ran
                 conn.send(("error", "cancelled"))
                 break
+            except TaskError as e:   # the task's mistake: said as the task's, not the lab's
+                conn.send(("mistake", str(e)))
             except Exception as e:   # noqa: BLE001 - said to the parent in one line
                 conn.send(("error", f"{type(e).__name__}: {e}"))
     except Exception as e:   # noqa: BLE001 - the lab did not open
@@ -146,6 +149,8 @@ class Pool:
                 conn = cast(Connection, ready)   # wait() hands back what it was given
                 index = busy.pop(conn)
                 kind, what = _receive(conn)
+                if kind == "mistake":
+                    raise TaskError(what)
                 if kind != "piece" or not isinstance(what, AttemptPiece):
                     raise RunError(f"{orders[index].scenario.id}: {what}")
                 finished[index] = what

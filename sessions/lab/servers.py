@@ -16,12 +16,12 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from fixture.harness import Server, start_proxy, start_server, stop_all
+from fixture.harness import Server, ServerExited, start_proxy, start_server, stop_all
 from fixture.spawner import Spawner
 from probes.sockets import busy_ports
 from probes.tail import LineTail
 from sessions.spec.faults import ONE_SHOT, SERVER_KINDS, WIRE_KINDS, for_invocation
-from sessions.spec.task import Program, ServerSpec, Task
+from sessions.spec.task import Program, ServerSpec, Task, TaskError
 from sessions.spec.template import expand
 
 
@@ -37,11 +37,24 @@ class LabServers:
         self.proxy: Server | None = None
         self.tails: dict[str, LineTail] = {}
 
-    def start(self) -> "LabServers":
+    def start(self, first: bool = False) -> "LabServers":
+        """Start every server (those started stopped again if one cannot). first: the
+        session's first lab, where a server that dies before it listens is the task's mistake
+        (it never served: no attempt can be valid), not an invalid attempt."""
         self.fault_file.write_text("[]")
-        for spec in self.task.servers:
-            self.running[spec.name] = self._start(spec, 0)
-            self.tails[spec.name] = LineTail(self._events(spec.name))
+        try:
+            for spec in self.task.servers:
+                try:
+                    self.running[spec.name] = self._start(spec, 0)
+                except ServerExited as e:
+                    if not first:
+                        raise
+                    raise TaskError(f"task {self.task.id}: server \"{spec.name}\" exited "
+                                    f"(status {e.status}) before it listened: {e.last}") from None
+                self.tails[spec.name] = LineTail(self._events(spec.name))
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def _events(self, name: str) -> Path:
