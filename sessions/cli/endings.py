@@ -51,7 +51,7 @@ def exit_status(document: dict) -> int:
 def grade_summary_line(grade: ClientGrade) -> str:
     o = grade.overall
     risks = sum(len(run.risks) for run in grade.runs)
-    return (f"evlab: grade of {grade.identity['executable']}: Pass@1 {figure(o.pass_at_1)}, "
+    return (f"evlab: grade of {grade.name}: Pass@1 {figure(o.pass_at_1)}, "
             f"pass^k {figure(o.pass_hat_k)}, Best-of-N {figure(o.best_of_n)}, "
             f"score {score_text(o)} "
             f"over {o.attempts - o.invalid} valid attempts ({o.invalid} invalid); "

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from sessions.judging.clauses import predicates_of
 from sessions.judging.fault_chance import unfired_faults
 from sessions.judging.gates import gates_of
-from sessions.judging.grading import judge_attempt
+from sessions.judging.grading import harness_failures, judge_attempt
 from sessions.judging.judgement import FAIL, INCONCLUSIVE, NA, PASS, unknown
 from sessions.judging.risks import coverage, findings
 from sessions.judging.views import swamped
@@ -39,9 +39,12 @@ def expected_of(ev: ScenarioEvidence, clause: str) -> str:
 
 
 def instrument_check(verdicts: list[Verdict], unfired: Sequence[dict] = (),
-                     expected_invalid: bool = False) -> tuple[str, str]:
+                     expected_invalid: bool = False,
+                     harness: Sequence[str] = ()) -> tuple[str, str]:
     """detected: every verdict is what the scenario declared; missed: one is not; invalid: an
-    armed fault never fired, so the attempt says nothing about the client."""
+    armed fault never fired, so the attempt says nothing about the client. Evidence missing
+    says the lab's own first failure (harness_failures: a verifier that printed no result),
+    which is what the task's author has to fix."""
     if unfired:
         names = ", ".join(f"{f['kind']} ({f['id']}, invocation {f['invocation']})"
                           for f in unfired)
@@ -59,7 +62,8 @@ def instrument_check(verdicts: list[Verdict], unfired: Sequence[dict] = (),
                                    for v in wrong)
     unknown = [v.clause for v in verdicts if v.status == INCONCLUSIVE]
     if unknown:
-        return "inconclusive", f"evidence missing for {', '.join(unknown)}"
+        why = f" ({harness[0]})" if harness else ""
+        return "inconclusive", f"evidence missing for {', '.join(unknown)}{why}"
     return "detected", "every clause judged as declared"
 
 
@@ -74,7 +78,8 @@ def judge(ev: ScenarioEvidence, contract: Contract, now_ns: int) -> list[Event]:
                                 tuple(sorted(set(j.evidence)))))
     if ev.started.attempt:
         return [*verdicts, *judge_grading(ev, contract, verdicts, now_ns)]
-    status, detail = instrument_check(verdicts, unfired_faults(ev), ev.started.expected_invalid)
+    status, detail = instrument_check(verdicts, unfired_faults(ev), ev.started.expected_invalid,
+                                      harness_failures(ev))
     return [*verdicts, ScenarioJudged(now_ns, ev.id, status, detail)]
 
 

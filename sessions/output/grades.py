@@ -3,14 +3,19 @@ scenario its attempts and metrics, overall (`evlab grade`, and each client of a 
 The JSON document, the Markdown and JUnit reports and the dashboard all render these."""
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from sessions.judging.metrics import Metrics, OverallMetrics, overall_metrics, scenario_metrics
 from sessions.stream.campaign_events import AttemptLost
 from sessions.stream.events import AttemptJudged, GateResult, RiskFinding, RiskScan
 from sessions.stream.evidence import EvidenceBook, ScenarioEvidence
 
+# an executable that runs the script its first word names: a grade is of that script
+_INTERPRETER = re.compile(r"(python|pypy|node|nodejs|ruby|perl|bash|sh|dash|zsh|php|deno|bun|"
+                          r"lua|java)[0-9.]*")
 METRIC_DEFINITIONS = ("pass_at_1 = c/n; pass_hat_k = C(c,k)/C(n,k) with k = n; best_of_n = 1 - "
                       "C(n-c,k)/C(n,k) with k = n; n = valid attempts (invalid ones excluded), "
                       "c = successes; score = passed / (passed + failed) over clauses and "
@@ -99,6 +104,17 @@ class ClientGrade:
     @property
     def command(self) -> tuple[str, ...]:
         return tuple(self.identity["command"])
+
+    @property
+    def name(self) -> str:
+        """What the grade is of: the script an interpreter runs (`python3 my_client.py ...`:
+        my_client.py, as the command wrote it), else the executable."""
+        files = {Path(f).name for f in self.identity.get("files", {})}
+        words = [w for w in self.command[1:] if not w.startswith("-")]
+        if words and _INTERPRETER.fullmatch(Path(self.identity["executable"]).name) \
+                and "{" not in words[0] and Path(words[0]).name in files:
+            return words[0]
+        return str(self.identity["executable"])
 
     @property
     def runs(self) -> list[AttemptRow]:

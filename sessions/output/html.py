@@ -56,7 +56,7 @@ def page(book: EvidenceBook, grade: ClientGrade | None = None,
     if board is not None:
         title, main = f"evlab campaign: {board.name}", _campaign(board, anchors)
     elif grade is not None:
-        title = f"evlab grade: {grade.identity['executable']}"
+        title = f"evlab grade: {grade.name}"
         main = ["<h2>Grade</h2>", *_grade(grade, anchors)]
     else:
         title, main = "evlab session report", _matrix(doc, anchors)
