@@ -554,3 +554,104 @@ def test_every_number_the_bpf_program_shares_with_python_is_defined_once():
     assert {"MAX_FUNCS", "SYSCALL_SLOTS", "BUSY_MIN_NS", "PATH_MAX_LEN"} <= defined
     assert not re.search(r"#define\s+(?:CTR|EV|FOP|EG|MAX_FUNCS|SYSCALL_SLOTS|PATH_MAX_LEN)\b"
                          r"|\b(?:EV|FOP|EG)_[A-Z0-9_]+\s*=", source)
+
+
+# rsync's shape (the mirror task's flake, #44): the generator makes a socketpair, forks the
+# receiver, closes the receiver's end, and then opens folders of the target, which take that
+# end's number; the receiver meanwhile writes the file list it forwards into its end.
+INHERITED = """
+import os, socket, sys
+target, n = sys.argv[1], int(sys.argv[2])
+mine, theirs = socket.socketpair()
+go_r, go_w = os.pipe()
+done_r, done_w = os.pipe()
+if os.fork() == 0:
+    mine.close()
+    os.read(go_r, 1)                       # the parent holds a target folder at its number
+    os.write(theirs.fileno(), b"x" * n)    # write(2) to the inherited socket, as rsync's
+    os.write(done_w, b"!")
+    os._exit(0)
+number = theirs.fileno()
+theirs.close()
+folder = os.open(target, os.O_RDONLY | os.O_DIRECTORY)   # the lowest free number: the same
+assert folder == number, (folder, number)
+os.write(go_w, b"!")
+os.read(done_r, 1)
+got = 0
+while got < n:
+    got += len(mine.recv(65536))
+os.close(folder)
+assert os.waitpid(-1, 0)[1] == 0
+"""
+
+
+def test_a_descriptor_the_parent_reused_after_the_fork_is_the_childs_own_file(
+        collector, own_filesystem):
+    """A child's inherited descriptor is what the file behind it is, not what the parent now
+    holds under the same number: the parent closed its copy and opened a folder of the target,
+    which took the number; the child's writes to its socket are not the target's bytes."""
+    final, _, _ = run(collector, ["/usr/bin/python3", "-c", INHERITED, own_filesystem, 3340],
+                      target=own_filesystem)
+    assert final.counters["forks"] == 1
+    assert final.counters["target_write_bytes"] == 0
+    assert final.target_files == {}
+    assert final.counters["sock_sent_bytes"] == 3340
+
+
+def test_writes_to_its_own_proc_settings_are_not_writes_elsewhere(
+        collector, exerciser, own_filesystem, home_filesystem, tmp_path):
+    """A process's writes to the files of its own /proc/<tgid>/ and /proc/<tgid>/task/<tid>/
+    directories (its settings: a JVM writes /proc/self/coredump_filter as it starts), however
+    it names them, are not writes anywhere; the same bytes to another process's entry, or to
+    an ordinary file outside, are written elsewhere, exactly."""
+    value = Path("/proc/self/coredump_filter").read_text().strip()   # written back as it is
+    steps = [f"put:/proc/self/coredump_filter:{value}", f"put:/proc/PID/coredump_filter:{value}",
+             "put:/proc/thread-self/comm:exer", "put:/proc/PID/task/TID/comm:exer",
+             f"putother:coredump_filter:{value}",                  # a child's: not its own
+             f"write:{tmp_path}/outside:{len(value)}:write"]
+    final, _, _ = run(collector, [exerciser, *steps], target=own_filesystem,
+                      home=home_filesystem)
+    assert final.counters["elsewhere_write_bytes"] == 2 * len(value)
+    assert final.counters["lost_events"] == 0
+
+
+# exerciser's meta:FILE:HOW -> the file event's op; by descriptor: sent for the source's only
+META = {"chmod": "chmod", "fchmod": "fchmod", "fchmodat": "chmod", "fchmodat2": "chmod",
+        "fchmodat2-empty": "fchmod", "chown": "chown", "fchown": "fchown", "lchown": "chown",
+        "fchownat": "chown", "fchownat-empty": "fchown", "utime": "utimes", "utimes": "utimes",
+        "utimensat": "utimes", "futimens": "futimes", "futimesat": "utimes",
+        "setxattr": "setxattr", "lsetxattr": "setxattr", "fsetxattr": "fsetxattr",
+        "setxattrat": "setxattr", "removexattr": "removexattr", "lremovexattr": "removexattr",
+        "fremovexattr": "fremovexattr", "removexattrat": "removexattr",
+        "truncate": "truncate", "ftruncate": "ftruncate", "fallocate": "fallocate",
+        "uring-fsetxattr": "fsetxattr", "uring-setxattr": "setxattr",
+        "uring-fallocate": "fallocate", "uring-ftruncate": "ftruncate"}
+BY_DESCRIPTOR = {"fchmod", "fchown", "futimes", "fsetxattr", "fremovexattr", "ftruncate",
+                 "fallocate"}
+
+
+def test_every_metadata_change_of_the_source_is_a_file_event_refused_or_not(
+        collector, exerciser, own_filesystem, tmp_path):
+    """chmod, chown, utimes, the xattr calls, truncate and fallocate, by every syscall and the
+    io_uring requests that make them: each is one file event, refused or not (ftruncate and
+    fallocate on a read-only descriptor are), by path (resolved later, like a rename's) or by
+    descriptor, sent when the file behind it is the source's. The same calls on a target file
+    give its path events only: its descriptors' files are none of the source's."""
+    from probes.kernel import FileEvent
+    source, other = tmp_path / "src.bin", own_filesystem / "t.bin"
+    source.write_bytes(b"s" * 100)
+    other.write_bytes(b"t" * 100)
+    steps = [f"meta:{f}:{how}" for f in (source, other) for how in META]
+    final, events, _ = run(collector, [exerciser, *steps], source=source, target=own_filesystem)
+    files = [e for e in events if isinstance(e, FileEvent)]
+    changes = [e for e in files if e.op != "open"]
+    assert [(e.op, e.path) for e in changes] == [
+        (op, "" if op in BY_DESCRIPTOR else str(source)) for op in META.values()] + [
+        (op, str(other)) for op in META.values() if op not in BY_DESCRIPTOR]
+    uring = [e for e in changes if e.op in BY_DESCRIPTOR and e.dfd == -1]
+    assert len(uring) == 3 and all(e.dfd >= 0 for e in changes
+                                   if e.op in BY_DESCRIPTOR and e not in uring)
+    refused = {e.op: e.refused for e in changes[:len(META)] if e.refused}
+    assert {"ftruncate", "fallocate"} <= set(refused) and not \
+        [e for e in changes if e.refused and e.op in ("chmod", "chown", "utimes")]
+    assert final.counters["file_ops"] == len(files) and final.counters["lost_events"] == 0

@@ -43,6 +43,21 @@ class FileOp(IntEnum):
     FCHDIR = 8
     LINK = 9          # path: the new name; path2: the existing one
     SYMLINK = 10      # path: the link's name; path2: its text (what it points to)
+    # Metadata changes by path (refused or not, like every change but chdir): path, dfd, flags
+    CHMOD = 11        # chmod, fchmodat, fchmodat2
+    CHOWN = 12        # chown, lchown, fchownat
+    UTIMES = 13       # utime, utimes, utimensat, futimesat
+    SETXATTR = 14     # setxattr, lsetxattr, setxattrat, io_uring SETXATTR
+    REMOVEXATTR = 15  # removexattr, lremovexattr, removexattrat
+    # ... and by descriptor (dfd; the *at forms given no path), sent only when the file behind
+    # it is the source's: the kernel's view of the file, whatever name or descriptor reached it
+    FCHMOD = 16
+    FCHOWN = 17
+    FUTIMES = 18
+    FSETXATTR = 19    # fsetxattr, io_uring FSETXATTR
+    FREMOVEXATTR = 20
+    FTRUNCATE = 21    # ftruncate, io_uring FTRUNCATE
+    FALLOCATE = 22    # fallocate, io_uring FALLOCATE
 
 
 class EgressKind(IntEnum):

@@ -160,8 +160,9 @@ struct event {
 BPF_RINGBUF_OUTPUT(events, 64);
 
 // File operations of the tracked tree, for risk findings: successful opens (with their flags)
-// and refused opens for writing, unlinks, rmdirs, renames, mkdirs, truncates, and chdirs (to
-// resolve relative paths). Their own ring: the paths make them 10x larger than the other
+// and refused opens for writing; unlinks, rmdirs, renames, links, mkdirs and metadata changes
+// (chmod, chown, utimes, xattrs, truncate), refused or not (ret); chdirs (to resolve relative
+// paths). Their own ring: the paths make them 10x larger than the other
 // events, and an interpreter's start-up opens dozens of files in a burst.
 #define PATH_BYTES 256
 struct file_event {
@@ -173,7 +174,8 @@ struct file_event {
     s32 dfd;
     s32 dfd2;
     u32 flags;
-    s32 ret;          // open: the new descriptor (so *at() calls on it can be resolved)
+    s32 ret;          // open: the new descriptor (so *at() calls on it can be resolved);
+                      // any other: 0 or -errno
     char comm[16];
     char path[PATH_BYTES];
     char path2[PATH_BYTES];
@@ -257,6 +259,33 @@ static __always_inline struct event *reserve(u32 slot, u32 inv)
 #define S_IFREG_ 0100000
 #define S_IFIFO_ 0010000
 #define TMPFS_MAGIC_ 0x01021994
+#define PROC_SUPER_MAGIC_ 0x9fa0
+
+// A procfs file of the current process's own /proc/<tgid>/ or /proc/<tgid>/task/<tid>/
+// directory (its settings: coredump_filter, comm, oom_score_adj...), however it was named:
+// the struct pid the inode was made for (proc_inode.pid; none for /proc/sys and the other
+// global entries) is that of a task of the current thread group. Another process's entries
+// are not. By pointer, not by pid number: inside the sandbox's pid namespace its /proc names
+// other numbers than the kernel's.
+static __always_inline int own_proc_file(u64 inode)
+{
+#if HAVE_PROC_OWN
+    u64 pid = 0, first = 0;
+    u32 tgid = 0;
+    bpf_probe_read_kernel(&pid, sizeof(pid),
+                          (void *)(inode - PROC_INODE_VFS_OFF + PROC_INODE_PID_OFF));
+    if (pid)   // tasks[PIDTYPE_PID]: the one task whose pid this is
+        bpf_probe_read_kernel(&first, sizeof(first), (void *)(pid + PID_TASKS_OFF));
+    if (!first)
+        return 0;
+    bpf_probe_read_kernel(&tgid, sizeof(tgid),
+                          (void *)(first - TASK_PID_LINKS_OFF + TASK_TGID_OFF));
+    return tgid == bpf_get_current_pid_tgid() >> 32;
+#else
+    return 0;
+#endif
+}
+
 static __always_inline u8 kind_of_inode(u32 inv, u64 inode)
 {
     u64 sb = 0, ino = 0, magic = 0;
@@ -280,7 +309,8 @@ static __always_inline u8 kind_of_inode(u32 inv, u64 inode)
         return FD_TARGET;
     if (dev == cfg->source_dev && (ino == cfg->source_ino || !cfg->source_ino))
         return FD_SOURCE;
-    if (cfg->target_dev && (mode & S_IFMT_) == S_IFREG_ && dev != cfg->home_dev) {
+    if (cfg->target_dev && (mode & S_IFMT_) == S_IFREG_ && dev != cfg->home_dev
+        && !(magic == PROC_SUPER_MAGIC_ && own_proc_file(inode))) {   // its own settings
         u32 nlink = 0;   // none: a memfd, an O_TMPFILE never linked (no trace left anywhere)
         bpf_probe_read_kernel(&nlink, sizeof(nlink), (void *)(inode + INODE_NLINK_OFF));
         if (nlink)
@@ -701,11 +731,13 @@ static __always_inline void connected(struct task *t, struct counters *c, u64 re
     }
 }
 
-// File syscalls that changed something: their file events. Arguments: x86-64 di, si, dx, r10.
+// File syscalls that change something: their file events, refused or not (ret: 0 or -errno;
+// a refused change is still an attempt, on the read-only source say), but a chdir only once it
+// moved the process. Arguments: x86-64 di, si, dx, r10.
 static __always_inline void file_changed(struct task *t, struct counters *c, u64 regs, u64 nr,
                                          s64 ret)
 {
-    if (ret != 0)
+    if (ret != 0 && (nr == __NR_chdir || nr == __NR_fchdir))
         return;
     struct fileop f = { .dfd = AT_FDCWD, .dfd2 = AT_FDCWD };
     u32 op;
@@ -756,6 +788,88 @@ static __always_inline void file_changed(struct task *t, struct counters *c, u64
         f.dfd = (s32)REG(regs, dx);
         op = FOP_RENAME;
         break;
+    }
+    emit_file(t, c, &f, op, ret);
+}
+
+// Syscall numbers newer than the headers BCC compiles against (x86-64's, ABI)
+#ifndef __NR_fchmodat2
+#define __NR_fchmodat2 452
+#endif
+#ifndef __NR_setxattrat
+#define __NR_setxattrat 463
+#endif
+#ifndef __NR_removexattrat
+#define __NR_removexattrat 466
+#endif
+#define AT_EMPTY_PATH_ 0x1000
+
+// A change to a file's metadata in the descriptor's file (fchmod, ftruncate, fallocate...),
+// refused or not: an event only when that file is the source's, by the kernel's view of it
+// (fd_kind); what it does to any other file is no clause's business. fd -1: not known (an
+// io_uring request's registered file).
+static __always_inline void source_meta(struct task *t, struct counters *c, u8 kind, s32 fd,
+                                        u32 op, s64 ret)
+{
+    if (kind != FD_SOURCE)
+        return;
+    struct fileop f = { .dfd = fd, .dfd2 = AT_FDCWD };
+    emit_file(t, c, &f, op, ret);
+}
+
+// Metadata changes: chmod, chown, utimes, the xattr calls, truncate and fallocate, by path (a
+// file event, resolved where the process was, like a rename's) or by descriptor (an *at call
+// given no path, or an empty one with AT_EMPTY_PATH: the descriptor's file), refused or not.
+static __always_inline void meta_changed(struct task *t, struct counters *c, u64 regs, u64 nr,
+                                         s64 ret)
+{
+    struct fileop f = { .dfd = AT_FDCWD, .dfd2 = AT_FDCWD };
+    u32 op, fd_op = 0;
+    switch (nr) {
+    case __NR_fchmod: case __NR_fchown: case __NR_fsetxattr: case __NR_fremovexattr:
+    case __NR_ftruncate: case __NR_fallocate:
+        op = nr == __NR_fchmod ? FOP_FCHMOD : nr == __NR_fchown ? FOP_FCHOWN
+             : nr == __NR_fsetxattr ? FOP_FSETXATTR : nr == __NR_fremovexattr ? FOP_FREMOVEXATTR
+             : nr == __NR_ftruncate ? FOP_FTRUNCATE : FOP_FALLOCATE;
+        source_meta(t, c, fd_kind(t, (s32)REG(regs, di)), (s32)REG(regs, di), op, ret);
+        return;
+    case __NR_chmod: case __NR_chown: case __NR_lchown: case __NR_utime: case __NR_utimes:
+    case __NR_setxattr: case __NR_lsetxattr: case __NR_removexattr: case __NR_lremovexattr:
+        f.path = REG(regs, di);
+        op = nr == __NR_chmod ? FOP_CHMOD : nr == __NR_chown || nr == __NR_lchown ? FOP_CHOWN
+             : nr == __NR_utime || nr == __NR_utimes ? FOP_UTIMES
+             : nr == __NR_setxattr || nr == __NR_lsetxattr ? FOP_SETXATTR : FOP_REMOVEXATTR;
+        break;
+    case __NR_fchmodat: case __NR_fchmodat2:   // (dfd, path, mode[, flags])
+        f.flags = nr == __NR_fchmodat2 ? (u32)REG(regs, r10) : 0;
+        op = FOP_CHMOD, fd_op = FOP_FCHMOD;
+        break;
+    case __NR_fchownat:                        // (dfd, path, owner, group, flags)
+        f.flags = (u32)REG(regs, r8);
+        op = FOP_CHOWN, fd_op = FOP_FCHOWN;
+        break;
+    case __NR_utimensat: case __NR_futimesat:   // (dfd, path or NULL, times[, flags])
+        f.flags = nr == __NR_utimensat ? (u32)REG(regs, r10) : 0;
+        op = FOP_UTIMES, fd_op = FOP_FUTIMES;
+        break;
+    default:                                   // setxattrat, removexattrat: (dfd, path, flags..)
+        f.flags = (u32)REG(regs, dx);
+        op = nr == __NR_setxattrat ? FOP_SETXATTR : FOP_REMOVEXATTR;
+        fd_op = nr == __NR_setxattrat ? FOP_FSETXATTR : FOP_FREMOVEXATTR;
+        break;
+    }
+    if (fd_op) {
+        f.dfd = (s32)REG(regs, di);
+        f.path = REG(regs, si);
+        char first = 0;
+        if (f.path)
+            read_user(&first, 1, (const void *)f.path);
+        // the descriptor's own file: utimensat's and futimesat's NULL path, an empty one
+        // with AT_EMPTY_PATH
+        if (f.path ? !first && (f.flags & AT_EMPTY_PATH_) : op == FOP_UTIMES) {
+            source_meta(t, c, f.dfd >= 0 ? fd_kind(t, f.dfd) : FD_OTHER, f.dfd, fd_op, ret);
+            return;
+        }
     }
     emit_file(t, c, &f, op, ret);
 }
@@ -860,6 +974,14 @@ static __always_inline void syscall_done(struct task *t, struct counters *c, str
     case __NR_rename: case __NR_renameat: case __NR_renameat2:
     case __NR_link: case __NR_linkat: case __NR_symlink: case __NR_symlinkat:
         file_changed(t, c, regs, nr, ret);
+        return;
+    case __NR_chmod: case __NR_fchmod: case __NR_fchmodat: case __NR_fchmodat2:
+    case __NR_chown: case __NR_fchown: case __NR_lchown: case __NR_fchownat:
+    case __NR_utime: case __NR_utimes: case __NR_utimensat: case __NR_futimesat:
+    case __NR_setxattr: case __NR_lsetxattr: case __NR_fsetxattr: case __NR_setxattrat:
+    case __NR_removexattr: case __NR_lremovexattr: case __NR_fremovexattr:
+    case __NR_removexattrat: case __NR_ftruncate: case __NR_fallocate:
+        meta_changed(t, c, regs, nr, ret);
         return;
     case __NR_mmap: {          // mmap(addr, len, prot, flags, fd, off): reads through a mapped
         s64 fd = (s64)REG(regs, r8);   // source are page faults (mapped_in), not syscalls
@@ -1277,14 +1399,14 @@ RAW_TRACEPOINT_PROBE(mm_filemap_fault)
 // Function-entry counters: slot i counts symbol i's entries. One uprobe_multi program for
 // every slot, which its link's cookie names (probes/bcc/uprobes.py); on a kernel without
 #if HAVE_IO_URING
-// io_uring requests that name files: OPENAT OPENAT2 RENAMEAT UNLINKAT MKDIRAT SYMLINKAT LINKAT
-// (uapi/linux/io_uring.h). No syscall names their files, so their file events come from the
-// requests themselves: the paths, copied into the kernel as a request is prepared, are read
+// io_uring requests that name files: OPENAT OPENAT2 RENAMEAT UNLINKAT MKDIRAT SYMLINKAT
+// LINKAT SETXATTR (uapi/linux/io_uring.h). No syscall names their files, so their file events
+// come from the requests themselves: the paths, copied into the kernel as a request is prepared, are read
 // when it is submitted (its own struct, in req->cmd, at this kernel's offsets from its BTF),
 // and the event goes out when it completes, with its result, as a syscall's would.
 static __always_inline int naming_op(u8 op)
 {
-    return op == 18 || op == 28 || (op >= 35 && op <= 39);
+    return op == 18 || op == 28 || (op >= 35 && op <= 39) || op == 42;   // 42: SETXATTR
 }
 
 BPF_TABLE("lru_hash", u64, struct file_event, uring_named, 1024);   // request -> its event
@@ -1350,6 +1472,11 @@ RAW_TRACEPOINT_PROBE(io_uring_submit_req)
         e->dfd2 = uring_s32(req, IORENAME_OLD_DFD_OFF);
         uring_path(e->path, req, IORENAME_NEWPATH_OFF);
         uring_path(e->path2, req, IORENAME_OLDPATH_OFF);
+    } else if (op == 42) {               // io_setxattr: its path (relative to the cwd)
+        e->op = FOP_SETXATTR;
+#if HAVE_IO_URING_XATTR
+        uring_path(e->path, req, IOXATTR_FILENAME_OFF);
+#endif
     } else {                             // io_link: SYMLINKAT (old: the link's text), LINKAT
         e->op = op == 38 ? FOP_SYMLINK : FOP_LINK;
         e->dfd = uring_s32(req, IOLINK_NEW_DFD_OFF);
@@ -1376,8 +1503,8 @@ static __always_inline void uring_named_done(struct task *t, struct counters *c,
     int open = e->op == FOP_OPEN;
     if (open && res >= 0)   // a fixed-file slot (file_slot) gives 0 and no descriptor
         set_fd_kind(res, kind_of_file(t->inv, file_of_fd(res)));
-    // as a syscall's: a change that succeeded, an open that did or was refused writing
-    if ((open ? res >= 0 || (e->flags & OPEN_WRITES) : res == 0) && file_event_due(c)) {
+    // as a syscall's: a change, refused or not; an open that did or was refused writing
+    if ((!open || res >= 0 || (e->flags & OPEN_WRITES)) && file_event_due(c)) {
         e->ts = bpf_ktime_get_ns();
         e->ret = res;
         if (file_events.ringbuf_output(e, sizeof(*e), 0))
@@ -1409,6 +1536,12 @@ RAW_TRACEPOINT_PROBE(io_uring_complete)
     bpf_probe_read_kernel(&op, sizeof(op), (void *)(ctx->args[1] + IOKIOCB_OPCODE_OFF));
     if (naming_op(op)) {
         uring_named_done(t, c, ctx->args[1], res);
+        return 0;
+    }
+    if (op == 17 || op == 41 || op == 55) {   // FALLOCATE, FSETXATTR, FTRUNCATE: its file's
+        bpf_probe_read_kernel(&file, sizeof(file), (void *)(ctx->args[1] + IOKIOCB_FILE_OFF));
+        source_meta(t, c, kind_of_file(t->inv, file), -1, op == 17 ? FOP_FALLOCATE
+                    : op == 41 ? FOP_FSETXATTR : FOP_FTRUNCATE, res);
         return 0;
     }
     if (res <= 0 && res != -ENOSPC_)

@@ -15,6 +15,7 @@ import gzip
 import os
 import re
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 from probes.bcc import btf as bcc_btf
@@ -73,14 +74,26 @@ NAMING_FIELDS = {
 }
 
 
-def naming_flags() -> list[str]:
-    """-D flags of NAMING_FIELDS' offsets (each relative to the command data, which the BPF
-    adds), and HAVE_IO_URING_NAMING: whether all of them are known."""
-    offsets = member_offsets(*NAMING_FIELDS.values())
+# A process's own /proc entries (collector.bpf.c: own_proc_file): a procfs inode's struct pid
+# (proc_inode, around the inode) and the task it is the pid of, so that a write to the writer's
+# own /proc/<tgid>/ or /proc/<tgid>/task/<tid>/ files (the JVM's coredump_filter) is not taken
+# for a write elsewhere. A kernel whose BTF lacks one counts them elsewhere, as before.
+PROC_FIELDS = {
+    "PROC_INODE_PID_OFF": ("proc_inode", "pid"), "PROC_INODE_VFS_OFF": ("proc_inode", "vfs_inode"),
+    "PID_TASKS_OFF": ("pid", "tasks"), "TASK_PID_LINKS_OFF": ("task_struct", "pid_links"),
+}
+# io_uring's SETXATTR names its file by a path (struct io_xattr's filename), read at submit as
+# the naming requests' are; a kernel whose BTF lacks it counts such a request as a lost event.
+XATTR_FIELDS = {"IOXATTR_FILENAME_OFF": ("io_xattr", "filename")}
+
+
+def optional_flags(fields: Mapping[str, tuple[str, ...]], have: str) -> list[str]:
+    """-D flags of fields' offsets and `have`=1, or `have`=0 when the BTF lacks any of them."""
+    offsets = member_offsets(*fields.values())
     if None in offsets:
-        return ["-DHAVE_IO_URING_NAMING=0"]
-    return ["-DHAVE_IO_URING_NAMING=1", *(
-        f"-D{name}={offset}" for name, offset in zip(NAMING_FIELDS, offsets, strict=True))]
+        return [f"-D{have}=0"]
+    return [f"-D{have}=1", *(f"-D{name}={offset}"
+                              for name, offset in zip(fields, offsets, strict=True))]
 
 
 class CollectorUnavailable(Exception):
@@ -236,7 +249,9 @@ def _compile():
             f"-DBPRM_FILENAME_OFF={filename}",
             *(f"-D{name}={offset}" for name, offset in zip(FILE_MACROS, files, strict=True)),
             f"-DHAVE_IO_URING={int(IO_URING_COMPLETE.exists())}",
-            *naming_flags(),
+            *optional_flags(NAMING_FIELDS, "HAVE_IO_URING_NAMING"),
+            *optional_flags(PROC_FIELDS, "HAVE_PROC_OWN"),
+            *optional_flags(XATTR_FIELDS, "HAVE_IO_URING_XATTR"),
             f"-DHAVE_FILEMAP={int(have_filemap())}",
             f"-DSPLICE_FD_IN_OFF={splice_in}",
             f"-DSPLICE_FLAGS_OFF={splice_flags}",

@@ -42,6 +42,16 @@
  *                     made (OPENAT), renamed (RENAMEAT), hard-linked (LINKAT), symlinked
  *                     (SYMLINKAT), all three unlinked (UNLINKAT), a folder made (MKDIRAT) and
  *                     removed (UNLINKAT AT_REMOVEDIR); every path relative to DIR's descriptor
+ *   put:FILE:TEXT     write TEXT to FILE (existing), in one write(2); in FILE, "PID" is this
+ *                     process's pid and "TID" its thread's (/proc/PID/task/TID/comm)
+ *   putother:NAME:TEXT  write TEXT to another process's /proc/CHILD/NAME (a child made for it)
+ *   meta:FILE:HOW     one change of FILE's metadata (to what it already is), refused or not,
+ *                     by HOW: chmod fchmod fchmodat fchmodat2 fchmodat2-empty (AT_EMPTY_PATH on
+ *                     a descriptor), chown fchown lchown fchownat fchownat-empty, utime utimes
+ *                     utimensat futimens futimesat, setxattr lsetxattr fsetxattr setxattrat,
+ *                     removexattr lremovexattr fremovexattr removexattrat, truncate ftruncate
+ *                     fallocate, or through io_uring: uring-fsetxattr uring-setxattr
+ *                     uring-fallocate uring-ftruncate; descriptors are FILE opened read-only
  * Exits 0 when every step did exactly what it says.
  */
 #define _GNU_SOURCE
@@ -55,12 +65,15 @@
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
+#include <utime.h>
 
 #include "uring.h"
 
@@ -260,6 +273,125 @@ static void map_file(const char *path, long n, int write)
             sink += m[i];
     }
     munmap(m, len);
+    close(fd);
+}
+
+/* FILE's "PID" and "TID" replaced by this process's and thread's ids; TEXT written to it. */
+static void put(const char *file, const char *text)
+{
+    char path[4096] = "", num[32];
+    for (const char *p = file; *p;) {
+        int pid = !strncmp(p, "PID", 3), tid = !strncmp(p, "TID", 3);
+        if (pid || tid) {
+            snprintf(num, sizeof num, "%ld", pid ? (long)getpid() : (long)gettid());
+            p += 3;
+        } else {
+            snprintf(num, sizeof num, "%c", *p++);
+        }
+        strncat(path, num, sizeof path - strlen(path) - 1);
+    }
+    int fd = open(path, O_WRONLY);
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+        die(path);
+    close(fd);
+}
+
+/* TEXT written to /proc/CHILD/NAME of a child that waits on a pipe meanwhile. */
+static void put_other(const char *name, const char *text)
+{
+    int p[2];
+    char path[256];
+    if (pipe(p))
+        die("pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[1]);
+        read(p[0], buf, 1);
+        _exit(0);
+    }
+    close(p[0]);
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+    put(path, text);
+    close(p[1]);
+    int status;
+    waitpid(pid, &status, 0);
+}
+
+#ifndef IORING_OP_FTRUNCATE
+#define IORING_OP_FTRUNCATE 55
+#endif
+struct xattr_args_ { uint64_t value; uint32_t size, flags; };
+
+/* One change of path's metadata by how (see the usage); its result is not looked at: a
+   refused change is still the attempt the test counts. */
+static void meta(const char *path, const char *how)
+{
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    struct timespec ts[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
+    struct timeval tv[2];
+    struct ring r;
+    if (fd < 0 || fstat(fd, &st))
+        die(path);
+    struct utimbuf ub = { st.st_atime, st.st_mtime };
+    tv[0] = (struct timeval){ st.st_atime, 0 };
+    tv[1] = (struct timeval){ st.st_mtime, 0 };
+    mode_t mode = st.st_mode & 07777;
+    struct xattr_args_ args = { (uint64_t)(uintptr_t)"1", 1, 0 };
+    const char *x = "user.evlab";
+    if (!strcmp(how, "chmod")) chmod(path, mode);
+    else if (!strcmp(how, "fchmod")) fchmod(fd, mode);
+    else if (!strcmp(how, "fchmodat")) fchmodat(AT_FDCWD, path, mode, 0);
+    else if (!strcmp(how, "fchmodat2")) syscall(452, AT_FDCWD, path, mode, 0);
+    else if (!strcmp(how, "fchmodat2-empty")) syscall(452, fd, "", mode, AT_EMPTY_PATH);
+    else if (!strcmp(how, "chown")) chown(path, st.st_uid, st.st_gid);
+    else if (!strcmp(how, "fchown")) fchown(fd, st.st_uid, st.st_gid);
+    else if (!strcmp(how, "lchown")) lchown(path, st.st_uid, st.st_gid);
+    else if (!strcmp(how, "fchownat")) fchownat(AT_FDCWD, path, st.st_uid, st.st_gid, 0);
+    else if (!strcmp(how, "fchownat-empty")) fchownat(fd, "", st.st_uid, st.st_gid, AT_EMPTY_PATH);
+    else if (!strcmp(how, "utime")) utime(path, &ub);
+    else if (!strcmp(how, "utimes")) utimes(path, tv);
+    else if (!strcmp(how, "utimensat")) utimensat(AT_FDCWD, path, ts, 0);
+    else if (!strcmp(how, "futimens")) futimens(fd, ts);
+    else if (!strcmp(how, "futimesat")) syscall(SYS_futimesat, AT_FDCWD, path, tv);
+    else if (!strcmp(how, "setxattr")) setxattr(path, x, "1", 1, 0);
+    else if (!strcmp(how, "lsetxattr")) lsetxattr(path, x, "1", 1, 0);
+    else if (!strcmp(how, "fsetxattr")) fsetxattr(fd, x, "1", 1, 0);
+    else if (!strcmp(how, "setxattrat")) syscall(463, AT_FDCWD, path, 0, x, &args, sizeof args);
+    else if (!strcmp(how, "removexattr")) removexattr(path, x);
+    else if (!strcmp(how, "lremovexattr")) lremovexattr(path, x);
+    else if (!strcmp(how, "fremovexattr")) fremovexattr(fd, x);
+    else if (!strcmp(how, "removexattrat")) syscall(466, AT_FDCWD, path, 0, x);
+    else if (!strcmp(how, "truncate")) truncate(path, st.st_size);
+    else if (!strcmp(how, "ftruncate")) ftruncate(fd, st.st_size);   /* EINVAL: read-only */
+    else if (!strcmp(how, "fallocate")) fallocate(fd, 0, 0, 1);       /* EBADF: read-only */
+    else if (!strncmp(how, "uring-", 6)) {
+        if (ring_open(&r, 0, 0))
+            die("io_uring");
+        struct io_uring_sqe *sqe = ring_sqe(&r);
+        sqe->fd = fd;
+        if (!strcmp(how, "uring-fsetxattr") || !strcmp(how, "uring-setxattr")) {
+            int named = !strcmp(how, "uring-setxattr");
+            sqe->opcode = named ? IORING_OP_SETXATTR : IORING_OP_FSETXATTR;
+            sqe->addr = (uint64_t)(uintptr_t)x;
+            sqe->addr2 = (uint64_t)(uintptr_t)"1";
+            sqe->len = 1;
+            if (named)
+                sqe->addr3 = (uint64_t)(uintptr_t)path;
+        } else if (!strcmp(how, "uring-fallocate")) {
+            sqe->opcode = IORING_OP_FALLOCATE;
+            sqe->addr = 1;   /* its length */
+        } else if (!strcmp(how, "uring-ftruncate")) {
+            sqe->opcode = IORING_OP_FTRUNCATE;
+            sqe->off = (uint64_t)st.st_size;
+        } else {
+            die(how);
+        }
+        ring_submit(&r);
+        ring_close(&r);
+    } else {
+        die(how);
+    }
     close(fd);
 }
 
@@ -525,6 +657,12 @@ int main(int argc, char **argv)
             map_file(a, b ? atol(b) : 0, !strcmp(kind, "mapwrite"));
         } else if (!strcmp(kind, "uringfs")) {
             uring_fs(a, atol(b));
+        } else if (!strcmp(kind, "put")) {
+            put(a, b);
+        } else if (!strcmp(kind, "putother")) {
+            put_other(a, b);
+        } else if (!strcmp(kind, "meta")) {
+            meta(a, b);
         } else {
             fprintf(stderr, "unknown step %s\n", kind);
             return 2;
