@@ -55,7 +55,11 @@ What is measured, each figure the median of repeated runs, each ratio of medians
    tree's peak memory and the wall time against their bounds, and the attempt's outcome.
 13. CPU budget under load (bench/cpu_budget.py): honest C, Python and Node.js clients graded
    beside a CPU hog on every core, 50 attempts each: cpu-budget false alarms (goal 0).
-14. The test suite (bench/make_test.py): `make test` once, set-up done: its wall time and
+14. A soak (bench/soak.py): every task's real tools and honest clients (curl, wget, rsync, cp,
+   backup's reference and other-runtime clients, the tests' fetch and mirror clients) graded
+   over their grade scenarios quiet, then beside a CPU hog per core and another lab running the
+   seeded suite in a loop: how many verdicts (every clause and gate of every attempt) differ.
+15. The test suite (bench/make_test.py): `make test` once, set-up done: its wall time and
    whether it passed.
 
 Writes bench/results.json (raw samples and medians) and bench/results.md (the table, also
@@ -64,7 +68,7 @@ the jobs section (120 evlab runs), 3 make test, most of the rest strace doing re
 1,000,000 reads (40-105 s a run here, depending on CPU placement), and about 75 s of
 campaigns, about 1 of the other runtimes (plus any apt-get install). Options: --only
 overhead,suite,dashboard,grade,throughput,target,hooks,campaign,jobs,runtimes,html,floods,
-cpu,tests runs some
+cpu,soak,tests runs some
 sections (for development).
 """
 
@@ -92,6 +96,7 @@ from bench import (
     overhead,
     report,
     runtimes,
+    soak,
     suite,
     target_writes,
     throughput,
@@ -103,7 +108,7 @@ from bench.measure import median, say
 HERE = Path(__file__).resolve().parent
 SECTIONS = ("overhead", "suite", "dashboard", "grade", "throughput", "target", "hooks",
             "campaign",
-            "jobs", "runtimes", "html", "floods", "cpu", "tests")
+            "jobs", "runtimes", "html", "floods", "cpu", "soak", "tests")
 HASH_STORM_REPEATS = {"untraced": 10, "evlab": 10, "strace": 5, "bpftrace": 10,
                       "evlab-idle": 5, "bpf-floor": 5}
 READLOOP_REPEATS = {"untraced": 3, "evlab": 3, "strace": 1, "bpftrace": 3,
@@ -235,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
              "html": [("html", lambda r: r.update(html=html_shots.measure()))],
              "floods": [("floods", lambda r: r.update(floods=client_floods.measure()))],
              "cpu": [("cpu", lambda r: r.update(cpu=cpu_budget.measure()))],
+             "soak": [("soak", lambda r: r.update(soak=soak.measure()))],
              "tests": [("tests", lambda r: r.update(tests=make_test.measure()))]}
     for section in only:
         for name, step in steps[section]:

@@ -1,6 +1,15 @@
 """results.json -> the Markdown table: targets first, then each section's figures."""
 
-from bench import campaign, client_floods, cpu_budget, hooks, jobs, make_test, runtimes
+from bench import (
+    campaign,
+    client_floods,
+    cpu_budget,
+    hooks,
+    jobs,
+    make_test,
+    runtimes,
+    soak,
+)
 from bench.measure import median
 from bench.overhead import CONDITIONS
 
@@ -115,6 +124,9 @@ def targets(results: dict) -> list[dict]:
     misses = cpu_budget.false_alarms(results.get("cpu"), wasteful=True)
     add("cpu-budget misses: waste over 16 threads or in 5 ms pieces, beside the same hogs",
         misses, "0", misses is not None and misses.startswith("0 of"))
+    differ = soak.differing(results.get("soak"))
+    add("soak: verdicts that differ beside a CPU hog and another lab from the quiet run", differ,
+        "0", differ is not None and differ.startswith("0 of"))
     pages = results.get("html", {}).get("pages")
     shown = (all(not p["problems"] and all(v for k, v in p.items() if k.startswith(
         "verdicts_equal")) for p in pages.values()) if pages else None)
@@ -186,6 +198,7 @@ def markdown(results: dict) -> str:
     lines += runtimes.report_lines(results.get("runtimes"), _value)
     lines += client_floods.report_lines(results.get("floods"), _value)
     lines += cpu_budget.report_lines(results.get("cpu"), _value)
+    lines += soak.report_lines(results.get("soak"), _value)
     lines += ["", "## Notes", ""] + [f"- {n}" for n in results.get("notes", [])]
     return "\n".join(lines) + "\n"
 
