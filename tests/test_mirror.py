@@ -7,6 +7,7 @@ each with the reason from the tool's manual (rsync(1) 3.2.7, cp(1) coreutils 9.1
 clause not listed must pass or be not applicable.
 """
 
+import re
 import shutil
 from pathlib import Path
 
@@ -106,6 +107,37 @@ def test_an_honest_node_client_from_the_document_alone_passes_every_attempt(tmp_
             name, [(r["reason"]) for r in sc["runs"]])
         assert not [f for r in sc["runs"] for f in r["risk_findings"]
                     if f["kind"] in ("write-outside", "source-write")]
+
+
+BASH_CLIENT = ROOT / "tests" / "clients" / "mirror_client.sh"
+# rm -rf of a folder unlinks its files relative to a descriptor coreutils' fts made with
+# fcntl(F_DUPFD_CLOEXEC) of the folder's: the kernel's file events carry no dup, so where those
+# unlinks landed is not known and writes-inside is inconclusive (never a pass) after a sync
+# that deletes a folder (#44's report)
+RM_DUPFD = re.compile(r"invocation \d+: pid \d+ unlink '[^/']+': where is not known")
+
+
+@root_only
+def test_an_honest_bash_client_starting_a_process_per_file_passes_every_attempt(tmp_path):
+    """#44: a shell's mirror (find, then cp --preserve=timestamps to a temporary name and mv,
+    one process each per file: ~430 programs started in the first sync) is within cpu-budget:
+    starting programs is a shell's honest work."""
+    doc = grade(f"/bin/bash {BASH_CLIENT} {{src}} {{dst}}", tmp_path, attempts=3,
+                task="mirror", timeout_s=60)
+    for sc in doc["scenarios"]:
+        judged = {v["id"]: v for v in sc["clauses"]}
+        cpu = judged["cpu-budget"]
+        assert cpu["status"] == "pass", (sc["id"], cpu["reason"])
+        started = [int(n) for n in re.findall(r"with (\d+) program\(s\) started",
+                                               cpu["reason"])]
+        # first: every file copied (a cp and an mv each) in invocation 1, then the change
+        assert started and started[0] >= (400 if sc["id"].startswith("first") else 40), cpu
+        wrong = {c: (v["status"], v["reason"]) for c, v in judged.items()
+                 if v["status"] not in ("pass", "not-applicable")}
+        inside = wrong.pop("writes-inside", None)
+        assert not wrong, (sc["id"], wrong)
+        assert inside is None or (inside[0] == "inconclusive" and RM_DUPFD.fullmatch(
+            inside[1])), inside
 
 
 EVASIONS = ROOT / "tests" / "clients" / "mirror_evasions.py"
