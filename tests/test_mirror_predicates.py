@@ -25,8 +25,9 @@ def _evidence(files=(), elsewhere=0, records=(), maps=0, target_files=None) -> S
     inv = ev.invocation(1)
     inv.launched = ClientLaunched(0, "s", 1, 10, ("/bin/client",), HOME, SRC, (), OUT)
     inv.processes = [ProcessObserved(1, "s", 1, "exec", 10, seq=1)]
-    inv.files = [FileObserved(t, "s", 1, 10, op, path, True, -100, old, seq=t)
-                 for t, (op, path, old) in enumerate(files, start=2)]
+    # (op, path, old[, writes: False when the kernel refused a change, dfd])
+    inv.files = [FileObserved(t, "s", 1, 10, op, path, *(more or (True,)), old_path=old, seq=t)
+                 for t, (op, path, old, *more) in enumerate(files, start=2)]
     inv.records["files"] = [ServerRecord(t, "s", 1, "files", event, fields, seq=t)
                             for t, (event, fields) in enumerate(records, start=100)]
     inv.final = CounterSample(99, "s", 1, {"lost_events": 0, "file_ops": len(files),
@@ -87,3 +88,45 @@ def test_bytes_the_kernel_counted_into_a_held_inode_are_a_rewrite_whatever_inoti
     assert got.status == "fail" and "4,096 bytes into b" in got.reason
     assert no_rewrite_in_place(_evidence(records=quiet, target_files={"9": 10}), T).status \
         == "pass"
+
+
+def test_every_change_of_the_source_s_metadata_is_an_attempt_on_it_refused_or_not():
+    """By path (refused by its read-only filesystem: the kernel's event says so, writes False)
+    or by descriptor (sent only when the file behind it is the source's): each fails
+    source-untouched, naming what was done; writes-inside is not the clause that judges them."""
+    for op in ("chmod", "chown", "utimes", "setxattr", "removexattr", "truncate"):
+        attempt = [(op, f"{SRC}/d/x", None, False)]
+        got = source_untouched(_evidence(attempt), T)
+        assert got.status == "fail" and f"tried to {op} {SRC}/d/x, in the source" in got.reason
+        assert writes_inside(_evidence(attempt), T).status == "pass"
+    for op in ("fchmod", "fchown", "futimes", "fsetxattr", "fremovexattr", "ftruncate",
+               "fallocate"):
+        by_fd = [(op, "", None, False, 3)]
+        got = source_untouched(_evidence(by_fd), T)
+        assert got.status == "fail" and f"tried to {op} a file of the source, by descriptor 3" \
+            in got.reason
+        assert writes_inside(_evidence(by_fd), T).status == "pass"
+    got = source_untouched(_evidence([("fsetxattr", "", None, True, -1)]), T)
+    assert got.status == "fail" and "by io_uring" in got.reason
+
+
+def test_a_refused_rename_or_link_of_a_source_name_is_an_attempt_a_refused_mkdir_no_write():
+    for op in ("rename", "link"):
+        got = source_untouched(_evidence([(op, f"{OUT}/y", f"{SRC}/y", False)]), T)
+        assert got.status == "fail" and f"{SRC}/y" in got.reason
+    assert source_untouched(_evidence([("unlink", f"{SRC}/y", None, False)]), T).status \
+        == "fail"
+    # `mkdir -p` tries each folder on the way, refused where it is there (EEXIST): not a write
+    assert writes_inside(_evidence([("mkdir", "/w", None, False)]), T).status == "pass"
+    assert writes_inside(_evidence([("mkdir", "/w/x", None)]), T).status == "fail"
+
+
+def test_metadata_set_on_the_target_is_not_taken_for_the_source():
+    """rsync -a and cp -a read the source and set modes, owners and times on the target."""
+    honest = [("chmod", f"{OUT}/a", None), ("utimes", f"{OUT}/a", None),
+              ("chown", f"{OUT}/d", None), ("setxattr", f"{OUT}/a", None),
+              ("open", f"{SRC}/a", None, False)]
+    assert source_untouched(_evidence(honest), T).status == "pass"
+    assert writes_inside(_evidence(honest), T).status == "pass"
+    got = writes_inside(_evidence([("chmod", "/etc/x", None)]), T)
+    assert got.status == "fail" and "chmod /etc/x" in got.reason

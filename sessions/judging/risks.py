@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from sessions.judging.views import (
     AT_FDCWD,
+    SOURCE_BY_DESCRIPTOR,
     endpoint_name,
     given_ports,
     is_given,
@@ -103,6 +104,8 @@ def _own_setting(path: str, pid: int) -> bool:
 def _file_finding(f, path, raw, dfd, given, source, own) -> tuple[str, str, str] | None:
     """(severity, kind, detail) for one path of one file operation, or None if unremarkable;
     given: the client's own places (its working directory, its task's outputs folder)."""
+    if f.op in SOURCE_BY_DESCRIPTOR:   # the kernel's view of the file behind the descriptor
+        return "high", "source-write", f"pid {f.pid} {f.op} of a source file, by descriptor"
     if path is None:
         where = (f"{raw!r} relative to fd {dfd}, not opened in its view" if raw and dfd != AT_FDCWD
                  else f"{raw!r} relative to a working directory not known" if raw

@@ -11,6 +11,10 @@ from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 LAB_HOST = "127.0.0.1"   # where the lab's servers listen, in the lab's own network
 AT_FDCWD = -100
 PATH_READ_MAX = 255   # the BPF program reads at most this many bytes of a path (path[256])
+# Metadata changes by descriptor: the kernel sends them only when the file behind the
+# descriptor is the source's (probes/bcc/abi.py FileOp), and they name no path
+SOURCE_BY_DESCRIPTOR = ("fchmod", "fchown", "futimes", "fsetxattr", "fremovexattr",
+                        "ftruncate", "fallocate")
 
 
 def invocations(ev: ScenarioEvidence) -> list[InvocationEvidence]:
