@@ -1,7 +1,9 @@
 """cpu-budget against waste spread thin (#33 item 4): spinning over many threads, or cut into
 pieces each under the stretch allowances, fails; the same evidence gets the same verdict
 whatever the pace of the machine that judged it (the judge run again on the recorded stream
-at several paces), for the spinners and for honest clients alike."""
+at several paces), for the spinners and for honest clients alike. Waste hidden behind programs
+started (#44), each of which earns the budget a fork + exec's honest cost: more than that
+per program fails, programs that do nothing cost what they earn."""
 
 import re
 from dataclasses import replace
@@ -31,9 +33,12 @@ COMMANDS = {
 
 def recorded(egress, tmp_path, name: str) -> list[E.Event]:
     """One attempt of the normal scenario graded here: its observations, as an archive keeps."""
+    return _observed(COMMANDS[name].format(egress=egress), tmp_path, scenarios=("normal",))
+
+
+def _observed(command: str, tmp_path, **options) -> list[E.Event]:
     book = EvidenceBook()
-    grade(COMMANDS[name].format(egress=egress), tmp_path, attempts=1, scenarios=("normal",),
-          book=book)
+    grade(command, tmp_path, attempts=1, book=book, **options)
     return observations(book.events)
 
 
@@ -78,3 +83,41 @@ def test_an_honest_client_passes_cpu_budget_at_every_pace(egress, tmp_path, name
     for pace in PACES:
         status, reason = cpu_budget_at(events, pace)
         assert status == "pass", (pace, reason)
+
+
+HIDDEN = CLIENTS / "mirror_hidden_waste.sh"
+
+
+def _hidden(tmp_path, mode: str, n: int) -> list[E.Event]:
+    """The Bash mirror's first sync (~430 programs started) with waste behind each program."""
+    return _observed(f"/bin/bash {HIDDEN} {{src}} {{dst}} {mode} {n}", tmp_path,
+                     task="mirror", scenarios=("first",), timeout_s=300)
+
+
+def test_spinning_behind_every_program_started_fails_cpu_budget(tmp_path):
+    """8 ms of the shell's CPU per program started, in pieces under the 2 ms busy stretch:
+    no stretch shows it, and each program earns 2 ms (x the pace): the total fails, at this
+    machine's pace and at every pace up to 2 (at the cap of 3, 6 ms a program are allowed)."""
+    events = _hidden(tmp_path, "spin", 8)
+    for pace in (*PACES[:-1], None):
+        status, reason = (cpu_budget_at(events, pace) if pace else _live(events))
+        assert status == "fail", (pace, reason)
+        got = re.search(r"invocation 1: \d+ ms of CPU \(its cgroup\) for [\d.]+ MB moved and "
+                        r"(\d+) program\(s\) started; budget", reason)
+        assert got and int(got[1]) >= 400, (pace, reason)
+
+
+def test_programs_started_for_nothing_cost_what_they_earn(tmp_path):
+    """Three idle programs (/bin/true) beside every one the work needs: each costs about what a
+    program start earns, so the budget grows with them and holds; it cannot tell a needed
+    program from an idle one, only CPU beyond a start's cost (the test above)."""
+    status, reason = _live(_hidden(tmp_path, "idle", 3))
+    assert status == "pass", reason
+    started = [int(n) for n in re.findall(r"with (\d+) program\(s\) started", reason)]
+    assert started and started[0] >= 4 * 400, reason
+
+
+def _live(events: list[E.Event]) -> tuple[str, str]:
+    """(status, reason) of cpu-budget as judged where it ran."""
+    (start,) = [e for e in events if isinstance(e, E.SessionStarted)]
+    return cpu_budget_at(events, start.cpu_pace)
