@@ -20,6 +20,7 @@ from sessions.judging.views import (
     resolved_files,
 )
 from sessions.judging.views import under as _under
+from sessions.spec.secret_paths import sensitive as _sensitive
 from sessions.stream.events import ClientLaunched
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
@@ -31,17 +32,6 @@ SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/etc/", "/proc/self/", "/proc/t
                    "/proc/stat", "/sys/fs/cgroup/")
 HARMLESS_DEVICES = {"/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/tty",
                     "/dev/full"}
-# Secrets a task's client has no reason to read, wherever they are (checked before any
-# exemption: a script in a home directory does not make that home's keys its own).
-SENSITIVE_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers")
-SENSITIVE_PARTS = ("/.ssh/", "/.gnupg/", "/.aws/", "/.netrc", "/.docker/config.json",
-                   "/.config/gcloud/", "/.kube/config", "/.bash_history", "/.git-credentials")
-
-
-def _sensitive(path: str) -> bool:
-    return path.startswith(SENSITIVE_FILES) or any(part in path for part in SENSITIVE_PARTS)
-
-
 @dataclass(frozen=True)
 class Finding:
     invocation: int

@@ -26,6 +26,7 @@ from probes.boundary.netns import HostNetwork, LabNetwork, Network
 from probes.boundary.sandbox import Sandbox, SandboxSettings
 from probes.capability import Capability
 from probes.collectors import Collector
+from sessions.spec.named_paths import shown
 from sessions.spec.scenario import Scenario
 from sessions.stream.events import BoundaryObserved, EgressSummary, Event, SandboxSet
 
@@ -38,17 +39,11 @@ class BoundaryError(Exception):
     """The client cannot be confined as asked; the message is one line with the way out."""
 
 
-# Directories shared by every program on the host: a script in one is shown alone, never the
-# directory (binding the host's /tmp over the sandbox's own would show every user's files and
-# leave the client no writable /tmp).
-SHARED_DIRS = (Path("/"), Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
-
-
 def program_paths(s: Scenario) -> tuple[Path, ...]:
-    """What the sandboxed client is shown of its program: the executable and the directories
-    of the command's own files (a script and the modules beside it)."""
-    return (s.client, *sorted({Path(f) if Path(f).parent in SHARED_DIRS else Path(f).parent
-                               for f in s.own_files}))
+    """What the sandboxed client is shown of its program: the executable, the folders its
+    command names and the folders of the files it names (a script and the modules beside it;
+    the file alone where its folder may not be shown: sessions/spec/named_paths.py)."""
+    return (s.client, *sorted({shown(f) for f in s.own_files}))
 
 
 class Boundary:

@@ -44,6 +44,7 @@ from sessions.lab.programs import blocked_checks, lifecycle_checks, verifier_res
 from sessions.lab.servers import LabServers, program_argv
 from sessions.lab.target_faults import TargetFaults
 from sessions.lab.teardown import run_every
+from sessions.spec.named_paths import own_digest
 from sessions.spec.scenario import Scenario
 from sessions.stream.events import (
     PhaseChanged,
@@ -188,7 +189,7 @@ class ScenarioRun:
             and self.files.source.is_file() else 0,
             str(s.file), s.expect_invalid, self.noise.kinds if self.noise else (), s.attempt,
             s.base, s.client_name, self.network.name,
-            {f: sha256_of(Path(f)) or "missing" for f in s.own_files}, roles,
+            {f: own_digest(f) or "missing" for f in s.own_files}, roles,
             self.task.display()))
         self.started = True
 

@@ -23,9 +23,9 @@ grade scenarios every client's task has; without it, each task's whole grade sui
 only beside the clients of its task.
 
 Relative paths are relative to the campaign file. What travels to a Ray node (`shipped`): the
-command's own files, its executable unless a system one (/usr, /bin, ...), and `ship`; each is
-named by its path relative to the campaign file (or `abs/<absolute path>` outside it) and its
-sha256 is the identity the node must reproduce.
+command's own files (each regular file of a folder it names), its executable unless a system
+one (/usr, /bin, ...), and `ship`; each is named by its path relative to the campaign file (or
+`abs/<absolute path>` outside it) and its sha256 is the identity the node must reproduce.
 """
 
 import hashlib
@@ -42,6 +42,7 @@ from sessions.spec.client_spec import (
     client_table,
     read_toml,
 )
+from sessions.spec.named_paths import FOLDER, folder_files, rewrite
 from sessions.spec.scenario import NOISE_KINDS, Scenario, ScenarioError, load, load_suite
 from sessions.spec.task import TaskError, load_task, task_named_in
 
@@ -261,9 +262,15 @@ def _shipping(path: Path, root: Path, where: str, spec: ClientSpec, extra) -> di
     """Every file a node needs to run the client, by its shipped name."""
     if not isinstance(extra, list) or not all(isinstance(e, str) for e in extra):
         raise CampaignError(f"{path}: {where}: ship: expected a list of files or directories")
-    files = [Path(f) for f in spec.files]
-    if not _is_system(spec.executable):
-        files.append(spec.executable)
+    ship: dict[str, Path] = {}
+    for name in spec.files:
+        if name.endswith(FOLDER):   # a named folder travels as its files, at their places in it
+            folder = Path(name)
+            ship.update({f"{shipped_name(folder, root)}/{rel}": (folder / rel).resolve()
+                         for rel in folder_files(folder)})
+        else:
+            ship[shipped_name(Path(name), root)] = Path(name).resolve()
+    files = [] if _is_system(spec.executable) else [spec.executable]
     for item in extra:
         target = (root / item).resolve()
         if target.is_dir():
@@ -272,7 +279,7 @@ def _shipping(path: Path, root: Path, where: str, spec: ClientSpec, extra) -> di
             files.append(target)
         else:
             raise CampaignError(f"{path}: {where}: ship: {item!r} is not a file or directory")
-    ship = {shipped_name(f, root): f.resolve() for f in files}
+    ship.update({shipped_name(f, root): f.resolve() for f in files})
     size = sum(p.stat().st_size for p in ship.values())
     if size > MAX_SHIPPED_BYTES:
         raise CampaignError(f"{path}: {where}: {size >> 20} MiB to ship; at most "
@@ -288,7 +295,7 @@ def _shipped_tokens(spec: ClientSpec, command: list[str], root: Path) -> tuple[s
         exe = "./" + shipped_name(spec.executable, root)
     else:
         exe = command[0] if "/" not in command[0] else str(spec.executable.resolve())
-    args = [shipped_name(Path(a), root) if a in spec.files else a for a in spec.args]
+    args = [rewrite(a, root, lambda p: shipped_name(p, root)) for a in spec.args]
     return (exe, *args)
 
 

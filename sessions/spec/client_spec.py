@@ -5,11 +5,12 @@
 
 The command is split like a shell would (shlex) but never run by one. Its placeholders are its
 task's ([client.placeholders] in its task.toml), filled by evlab per
-invocation. The executable is resolved (PATH for a bare name) and its sha256 recorded; other
-arguments naming existing files (a script) are made absolute — the client runs in its own empty
-directory — and their sha256 recorded too. The client gets exactly the environment below plus
-what the user adds: HOME and TMPDIR point into its working directory, so anything it leaves
-there is seen by the cleanup gate.
+invocation. The executable is resolved (PATH for a bare name) and its sha256 recorded; the
+files and folders its other words name (a script, a class-path folder; which words:
+sessions/spec/named_paths.py) are made absolute — the client runs in its own empty directory —
+and their sha256 recorded too; one evlab will not show a client is refused. The client gets
+exactly the environment below plus what the user adds: HOME and TMPDIR point into its working
+directory, so anything it leaves there is seen by the cleanup gate.
 
 TOML form (relative paths are relative to the file):
     [client]
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fixture.digest import sha256_of
+from sessions.spec.named_paths import FOLDER, RefusedPath, folder_sha256, refusal, rewrite
 from sessions.spec.scenario import Scenario, placeholders_of
 from sessions.spec.task import Task, load_task, task_named_in
 from sessions.stream.events import GradeStarted
@@ -63,7 +65,8 @@ class ClientSpec:
     executable: Path                # the path exec'd (PATH resolved, symlinks kept)
     sha256: str                     # of the file behind it (symlinks followed)
     args: tuple[str, ...]           # everything after the executable, file paths absolute
-    files: dict[str, str]           # absolute path -> sha256 of argument files
+    files: dict[str, str]           # absolute path -> sha256 of the files and folders (ending
+                                    # in "/") it names (sessions/spec/named_paths.py)
     env: dict[str, str]
     timeout_s: float | None = None
     attempts: int = 3
@@ -152,13 +155,21 @@ def build(tokens: list[str], base: Path, env: dict[str, str] | None = None,
         raise ClientSpecError(f"timeout: expected seconds in (0, 600], got {timeout_s!r}")
     _check_placeholders(tokens, load_task(task or None))
     executable = _resolve_executable(tokens[0], base)
-    args, files = [], {}
-    for token in tokens[1:]:
-        candidate = Path(token) if Path(token).is_absolute() else base / token
-        if "{" not in token and candidate.is_file():
-            token = os.path.abspath(candidate)
-            files[token] = _digest(Path(token))
-        args.append(token)
+    _refuse(executable)
+    files: dict[str, str] = {}
+
+    def own(path: Path) -> str:
+        _refuse(path)
+        if path.is_dir():
+            try:
+                files[str(path) + FOLDER] = folder_sha256(path)
+            except RefusedPath as e:
+                raise ClientSpecError(f"client command: {e}") from None
+        else:
+            files[str(path)] = _digest(path)
+        return str(path)
+
+    args = [rewrite(token, base, own) for token in tokens[1:]]
     full_env = dict(BASE_ENV)
     for name, value in (env or {}).items():
         if not _ENV_NAME.match(name) or not isinstance(value, str):
@@ -216,6 +227,12 @@ def client_table(table: dict, where: str) -> tuple[list[str], dict, float | None
                                 or not isinstance(timeout, (int, float))):
         raise ClientSpecError(f"{where}timeout_s: expected a number of seconds")
     return command, env, float(timeout) if timeout is not None else None
+
+
+def _refuse(path: Path) -> None:
+    why = refusal(path)
+    if why:
+        raise ClientSpecError(f"client command: {why}")
 
 
 def _digest(path: Path) -> str:
