@@ -2,6 +2,7 @@
 each other)."""
 
 import json
+import re
 import socket
 import subprocess
 import threading
@@ -17,6 +18,19 @@ from sessions.spec.scenario import load_suite
 from sessions.stream.evidence import EvidenceBook
 
 EVLAB = str(Path(__file__).resolve().parent.parent / ".venv" / "bin" / "evlab")
+DOC = Path(__file__).resolve().parent.parent / "docs" / "tasks.md"
+
+
+def write_kv(where: Path) -> Path:
+    """The files of docs/tasks.md's "Write a task of your own", as the document gives them."""
+    files = re.findall(r"^`kv/([^`]+)`:\n\n```\w*\n(.*?)^```", DOC.read_text(), re.M | re.S)
+    assert len(files) == 8, [name for name, _ in files]   # predicates.py: used when named
+    for name, text in files:
+        path = where / "kv" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (where / "kv" / "client.py").chmod(0o755)   # as the document says
+    return where / "kv"
 
 
 def evlab_run(tmp_path: Path, task: str, *args: str) -> dict:

@@ -13,6 +13,7 @@ import pytest
 
 from sessions.spec.scenario import load_suite
 from sessions.spec.task import TaskError, load_task
+from tests.support import write_kv
 
 ROOT = Path(__file__).resolve().parent.parent
 EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
@@ -33,18 +34,6 @@ print(json.dumps({"claim": "completed"}))
 LIAR = """import json
 print(json.dumps({"claim": "completed"}))   # stores nothing
 """
-
-
-def write_kv(where: Path) -> Path:
-    """The files of docs/tasks.md's "Write a task of your own", as the document gives them."""
-    files = re.findall(r"^`kv/([^`]+)`:\n\n```\w*\n(.*?)^```", DOC.read_text(), re.M | re.S)
-    assert len(files) == 8, [name for name, _ in files]   # predicates.py: used when named
-    for name, text in files:
-        path = where / "kv" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    (where / "kv" / "client.py").chmod(0o755)   # as the document says
-    return where / "kv"
 
 
 def with_own_predicate(folder: Path) -> Path:

@@ -52,9 +52,9 @@ class AttemptWorker:
         self._events: list[Event] = []
         self._stream = EventStream([self._events.append])
         self._out = make_owned_dir("evlab-worker-")
-        self._session = Session(self._stream, self._out, options)
         self._open = contextlib.ExitStack()   # the session, open until close()
-        try:
+        try:   # a task's mistake (Session refuses its contract) leaves no folder either
+            self._session = Session(self._stream, self._out, options)
             self._open.enter_context(self._session.opened([]))
         except BaseException:
             self.close()
