@@ -55,6 +55,10 @@ What is measured, each figure the median of repeated runs, each ratio of medians
    tree's peak memory and the wall time against their bounds, and the attempt's outcome.
 13. CPU budget under load (bench/cpu_budget.py): honest C, Python and Node.js clients graded
    beside a CPU hog on every core, 50 attempts each: cpu-budget false alarms (goal 0).
+13b. What a program started costs (bench/process_starts.py): a Bash client's 400 cp and mv on
+   the mirror task, graded quiet and beside a CPU hog on every core, side by side: the cgroup
+   CPU of one fork + exec of a small tool, its loaded / quiet ratio, against cpu-budget's
+   allowance per program started.
 14. A soak (bench/soak.py): every task's real tools and honest clients (curl, wget, rsync, cp,
    backup's reference and other-runtime clients, the tests' fetch and mirror clients) graded
    over their grade scenarios quiet, then beside a CPU hog per core and another lab running the
@@ -68,7 +72,7 @@ the jobs section (120 evlab runs), 3 make test, most of the rest strace doing re
 1,000,000 reads (40-105 s a run here, depending on CPU placement), and about 75 s of
 campaigns, about 1 of the other runtimes (plus any apt-get install). Options: --only
 overhead,suite,dashboard,grade,throughput,target,hooks,campaign,jobs,runtimes,html,floods,
-cpu,soak,tests runs some
+cpu,starts,soak,tests runs some
 sections (for development).
 """
 
@@ -94,6 +98,7 @@ from bench import (
     jobs,
     make_test,
     overhead,
+    process_starts,
     report,
     runtimes,
     soak,
@@ -108,7 +113,8 @@ from bench.measure import median, say
 HERE = Path(__file__).resolve().parent
 SECTIONS = ("overhead", "suite", "dashboard", "grade", "throughput", "target", "hooks",
             "campaign",
-            "jobs", "runtimes", "html", "floods", "cpu", "soak", "tests")
+            "jobs", "runtimes", "html", "floods", "cpu", "starts", "soak",
+            "tests")
 HASH_STORM_REPEATS = {"untraced": 10, "evlab": 10, "strace": 5, "bpftrace": 10,
                       "evlab-idle": 5, "bpf-floor": 5}
 READLOOP_REPEATS = {"untraced": 3, "evlab": 3, "strace": 1, "bpftrace": 3,
@@ -240,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
              "html": [("html", lambda r: r.update(html=html_shots.measure()))],
              "floods": [("floods", lambda r: r.update(floods=client_floods.measure()))],
              "cpu": [("cpu", lambda r: r.update(cpu=cpu_budget.measure()))],
+             "starts": [("starts", lambda r: r.update(starts=process_starts.measure()))],
              "soak": [("soak", lambda r: r.update(soak=soak.measure()))],
              "tests": [("tests", lambda r: r.update(tests=make_test.measure()))]}
     for section in only:

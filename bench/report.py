@@ -7,6 +7,7 @@ from bench import (
     hooks,
     jobs,
     make_test,
+    process_starts,
     runtimes,
     soak,
 )
@@ -124,6 +125,14 @@ def targets(results: dict) -> list[dict]:
     misses = cpu_budget.false_alarms(results.get("cpu"), wasteful=True)
     add("cpu-budget misses: waste over 16 threads or in 5 ms pieces, beside the same hogs",
         misses, "0", misses is not None and misses.startswith("0 of"))
+    starts = results.get("starts") or {}
+    worst = starts.get("loaded_max_ms_per_program")
+    add("cgroup CPU of a program started (fork + exec of cp or mv), worst beside a hog on "
+        "every core, against cpu-budget's allowance per program (pace 1)",
+        None if worst is None else worst / 1000, f"<= {starts.get('allowance_ms', 2):g} ms",
+        worst is not None and worst <= starts.get("allowance_ms", 2), "s")
+    add("cgroup CPU of a program started: beside a hog / quiet", starts.get("loaded/quiet"),
+        "report", "report", "x")
     differ = soak.differing(results.get("soak"))
     add("soak: verdicts that differ beside a CPU hog and another lab from the quiet run", differ,
         "0", differ is not None and differ.startswith("0 of"))
@@ -198,6 +207,7 @@ def markdown(results: dict) -> str:
     lines += runtimes.report_lines(results.get("runtimes"), _value)
     lines += client_floods.report_lines(results.get("floods"), _value)
     lines += cpu_budget.report_lines(results.get("cpu"), _value)
+    lines += process_starts.report_lines(results.get("starts"), _value)
     lines += soak.report_lines(results.get("soak"), _value)
     lines += ["", "## Notes", ""] + [f"- {n}" for n in results.get("notes", [])]
     return "\n".join(lines) + "\n"
