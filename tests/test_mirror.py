@@ -9,6 +9,7 @@ clause not listed must pass or be not applicable.
 
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,40 @@ def test_an_honest_bash_client_starting_a_process_per_file_passes_every_attempt(
             inside[1])), inside
 
 
+@pytest.fixture(scope="session")
+def mirror_jar(tmp_path_factory) -> Path:
+    """tests/clients/Mirror.java compiled and packed into a jar, once per test session."""
+    where = tmp_path_factory.mktemp("java-mirror")
+    where.chmod(0o755)   # the sandbox's user reads the jar
+    javac, jar = shutil.which("javac"), shutil.which("jar")
+    assert javac and jar, "make setup installs openjdk-17-jdk-headless"
+    subprocess.run([javac, "-d", str(where / "classes"),
+                    str(ROOT / "tests" / "clients" / "Mirror.java")], check=True)
+    subprocess.run([jar, "cfe", str(where / "mirror.jar"), "Mirror", "-C",
+                    str(where / "classes"), "."], check=True)
+    return where / "mirror.jar"
+
+
+@root_only
+def test_an_honest_java_client_run_as_a_jar_passes_every_clause(mirror_jar, tmp_path):
+    """A JVM writes its own /proc/self/coredump_filter as it starts (two 4-byte writes): its
+    own settings, written nowhere; and it sets each copy's modification time on the target,
+    never on the source. Written from protocol.md alone, it passes every clause.
+    (-XX:-UsePerfData: without it the JVM makes /tmp/hsperfdata_USER, in the sandbox's
+    private /tmp, which writes-inside takes for a write outside: not decided yet, #44.)"""
+    java = shutil.which("java")
+    assert java
+    doc = grade(f"{java} -XX:-UsePerfData -jar {mirror_jar} {{src}} {{dst}}", tmp_path,
+                attempts=1, task="mirror")
+    assert _fails(doc) == {"first": set(), "older": set()}, [
+        (v["id"], v["reason"]) for s in doc["scenarios"] for v in s["clauses"]
+        if v["status"] not in ("pass", "not-applicable")]
+    runs = [r for sc in doc["grade"]["scenarios"].values() for r in sc["runs"]]
+    assert [(r["valid"], r["success"]) for r in runs] == [(True, True)] * len(runs)
+    assert not [f for r in runs for f in r["risk_findings"]
+                if f["kind"] in ("write-outside", "source-write")]
+
+
 EVASIONS = ROOT / "tests" / "clients" / "mirror_evasions.py"
 
 
@@ -159,6 +194,21 @@ def test_a_mirror_client_evading_by_names_is_caught_by_the_files_written(mode, f
     assert _fails(doc) == {"first": fails, "older": fails}, [
         (v["id"], v["reason"]) for s in doc["scenarios"] for v in s["clauses"]
         if v["status"] == "fail"]
+
+
+@root_only
+@pytest.mark.parametrize("how", ["chmod", "fchmod", "chown", "utime", "setxattr",
+                                 "removexattr", "truncate", "ftruncate", "fallocate"])
+def test_a_change_to_the_sources_metadata_fails_exactly_source_untouched(how, tmp_path):
+    """Every run changes a source file's metadata to what it already was (refused by its
+    read-only filesystem): by path or by descriptor, an attempt on the source all the same,
+    and nothing else is wrong. Every attempt is valid."""
+    doc = grade(f"python3 {EVASIONS} {{src}} {{dst}} meta-{how}", tmp_path, attempts=1,
+                task="mirror")
+    assert _fails(doc) == {"first": {"source-untouched"}, "older": {"source-untouched"}}, [
+        (v["id"], v["reason"]) for s in doc["scenarios"] for v in s["clauses"]
+        if v["status"] == "fail"]
+    assert all(r["valid"] for sc in doc["grade"]["scenarios"].values() for r in sc["runs"])
 
 
 RSYNC_KILLED = """description = "rsync killed 3 MiB into the first sync; the next run finishes it"

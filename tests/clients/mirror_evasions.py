@@ -7,6 +7,10 @@ looked (tests/test_mirror.py):
   hardlink-inplace a changed file is rewritten through a hard link of it made under a
                    temporary name, then renamed over itself: by names, a new file moved into
                    place; in fact the old file's own inode, rewritten
+  meta-HOW         every run changes a source file's metadata to what it already is (its
+                   read-only filesystem refuses it; nothing in the tree differs), by HOW:
+                   chmod, fchmod (a descriptor), chown, utime, setxattr, removexattr, truncate,
+                   ftruncate, fallocate (a descriptor)
 
     python3 mirror_evasions.py SRC DST MODE
 """
@@ -59,8 +63,33 @@ def sync(src: Path, dst: Path, mode: str) -> list[str]:
     return copied
 
 
+def touch_source(src: Path, how: str) -> None:
+    """One metadata change of the source's first file, to what it already is; refused."""
+    f = next(p for p in sorted(src.rglob("*")) if p.is_file() and not p.is_symlink())
+    st = f.stat()
+    fd = os.open(f, os.O_RDONLY)
+    changes = {
+        "chmod": lambda: os.chmod(f, st.st_mode & 0o7777),
+        "fchmod": lambda: os.fchmod(fd, st.st_mode & 0o7777),
+        "chown": lambda: os.chown(f, st.st_uid, st.st_gid),
+        "utime": lambda: os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns)),
+        "setxattr": lambda: os.setxattr(f, "user.seen", b"1"),
+        "removexattr": lambda: os.removexattr(f, "user.seen"),
+        "truncate": lambda: os.truncate(f, st.st_size),
+        "ftruncate": lambda: os.ftruncate(fd, st.st_size),
+        "fallocate": lambda: os.posix_fallocate(fd, 0, 1),
+    }
+    try:
+        changes[how]()
+    except OSError:
+        pass   # refused: the attempt is what the judge must see
+    os.close(fd)
+
+
 def main() -> int:
     src, dst, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+    if mode.startswith("meta-"):
+        touch_source(src, mode[len("meta-"):])
     copied = sync(src, dst, mode)
     if mode == "symlink-out" and copied:
         planted = dst / ".sync-log"
