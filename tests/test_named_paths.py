@@ -17,7 +17,7 @@ from probes.owned_tmp import make_owned_dir
 from sessions.campaign.jobs import plan
 from sessions.campaign.shipping import pack, unpack
 from sessions.lab.boundary import program_paths
-from sessions.spec.campaign import load_campaign
+from sessions.spec.campaign import CampaignError, load_campaign
 from sessions.spec.client_spec import ClientSpecError, build
 from sessions.spec.named_paths import REPOSITORY, folder_sha256, shown
 from tests.support import grade
@@ -132,11 +132,24 @@ def test_a_campaign_ships_a_named_folder_and_a_node_finds_the_same_identity(tmp_
     client = load_campaign(toml).clients[0]
     assert set(client.ship) == {"classes/p/A.class", "lib/a.jar"}
     assert client.tokens[1:] == ("-cp", "classes:lib/*", "Fetch", "{url}", "{out}")
-    node = tmp_path / "node"
-    unpack(node, pack(client))
-    order = plan(load_campaign(toml))[0].order(node)
-    assert order.spec.args[1] == f"{node}/classes:{node}/lib/*"
-    assert sorted(order.spec.files.values()) == sorted(client.spec.files.values())
+    ship = make_owned_dir("evlab-ship-")   # where a node (or a local campaign) lays it out
+    try:
+        node = ship / "java"
+        unpack(node, pack(client))
+        order = plan(load_campaign(toml))[0].order(node)
+        assert order.spec.args[1] == f"{node}/classes:{node}/lib/*"
+        assert sorted(order.spec.files.values()) == sorted(client.spec.files.values())
+        # a client's folder there is its own; the folder of every client and the tasks' are not
+        for word in (str(ship), str(ship / ".tasks")):
+            (ship / ".tasks").mkdir(exist_ok=True)
+            with pytest.raises(ClientSpecError, match="inside evlab's own temporary folder"):
+                _spec(node, "-cp", word)
+    finally:
+        shutil.rmtree(ship)
+    (app / "empty").mkdir()
+    toml.write_text(toml.read_text().replace("classes:", "empty:classes:"))
+    with pytest.raises(CampaignError, match="empty is an empty folder: nothing of it can be"):
+        load_campaign(toml)
 
 
 # --- inside the sandbox -----------------------------------------------------------------------

@@ -265,9 +265,12 @@ def _shipping(path: Path, root: Path, where: str, spec: ClientSpec, extra) -> di
     ship: dict[str, Path] = {}
     for name in spec.files:
         if name.endswith(FOLDER):   # a named folder travels as its files, at their places in it
-            folder = Path(name)
+            folder, inside = Path(name), folder_files(Path(name))
+            if not inside:   # it would not be there on a node: its word would name nothing
+                raise CampaignError(f"{path}: {where}: {folder} is an empty folder: nothing "
+                                    "of it can be shipped")
             ship.update({f"{shipped_name(folder, root)}/{rel}": (folder / rel).resolve()
-                         for rel in folder_files(folder)})
+                         for rel in inside})
         else:
             ship[shipped_name(Path(name), root)] = Path(name).resolve()
     files = [] if _is_system(spec.executable) else [spec.executable]
