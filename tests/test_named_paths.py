@@ -4,6 +4,7 @@ campaign ships; and honest clients whose program is a folder (a Java class path,
 package folder) graded through every fetch scenario."""
 
 import os
+import pwd
 import shutil
 import subprocess
 import tempfile
@@ -85,7 +86,7 @@ def test_a_named_folder_is_shown_itself_and_a_files_folder_only_where_it_may_be(
     ("/var/tmp", "/var/tmp is a folder every program shares"),
     (str(REPOSITORY), f"{REPOSITORY} is evlab's repository"),
     (str(REPOSITORY.parent), f"holds evlab's repository {REPOSITORY}"),
-    (os.path.expanduser("~"), "the home of the user evlab runs as"),
+    (pwd.getpwuid(os.geteuid()).pw_dir, "the home of the user evlab runs as"),
 ])
 def test_a_folder_holding_evlabs_own_or_everyones_is_refused_in_one_line(word, message):
     with pytest.raises(ClientSpecError, match=message) as e:
