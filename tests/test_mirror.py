@@ -119,10 +119,11 @@ RM_DUPFD = re.compile(r"invocation \d+: pid \d+ unlink '[^/']+': where is not kn
 
 
 @root_only
-def test_an_honest_bash_client_starting_a_process_per_file_passes_every_attempt(tmp_path):
+def test_an_honest_bash_client_starting_a_process_per_file_passes_cpu_budget(tmp_path):
     """#44: a shell's mirror (find, then cp --preserve=timestamps to a temporary name and mv,
     one process each per file: ~430 programs started in the first sync) is within cpu-budget:
-    starting programs is a shell's honest work."""
+    starting programs is a shell's honest work. Every other clause passes in every attempt but
+    writes-inside, inconclusive after its rm -rf of a folder (RM_DUPFD)."""
     doc = grade(f"/bin/bash {BASH_CLIENT} {{src}} {{dst}}", tmp_path, attempts=3,
                 task="mirror", timeout_s=60)
     for sc in doc["scenarios"]:
