@@ -585,8 +585,6 @@ assert os.waitpid(-1, 0)[1] == 0
 """
 
 
-@pytest.mark.xfail(strict=True, reason="#44: collector.bpf.c's fd_kind_of takes the parent's "
-                   "entry for the number (drop this mark with the fix)")
 def test_a_descriptor_the_parent_reused_after_the_fork_is_the_childs_own_file(
         collector, own_filesystem):
     """A child's inherited descriptor is what the file behind it is, not what the parent now
@@ -670,8 +668,6 @@ os.write(s.fileno(), b"y" * 1000)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="a descriptor closed by close_range(2) keeps its kind in "
-                   "collector.bpf.c's fd_kinds (drop this mark with the fix)")
 def test_a_number_closed_by_close_range_and_reused_is_its_new_file(collector, own_filesystem):
     """A target file closed by close_range(2), its number then a socket's: the socket's bytes
     are not the target's (the same misattribution as #44's, by another way to close)."""

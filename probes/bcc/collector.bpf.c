@@ -103,7 +103,6 @@ BPF_HASH(tasks, u32, struct task, 16384);
 struct launch { u32 inv; u32 slot; u64 base; };
 BPF_HASH(tracked, u32, struct launch, 8192);   // tid -> invocation: the tree's live tasks
 BPF_HASH(pending_exec, u32, struct launch, 1024);   // forked by the launcher, tracked from exec
-BPF_HASH(parent_of, u32, u32, 8192);      // tracked tgid -> tracked parent tgid (fd inheritance)
 
 // Counters of an invocation: one per-CPU array slot; ids are CTR_* (maxima merged by max),
 // CTR_FUNC_BASE + function slot, CTR_SYSCALL_BASE + syscall number. `slots` says which
@@ -131,7 +130,13 @@ BPF_ARRAY(slots, struct slot, INV_SLOTS);
 enum fd_kind { FD_OTHER = 0, FD_SOURCE = 1, FD_SOCKET = 2, FD_UNKNOWN = 3, FD_OWN = 4,
                FD_TARGET = 5, FD_ELSEWHERE = 6 };
 struct fdkey { u32 tgid; s32 fd; };
-BPF_HASH(fd_kinds, struct fdkey, u8, 65536);
+// An entry holds for the file it was made for only: a number closed without an event of ours
+// (close_range, close-on-exec) or another process's same number is another file (#44). The
+// file by its struct file and its inode: a freed struct file is soon another's (the slab hands
+// it out again), and both freed and taken again by files of the same kind is what it takes to
+// be wrong.
+struct fdkind { u64 file; u64 inode; u8 kind; };
+BPF_HASH(fd_kinds, struct fdkey, struct fdkind, 65536);
 BPF_ARRAY(fd_gen, u64, 1);                 // moves whenever fd_kinds does: task caches go stale
 
 BPF_PERCPU_ARRAY(softirq_since, u64, 1);   // a softirq running on a tracked task's time
@@ -351,30 +356,25 @@ static __always_inline u64 file_of_fd(s64 fd)
     return file;
 }
 
-// What kind of file is fd in tgid? A forked child inherits its parent's descriptors, so look
-// up the parent chain when the child has no entry of its own. A descriptor nobody in the tree
-// is known to have made (dup, fcntl F_DUPFD, SCM_RIGHTS, pidfd_getfd, inherited from outside,
-// reused after a close) is what the file behind it is: resolved once, then remembered.
+// What kind of file is fd in the current process (tgid): its entry while the descriptor still
+// holds the file the entry was made for, else what the file behind it is, resolved and then
+// remembered. Never another process's entry for the same number: a forked child's descriptor
+// is its parent's only until either closes it (rsync's generator closes its end of a socketpair
+// the receiver keeps and opens the target's folders under that number while the receiver
+// writes to its end: the file list was counted as written to the target, #44).
 static __always_inline u8 fd_kind_of(u32 inv, u32 tgid, s64 fd)
 {
     struct fdkey k = { .tgid = tgid, .fd = (s32)fd };
-#pragma unroll
-    for (int depth = 0; depth < 4; depth++) {
-        u8 *kind = fd_kinds.lookup(&k);
-        if (kind) {
-            if (*kind != FD_UNKNOWN)
-                return *kind;
-            break;
-        }
-        u32 *parent = parent_of.lookup(&k.tgid);
-        if (!parent)
-            break;
-        k.tgid = *parent;
-    }
-    u8 kind = kind_of_file(inv, file_of_fd(fd));
-    struct fdkey own = { .tgid = tgid, .fd = (s32)fd };
-    fd_kinds.update(&own, &kind);
-    return kind;
+    struct fdkind now = { .file = file_of_fd(fd) };
+    if (now.file)
+        bpf_probe_read_kernel(&now.inode, sizeof(now.inode), (void *)(now.file + FILE_INODE_OFF));
+    struct fdkind *known = fd_kinds.lookup(&k);
+    if (known && known->file == now.file && known->inode == now.inode
+        && known->kind != FD_UNKNOWN)
+        return known->kind;
+    now.kind = kind_of_file(inv, now.file);
+    fd_kinds.update(&k, &now);
+    return now.kind;
 }
 
 // The same, remembered by the task for the descriptor it used last (a read loop asks about
@@ -396,7 +396,10 @@ static __always_inline u8 fd_kind(struct task *t, s64 fd)
 static __always_inline void set_fd_kind(s64 fd, u8 kind)
 {
     struct fdkey k = { .tgid = bpf_get_current_pid_tgid() >> 32, .fd = (s32)fd };
-    fd_kinds.update(&k, &kind);
+    struct fdkind v = { .file = file_of_fd(fd), .kind = kind };
+    if (v.file)
+        bpf_probe_read_kernel(&v.inode, sizeof(v.inode), (void *)(v.file + FILE_INODE_OFF));
+    fd_kinds.update(&k, &v);
     fd_changed();
 }
 
@@ -1015,6 +1018,10 @@ static __always_inline void syscall_done(struct task *t, struct counters *c, str
         if (ret == 0)
             set_fd_kind(REG(regs, di), FD_UNKNOWN);
         return;
+    case __NR_close_range:     // numbers closed at once: each task's last answer goes stale
+        if (ret == 0)
+            fd_changed();
+        return;
     case __NR_connect:
         connected(t, c, regs, ret);
         return;
@@ -1132,7 +1139,6 @@ RAW_TRACEPOINT_PROBE(sched_process_fork)
                              .skip = SKIP_FORK };
         if (tasks.update(&child, &init) || track(child, &l))
             add(l.slot, l.inv, CTR_LOST_EVENTS, 1);   // the view is incomplete
-        parent_of.update(&child, &tgid);
         add(l.slot, l.inv, CTR_FORKS, 1);
         struct event *e = reserve(l.slot, l.inv);
         if (e) {
@@ -1309,8 +1315,7 @@ RAW_TRACEPOINT_PROBE(sched_process_exit)
             events.ringbuf_submit(e, 0);
         }
     }
-    // The pid may be reused by an unrelated process: forget it now. parent_of stays until
-    // the collector clears the invocation, so a still-running child can resolve fds.
+    // The pid may be reused by an unrelated process: forget it now.
     tracked.delete(&tid);
     return 0;
 }

@@ -263,7 +263,7 @@ class BccCollector:
         if len(self._bpf["tracked"]) == 0:
             # Nothing is tracked any more: forget descriptors, so that a later client that
             # gets a recycled pid does not inherit this one's source/socket descriptors.
-            self._forget(("fd_kinds", "parent_of"))
+            self._forget(("fd_kinds",))
         return final
 
     def _target_files(self, invocation: int) -> dict[int, int]:
@@ -351,7 +351,7 @@ class BccCollector:
 
 
 # What the kernel side holds for a session's invocations and their tasks (collector.bpf.c).
-_SESSION_TABLES = ("inv_config", "tasks", "tracked", "pending_exec", "parent_of", "fd_kinds",
+_SESSION_TABLES = ("inv_config", "tasks", "tracked", "pending_exec", "fd_kinds",
                    "live", "roots", "cg_inv", "egress_allow", "egress", "flows")
 
 
