@@ -2,6 +2,8 @@
 Decided by the socket hooks on the client's cgroup (every connect and datagram, whatever path
 produced it), with the connect() events, the decoys' records and the wire as cross-checks."""
 
+from dataclasses import dataclass, field
+
 from sessions.judging.judgement import ENVIRONMENT, PASS, Judgement, failed, seqs, unknown
 from sessions.judging.views import (
     LAB_HOST,
@@ -58,41 +60,58 @@ def _bad_egress(summary: EgressSummary,
             if flows or not all(map(probe_only, calls))}
 
 
-def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
-    allowed = (LAB_HOST, ev.started.endpoint_port)
-    bad, decoy_hits, syns, connects, lines, egress = [], [], [], [], [], []
-    untold = []   # connect()s that, without the socket layer, may have been address probes
+@dataclass
+class _Seen:
+    """What each view saw reach elsewhere than the endpoint, over a scenario's invocations."""
+
+    bad: list = field(default_factory=list)          # connect() events
+    decoys: list = field(default_factory=list)       # the decoys' connections
+    syns: list = field(default_factory=list)         # SYNs on the wire
+    lines: list = field(default_factory=list)        # the socket layer's, one line each
+    untold: list = field(default_factory=list)       # connect()s that may have been probes
+    connects: list = field(default_factory=list)     # every connect() event, cited on a pass
+    egress: list = field(default_factory=list)       # the socket layer's records, cited
+
+
+def _seen(ev: ScenarioEvidence) -> _Seen:
+    seen = _Seen()
     for inv in invocations(ev):
         ports = given_ports(ev, inv)
-        connects += inv.connects
-        egress += [inv.egress_summary, *inv.egress]
+        seen.connects += inv.connects
+        seen.egress += [inv.egress_summary, *inv.egress]
         probed = probed_only(inv)
         others = [c for c in inv.connects if c.address is not None
                   and not is_given(c.address, c.port, ports) and (c.address, c.port) not in probed]
-        decoy_hits += [r for r in inv.decoy if r.event == "connection_opened"]
+        seen.decoys += [r for r in inv.decoy if r.event == "connection_opened"]
         upstream = proxy_upstream_ports(inv)
-        inv_syns = [p for p in inv.packets if p.flags == "SYN" and p.dport not in ports
-                    and p.sport not in upstream]
-        syns += inv_syns
+        syns = [p for p in inv.packets if p.flags == "SYN" and p.dport not in ports
+                and p.sport not in upstream]
+        seen.syns += syns
         if inv.egress_summary is None:
             # connect() does not say whether the socket was a datagram one: only a SYN on the
             # wire makes it a contact
-            sent = {(p.dst, p.dport) for p in inv_syns}
-            untold += [c for c in others if (c.address, c.port) not in sent]
+            sent = {(p.dst, p.dport) for p in syns}
+            seen.untold += [c for c in others if (c.address, c.port) not in sent]
             others = [c for c in others if (c.address, c.port) in sent]
-        bad += others
-        if inv.egress_summary is not None:
-            lines += [f"invocation {inv.n}: {_egress_line(dest, *found)}"
-                      for dest, found in _bad_egress(inv.egress_summary, ports).items()]
-    if bad or decoy_hits or syns or lines:
-        where = sorted({f"{c.address}:{c.port}" for c in bad}
-                       | {f"{LAB_HOST}:{ev.started.decoy_port}" for _ in decoy_hits[:1]}
-                       | {f"{p.dst}:{p.dport}" for p in syns})
-        seen_by = [name for name, hits in (("socket layer", lines), ("connect()", bad),
-                                           ("decoy", decoy_hits), ("wire", syns)) if hits]
-        detail = "; ".join(lines) if lines else f"contacted {', '.join(where)}"
+        else:
+            seen.lines += [f"invocation {inv.n}: {_egress_line(dest, *found)}"
+                           for dest, found in _bad_egress(inv.egress_summary, ports).items()]
+        seen.bad += others
+    return seen
+
+
+def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+    allowed = (LAB_HOST, ev.started.endpoint_port)
+    seen = _seen(ev)
+    if seen.bad or seen.decoys or seen.syns or seen.lines:
+        where = sorted({f"{c.address}:{c.port}" for c in seen.bad}
+                       | {f"{LAB_HOST}:{ev.started.decoy_port}" for _ in seen.decoys[:1]}
+                       | {f"{p.dst}:{p.dport}" for p in seen.syns})
+        seen_by = [name for name, hits in (("socket layer", seen.lines), ("connect()", seen.bad),
+                                           ("decoy", seen.decoys), ("wire", seen.syns)) if hits]
+        detail = "; ".join(seen.lines) if seen.lines else f"contacted {', '.join(where)}"
         return failed(f"{detail} besides the {endpoint_name(ev)} (seen by {', '.join(seen_by)})",
-                      seqs(egress, bad, decoy_hits, syns))
+                      seqs(seen.egress, seen.bad, seen.decoys, seen.syns))
     invs = invocations(ev)
     wire_gaps = [why for why in map(wire_lost, invs) if why]
     if wire_gaps:
@@ -100,12 +119,13 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     finals = [inv.final for inv in invs]
     summaries = [inv.egress_summary for inv in invs]
     if not invs or any(s is None for s in summaries):
-        seen = (f"; connect() to {', '.join(sorted({_where(c.address, c.port) for c in untold}))}"
+        untold = sorted({_where(c.address, c.port) for c in seen.untold})
+        probes = (f"; connect() to {', '.join(untold)}"
                 " left nothing on the wire (a datagram socket's address probe, or a refused "
-                "attempt: connect() alone cannot tell)" if untold else "")
+                "attempt: connect() alone cannot tell)" if seen.untold else "")
         return unknown("no socket-layer view of the client's cgroup: datagrams sent without "
                        "connect() and io_uring connects would be invisible; the decoy and the "
-                       f"wire saw nothing{seen}", seqs(finals, untold), ENVIRONMENT)
+                       f"wire saw nothing{probes}", seqs(finals, seen.untold), ENVIRONMENT)
     # The socket hooks' totals are kept in the kernel: only destinations their tables could
     # not hold are missing (ring-buffer losses of other events do not matter here).
     lost = sum(f.counters.get("egress_lost", 0) for f in finals if f is not None)
@@ -115,20 +135,20 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
     watched = [s for s in summaries if s is not None]   # every one of them, as checked above
     for inv, summary in zip(invs, watched, strict=True):
         opened = len(inv.endpoint_events("connection_opened"))
-        seen = sum(c["calls"] for c in summary.calls
+        made = sum(c["calls"] for c in summary.calls
                    if c["kind"] == "connect" and not probe_only(c))
-        if opened > seen and not inv.proxy:
+        if opened > made and not inv.proxy:
             return unknown(f"invocation {inv.n}: the {endpoint_name(ev)} accepted {opened} "
                            f"connection(s) "
-                           f"but the client's cgroup made {seen} connect(s): the kernel view "
+                           f"but the client's cgroup made {made} connect(s): the kernel view "
                            "is incomplete", seqs([summary], inv.endpoint))
     total = sum(c["calls"] for s in watched for c in s.calls if not probe_only(c))
-    probes = sum(c["calls"] for s in watched for c in s.calls if probe_only(c))
+    probed = sum(c["calls"] for s in watched for c in s.calls if probe_only(c))
     sent = sum(f["bytes"] for s in watched for f in s.flows)
     calls = (f"all {total} socket call(s) with a destination went to {allowed[0]}:{allowed[1]}"
              f" ({sent:,} bytes)" if total
              else "no socket call with a destination")
-    if probes:
-        calls += f" (beside {probes} datagram connect(s) that sent nothing: address probes)"
+    if probed:
+        calls += f" (beside {probed} datagram connect(s) that sent nothing: address probes)"
     return Judgement(PASS, f"{calls}, seen at the socket layer of its cgroup; the decoy saw "
-                           "nothing", tuple(seqs(summaries, connects)))
+                           "nothing", tuple(seqs(summaries, seen.connects)))

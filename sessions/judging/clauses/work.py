@@ -109,17 +109,9 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         # the vCPU) and the scheduler's runtime plus a tick (probes/bcc/collector.bpf.c)
         stretch, start = seen["busy_max_ns"], seen["busy_start_max_ns"]
         cgroup = inv.boundary.cpu_ns if inv.boundary else None
-        if stretch > stretch_allowed:
-            return failed(f"invocation {inv.n}: ran {stretch / 1e6:.1f} ms on the CPU without a "
-                          f"syscall that makes progress (busy-waiting or repeated in-memory "
-                          f"work); allowed {stretch_allowed / 1e6:.1f} ms "
-                          f"({t.cpu_stretch_allowance_ns / 1e6:.0f} ms + one pass over the "
-                          f"source at {t.cpu_ns_per_byte} ns/byte{_paced(pace)})", evidence)
-        if start > startup_allowed:
-            return failed(f"invocation {inv.n}: ran {start / 1e6:.1f} ms on the CPU without a "
-                          f"syscall that makes progress before it opened the source "
-                          f"(busy-waiting); start-up may take "
-                          f"{startup_allowed / 1e6:.0f} ms{_paced(pace)}", evidence)
+        busy = _busy(inv.n, t, pace, (stretch, stretch_allowed), (start, startup_allowed))
+        if busy:
+            return failed(busy, evidence)
         waste = _wasted(inv, t, ev.started.source_size)
         if waste.startswith("invocation"):
             return failed(waste, evidence)
@@ -150,6 +142,22 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         return unknown("no invocation ran", failure_class="harness")
     return Judgement(PASS, f"no busy-waiting: {' / '.join(notes)}{_paced(pace)}",
                      tuple(evidence))
+
+
+def _busy(n: int, t: Thresholds, pace: float, stretch: tuple[float, float],
+          start: tuple[float, float]) -> str | None:
+    """Why the longest busy stretch, or the longest before the source was opened, is too long:
+    each (ns, allowed ns)."""
+    if stretch[0] > stretch[1]:
+        return (f"invocation {n}: ran {stretch[0] / 1e6:.1f} ms on the CPU without a syscall "
+                f"that makes progress (busy-waiting or repeated in-memory work); allowed "
+                f"{stretch[1] / 1e6:.1f} ms ({t.cpu_stretch_allowance_ns / 1e6:.0f} ms + one "
+                f"pass over the source at {t.cpu_ns_per_byte} ns/byte{_paced(pace)})")
+    if start[0] > start[1]:
+        return (f"invocation {n}: ran {start[0] / 1e6:.1f} ms on the CPU without a syscall that "
+                f"makes progress before it opened the source (busy-waiting); start-up may take "
+                f"{start[1] / 1e6:.0f} ms{_paced(pace)}")
+    return None
 
 
 def _unexplained(inv: InvocationEvidence, t: Thresholds, cgroup: int | None, oncpu: int) -> str:
