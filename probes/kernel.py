@@ -126,6 +126,9 @@ class EgressTotals:
     flows: tuple[dict, ...]   # protocol, address, port, packets, bytes, dropped, first/last_ns
 
 
+MOVES = ("chdir", "fchdir", "dup")   # file events that change where paths lead, not a file
+
+
 @dataclass(frozen=True)
 class FileEvent:
     t_ns: int
@@ -135,20 +138,21 @@ class FileEvent:
     comm: str
     op: str              # open, unlink, rmdir, rename, mkdir, truncate, chdir, fchdir, link,
                          # symlink, chmod, chown, utimes, setxattr, removexattr; by descriptor
-                         # (on the source's files only): fchmod ... fallocate (bcc/abi.py)
+                         # (on the source's files only): fchmod ... fallocate; dup: a
+                         # folder's descriptor copied (bcc/abi.py)
     path: str            # as the process passed it (relative paths are relative to dfd)
     flags: int = 0       # open flags (O_WRONLY, O_CREAT, ...)
     dfd: int = -100      # AT_FDCWD, or the directory fd of an *at() call
     old_path: str | None = None    # rename, link: the old name; symlink: the link's text
     old_dfd: int = -100            # rename, link: the directory fd old_path is relative to
-    fd: int | None = None          # open only: the descriptor it returned
+    fd: int | None = None          # open, dup: the descriptor it returned
     refused: int = 0               # not open: the errno the kernel refused the change with
 
     @property
     def writes(self) -> bool:
         """Does the operation change the file system (an open for writing counts, refused or
         not; any other change only when it was not refused)?"""
-        if self.op in ("chdir", "fchdir"):
+        if self.op in MOVES:
             return False
         if self.op != "open":
             return not self.refused

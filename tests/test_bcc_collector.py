@@ -674,3 +674,34 @@ def test_a_number_closed_by_close_range_and_reused_is_its_new_file(collector, ow
     final, _, _ = run(collector, ["/usr/bin/python3", "-c", CLOSED_BY_RANGE, own_filesystem],
                       target=own_filesystem)
     assert final.counters["target_write_bytes"] == 0
+
+
+DUPS = """
+import fcntl, os, sys
+folder = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+copy = fcntl.fcntl(folder, fcntl.F_DUPFD_CLOEXEC, 10)     # as rm -rf's fts does
+os.close(folder)
+open(os.path.join(sys.argv[1], "gone"), "w").close()
+os.unlink("gone", dir_fd=copy)
+plain = os.open(os.path.join(sys.argv[1], "kept"), os.O_WRONLY | os.O_CREAT)
+os.dup2(plain, 20)                                           # a file's copy: no event
+print(copy)
+"""
+
+
+def test_a_copy_of_a_folders_descriptor_is_a_file_event_a_files_is_not(collector,
+                                                                       own_filesystem):
+    """rm -rf unlinks a folder's names through an F_DUPFD copy of its descriptor: the copy is
+    a file event (old descriptor, new one), so the unlink's folder is known; a shell's many
+    dup2s of files and pipes send nothing."""
+    from probes.kernel import FileEvent
+    final, events, _ = run(collector, ["/usr/bin/python3", "-c", DUPS, own_filesystem],
+                           target=own_filesystem)
+    files = [e for e in events if isinstance(e, FileEvent)]
+    dups = [e for e in files if e.op == "dup"]
+    assert len(dups) == 1 and dups[0].fd == 10 and not dups[0].writes, dups
+    opened = next(e for e in files if e.op == "open" and e.path == str(own_filesystem))
+    assert dups[0].dfd == opened.fd
+    (unlink,) = [e for e in files if e.op == "unlink"]
+    assert (unlink.path, unlink.dfd) == ("gone", 10)
+    assert final.counters["lost_events"] == 0

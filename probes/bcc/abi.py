@@ -58,6 +58,9 @@ class FileOp(IntEnum):
     FREMOVEXATTR = 20
     FTRUNCATE = 21    # ftruncate, io_uring FTRUNCATE
     FALLOCATE = 22    # fallocate, io_uring FALLOCATE
+    # A copy of a folder's descriptor (dup, dup2, dup3, fcntl F_DUPFD*): dfd the old, its result
+    # the new, so that paths relative to the copy resolve (rm -rf unlinks through one)
+    DUP = 23
 
 
 class EgressKind(IntEnum):

@@ -263,6 +263,7 @@ static __always_inline struct event *reserve(u32 slot, u32 inv)
 #define S_IFSOCK_ 0140000
 #define S_IFREG_ 0100000
 #define S_IFIFO_ 0010000
+#define S_IFDIR_ 0040000
 #define TMPFS_MAGIC_ 0x01021994
 #define PROC_SUPER_MAGIC_ 0x9fa0
 
@@ -892,6 +893,24 @@ static __always_inline u64 mmsg_bytes(u64 vec, s64 count)
     return bytes;
 }
 
+// A descriptor copied: its kind, and a file event when it is a folder's (paths relative to the
+// copy resolve through it: rm -rf unlinks a folder's names through an F_DUPFD copy). Copies of
+// anything else (a shell's dup2 of pipes and files, many a command) send nothing.
+static __always_inline void duplicated(struct task *t, struct counters *c, s64 old, s64 fd)
+{
+    set_fd_kind(fd, fd_kind(t, old));
+    u64 file = file_of_fd(fd), inode = 0;
+    u16 mode = 0;
+    if (file)
+        bpf_probe_read_kernel(&inode, sizeof(inode), (void *)(file + FILE_INODE_OFF));
+    if (inode)
+        bpf_probe_read_kernel(&mode, sizeof(mode), (void *)(inode + INODE_MODE_OFF));
+    if ((mode & S_IFMT_) != S_IFDIR_)
+        return;
+    struct fileop f = { .dfd = (s32)old, .dfd2 = AT_FDCWD };
+    emit_file(t, c, &f, FOP_DUP, fd);
+}
+
 // What a tracked task's syscall did, from its result and its arguments (still in the saved
 // registers at exit). Only the syscalls below: every other one was just counted.
 static __always_inline void syscall_done(struct task *t, struct counters *c, struct slot *s,
@@ -1008,11 +1027,11 @@ static __always_inline void syscall_done(struct task *t, struct counters *c, str
         return;
     case __NR_dup: case __NR_dup2: case __NR_dup3:
         if (ret >= 0)
-            set_fd_kind(ret, fd_kind(t, REG(regs, di)));
+            duplicated(t, c, REG(regs, di), ret);
         return;
     case __NR_fcntl:           // F_DUPFD, F_DUPFD_CLOEXEC: a copy, as dup
         if (ret >= 0 && (REG(regs, si) == F_DUPFD || REG(regs, si) == F_DUPFD_CLOEXEC))
-            set_fd_kind(ret, fd_kind(t, REG(regs, di)));
+            duplicated(t, c, REG(regs, di), ret);
         return;
     case __NR_close:
         if (ret == 0)

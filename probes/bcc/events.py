@@ -47,7 +47,7 @@ def file_event(e) -> FileEvent:
         decoded(e.path), e.flags, e.dfd,
         decoded(e.path2) if e.op in (FileOp.RENAME, FileOp.LINK, FileOp.SYMLINK) else None,
         e.dfd2,
-        e.ret if e.op == FileOp.OPEN else None,
+        e.ret if e.op in (FileOp.OPEN, FileOp.DUP) else None,
         -e.ret if e.op != FileOp.OPEN and e.ret < 0 else 0)
 
 

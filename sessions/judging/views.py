@@ -11,6 +11,8 @@ from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 LAB_HOST = "127.0.0.1"   # where the lab's servers listen, in the lab's own network
 AT_FDCWD = -100
 PATH_READ_MAX = 255   # the BPF program reads at most this many bytes of a path (path[256])
+# File events that change where a process's paths lead, no file (FileObserved.writes is false)
+MOVES = ("chdir", "fchdir", "dup")
 # Metadata changes by descriptor: the kernel sends them only when the file behind the
 # descriptor is the source's (probes/bcc/abi.py FileOp), and they name no path
 SOURCE_BY_DESCRIPTOR = ("fchmod", "fchown", "futimes", "fsetxattr", "fremovexattr",
@@ -170,7 +172,8 @@ class Places:
         return os.path.normpath(os.path.join(base, path)) if base else None
 
     def apply(self, e: FileObserved) -> None:
-        """What a file event changes: a descriptor opened, the working directory changed."""
+        """What a file event changes: a descriptor opened or copied, the working directory
+        changed."""
         if e.op == "open" and e.fd is not None and e.fd >= 0:
             path = self.resolve(e.pid, e.path, e.dfd)
             if path:
@@ -179,6 +182,11 @@ class Places:
             self.cwd[e.pid] = self.resolve(e.pid, e.path, e.dfd)
         elif e.op == "fchdir":
             self.cwd[e.pid] = self.fds.get(e.pid, {}).get(e.dfd)
+        elif e.op == "dup" and e.fd is not None:   # a folder's descriptor copied
+            fds = self.fds.setdefault(e.pid, {})
+            fds.pop(e.fd, None)
+            if e.dfd in fds:
+                fds[e.fd] = fds[e.dfd]
 
 
 def resolved_files(inv: InvocationEvidence,
@@ -202,7 +210,7 @@ def resolved_files(inv: InvocationEvidence,
             if e.child_pid is not None:   # a child never named: no pid ever looks it up
                 places.fork(e.pid, e.child_pid)
             continue
-        if e.op not in ("chdir", "fchdir"):
+        if e.op not in MOVES:
             paths = [places.resolve(e.pid, e.path, e.dfd)]
             if e.op in ("rename", "link"):
                 paths.append(places.resolve(e.pid, e.old_path or "", e.old_dfd))
