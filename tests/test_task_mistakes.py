@@ -102,6 +102,9 @@ READ = [   # (edits, files removed, what the line says after "task.toml: ")
     ({"task.toml": ('[[figures]]', '[steps.later]\ncommand = ["python3"]\nargs = '
                                    '["{task}/../elsewhere.py"]\n\n[[figures]]')}, (),
      "steps.later.args: {task}/../elsewhere.py: outside the task's folder"),
+    ({"task.toml": ('command = ["python3"]\nargs = ["{task}/server.py"',
+                    'command = ["/usr/bin/pyhton3"]\nargs = ["{task}/server.py"')}, (),
+     "servers.kv.command: /usr/bin/pyhton3: no such program on this machine"),
 ]
 
 
@@ -142,6 +145,14 @@ def test_a_command_naming_a_file_of_the_folder_runs_it_by_its_path(tmp_path):
     (folder / "verify.py").chmod(0o755)
     verifier = load_task(folder).verifier
     assert verifier is not None and verifier.command == (str(folder / "verify.py"),)
+
+
+def test_a_command_naming_a_program_of_the_machine_by_its_path_is_taken(tmp_path):
+    """/usr/bin/python3 is the machine's, not a file the folder must hold."""
+    python = "/usr/bin/python3"
+    folder = kv(tmp_path, {"task.toml": ('command = ["python3"]\nargs = ["{task}/server.py"',
+                                         f'command = ["{python}"]\nargs = ["{{task}}/server.py"')})
+    assert load_task(folder).servers[0].program.command == (python,)
 
 
 @root_only

@@ -33,7 +33,10 @@ def mistake(folder: Path, module: str, command: tuple[str, ...],
         return None if _importable(module) else f"module: no module {module!r} in evlab"
     first = command[0]
     path = _in_folder(folder, first)
-    if path is not None:
+    if os.path.isabs(first):   # a program of the machine's (/usr/bin/python3)
+        if not os.access(first, os.X_OK) or not os.path.isfile(first):
+            return f"command: {first}: no such program on this machine"
+    elif path is not None:
         wrong = _not_runnable(folder, path)
         if wrong:
             return f"command: {first}: {wrong}"
@@ -49,8 +52,10 @@ def mistake(folder: Path, module: str, command: tuple[str, ...],
 
 
 def _in_folder(folder: Path, word: str) -> Path | None:
-    """The file a command's first word names in the folder (a path, or a name the folder
-    holds); None: a program on PATH."""
+    """The file a command's first word names in the folder (a relative path, or a name the
+    folder holds); None: a program on PATH, or the machine's by its absolute path."""
+    if os.path.isabs(word):
+        return None
     if "/" in word or (folder / word).exists():
         return (folder / word).resolve()
     return None
