@@ -27,11 +27,12 @@ HOME, SRC, OUT = "/w/run-1", "/w/inputs/src", "/w/outputs"
 LONG = "/w/outputs/" + "x" * 300   # past what the kernel reads of a path: not resolved
 
 
-def _evidence(files, outputs=OUT, counters=None) -> ScenarioEvidence:
+def _evidence(files, outputs=OUT, counters=None, scratch=("", ())) -> ScenarioEvidence:
     started = ScenarioStarted(0, "s", "/bin/client", "0" * 64, (), (), (), 0, 0, 0, "")
     ev = ScenarioEvidence(started, "bcc", "on", [])
     inv = ev.invocation(1)
-    inv.launched = ClientLaunched(0, "s", 1, 10, ("/bin/client",), HOME, SRC, (), outputs)
+    inv.launched = ClientLaunched(0, "s", 1, 10, ("/bin/client",), HOME, SRC, (), outputs,
+                                  *scratch)
     inv.processes = [ProcessObserved(1, "s", 1, "fork", 10, child_pid=11, seq=1)]
     inv.files = [FileObserved(t, "s", 1, pid, op, path, writes, dfd, old, seq=t)
                  for t, (pid, op, path, writes, dfd, old) in enumerate(files, start=2)]
@@ -86,6 +87,14 @@ def test_each_change_is_counted_where_its_path_resolved():
         (1, "work dir ops", ["1 open for writing · 1 rename"]),
         (1, "elsewhere ops", ["4 open for writing · 1 truncate · 1 unlink"]),
         (1, "unknown ops", ["1 open for writing · 1 truncate"])]
+
+
+def test_the_sandboxs_tmp_is_counted_with_the_working_directory():
+    """#44: in the sandbox /tmp is a folder of the client's home, as its working directory."""
+    (e,) = file_effects(_evidence(FILES, scratch=("/tmp", ("/w/inputs",))))
+    assert e.ops["cwd"] == {"open": 4, "rename": 1, "truncate": 1}
+    assert e.ops["elsewhere"] == {"unlink": 1, "open": 1}
+    assert e.elsewhere == ("/var/tmp/e4", "/etc/passwd")
 
 
 def test_without_an_outputs_folder_there_is_no_target_and_missing_evidence_is_not_zero():

@@ -172,13 +172,13 @@ def test_a_scenario_named_twice_runs_once():
 
 
 # --- risk findings and the cleanup gate's temp names, on synthetic evidence ---------------
-def _evidence(files=(), execs=(), own=()) -> ScenarioEvidence:
+def _evidence(files=(), execs=(), own=(), scratch=("", ())) -> ScenarioEvidence:
     started = ScenarioStarted(0, "normal@1", "/usr/bin/python3", "0" * 64, (), (), (), 4000,
                               4001, 524_288, "", attempt=1, base="normal")
     ev = ScenarioEvidence(started, "bcc", "on", [])
     inv = ev.invocation(1)
     inv.launched = ClientLaunched(0, "normal@1", 1, 10, ("/usr/bin/python3",), "/w/run-1",
-                                  "/w/source/source.bin", tuple(own))
+                                  "/w/source/source.bin", tuple(own), "", *scratch)
     inv.files = [FileObserved(0, "normal@1", 1, 10, op, path, writes, dfd, seq=i + 1)
                  for i, (op, path, writes, dfd) in enumerate(files)]
     inv.processes = [ProcessObserved(0, "normal@1", 1, "exec", pid, filename=name, seq=100 + i)
@@ -207,6 +207,19 @@ def test_risk_findings_resolve_paths_and_spare_the_commands_own_files():
         ("medium", "write-outside", "pid 10 open /tmp/elsewhere outside its working directory"),
         ("medium", "read", "pid 10 opened /etc/shadow"),
     }
+
+
+def test_writes_in_the_sandboxs_tmp_are_the_clients_own_but_not_what_is_shown_there():
+    """#44: the sandbox's /tmp is a folder of the client's home, judged as its working
+    directory; its inputs and program, bound read-only over it, are not its own."""
+    files = [("mkdir", "/tmp/hsperfdata_evlab-client", True, -100),
+             ("open", "/tmp/hsperfdata_evlab-client/10", True, -100),
+             ("open", "/tmp/evlab-client-1/home/inputs/x", True, -100),
+             ("open", "/dev/shm/x", True, -100)]
+    sandboxed = {f.detail.split()[3] for f in risk_findings(_evidence(
+        files, scratch=("/tmp", ("/tmp/evlab-client-1/home/inputs",))))}
+    assert sandboxed == {"/tmp/evlab-client-1/home/inputs/x", "/dev/shm/x"}
+    assert len(risk_findings(_evidence(files))) == 4   # no sandbox: the host's /tmp
 
 
 def test_exec_findings_grade_shells_above_programs_and_env_lowest():
@@ -350,7 +363,7 @@ def test_a_write_after_chdir_is_resolved_to_where_it_happened(tmp_path):
              for f in run["risk_findings"]}
     assert found == {(n, "medium", "write-outside", op) for n in (1, 2)
                      for op in ("open", "unlink")}
-    assert all("/tmp/evlab-chdir-write-" in f["detail"] for f in run["risk_findings"])
+    assert all("/dev/shm/evlab-chdir-write-" in f["detail"] for f in run["risk_findings"])
     assert run["risk_scan"]["complete"]
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from fixture.tree import changes
+from sessions.judging.views import counter
+from sessions.stream.evidence import EvidenceBook
 from tests.support import evlab_run, grade
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,13 +154,13 @@ def mirror_jar(tmp_path_factory) -> Path:
 @root_only
 def test_an_honest_java_client_run_as_a_jar_passes_every_clause(mirror_jar, tmp_path):
     """A JVM writes its own /proc/self/coredump_filter as it starts (two 4-byte writes): its
-    own settings, written nowhere; and it sets each copy's modification time on the target,
-    never on the source. Written from protocol.md alone, it passes every clause.
-    (-XX:-UsePerfData: without it the JVM makes /tmp/hsperfdata_USER, in the sandbox's
-    private /tmp, which writes-inside takes for a write outside: not decided yet, #44.)"""
+    own settings, written nowhere; it makes /tmp/hsperfdata_USER/PID (a folder and a file it
+    maps) in the sandbox's /tmp, its own (#44); and it sets each copy's modification time on
+    the target, never on the source. Written from protocol.md alone, it passes every clause."""
     java = shutil.which("java")
     assert java
-    doc = grade(f"{java} -XX:-UsePerfData -jar {mirror_jar} {{src}} {{dst}}", tmp_path,
+    book = EvidenceBook()
+    doc = grade(f"{java} -jar {mirror_jar} {{src}} {{dst}}", tmp_path, book=book,
                 attempts=1, task="mirror")
     assert _fails(doc) == {"first": set(), "older": set()}, [
         (v["id"], v["reason"]) for s in doc["scenarios"] for v in s["clauses"]
@@ -167,6 +169,10 @@ def test_an_honest_java_client_run_as_a_jar_passes_every_clause(mirror_jar, tmp_
     assert [(r["valid"], r["success"]) for r in runs] == [(True, True)] * len(runs)
     assert not [f for r in runs for f in r["risk_findings"]
                 if f["kind"] in ("write-outside", "source-write")]
+    # what was judged: the JVM's folder in /tmp was made in every invocation
+    assert all(any(f.op == "mkdir" and (f.path or "").startswith("/tmp/hsperfdata_")
+                   for f in inv.files)
+               for ev in book.scenarios.values() for inv in ev.invocations.values())
 
 
 EVASIONS = ROOT / "tests" / "clients" / "mirror_evasions.py"
@@ -174,7 +180,7 @@ EVASIONS = ROOT / "tests" / "clients" / "mirror_evasions.py"
 
 @root_only
 @pytest.mark.parametrize(("mode", "fails"), [
-    # the log's bytes land in /tmp through a link planted in the target (every name it used
+    # the log's bytes land in /dev/shm through a link planted in the target (every name it used
     # was under the target): the kernel counts them by the file they landed in
     ("symlink-out", {"writes-inside"}),
     # a changed file rewritten through a hard link of it, renamed over itself: by names a new
@@ -188,6 +194,33 @@ def test_a_mirror_client_evading_by_names_is_caught_by_the_files_written(mode, f
     assert _fails(doc) == {"first": fails, "older": fails}, [
         (v["id"], v["reason"]) for s in doc["scenarios"] for v in s["clauses"]
         if v["status"] == "fail"]
+
+
+@root_only
+@pytest.mark.parametrize(("where", "fails"), [("tmp", set()), ("shm", {"writes-inside"})])
+def test_notes_kept_in_the_sandboxs_tmp_are_the_clients_own_and_elsewhere_are_not(
+        where, fails, tmp_path):
+    """#44: an honest client that makes a folder and writes 16 KiB (write(2)) in /tmp, the
+    sandbox's /tmp of its own (a folder of its home bound there), writes nothing outside: by its
+    paths and by the kernel's count of bytes landing elsewhere (its home's filesystem is the
+    working directory's). The same notes in /dev/shm, the one other place the sandbox lets it
+    write (bubblewrap's /dev), are written outside the target and its working directory."""
+    book = EvidenceBook()
+    doc = grade(f"python3 {EVASIONS} {{src}} {{dst}} notes-in-{where}", tmp_path, book=book,
+                attempts=1, task="mirror")
+    assert _fails(doc) == {"first": fails, "older": fails}, [
+        (v["id"], v["reason"]) for s in doc["scenarios"] for v in s["clauses"]
+        if v["status"] not in ("pass", "not-applicable")]
+    prefix = {"tmp": "/tmp/mirror-notes-", "shm": "/dev/shm/mirror-notes-"}[where]
+    for ev in book.scenarios.values():
+        for inv in ev.invocations.values():
+            assert inv.launched is not None and inv.launched.scratch == "/tmp"
+            assert any(f.op == "mkdir" and (f.path or "").startswith(prefix) for f in inv.files)
+            elsewhere = counter(inv, "elsewhere_write_bytes")
+            assert (elsewhere == 0) if where == "tmp" else (elsewhere or 0) >= 16_384, elsewhere
+    findings = {f["kind"] for sc in doc["grade"]["scenarios"].values() for r in sc["runs"]
+                for f in r["risk_findings"]}
+    assert ("write-outside" in findings) == (where == "shm"), findings
 
 
 @root_only

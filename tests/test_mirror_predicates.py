@@ -19,11 +19,12 @@ HOME, SRC, OUT = "/w/run-1", "/w/inputs/src", "/w/outputs"
 T = Thresholds()
 
 
-def _evidence(files=(), elsewhere=0, records=(), maps=0, target_files=None) -> ScenarioEvidence:
+def _evidence(files=(), elsewhere=0, records=(), maps=0, target_files=None,
+              scratch=("", ())) -> ScenarioEvidence:
     started = ScenarioStarted(0, "s", "/bin/client", "0" * 64, (), (), (), 0, 0, 0, "")
     ev = ScenarioEvidence(started, "bcc", "on", [])
     inv = ev.invocation(1)
-    inv.launched = ClientLaunched(0, "s", 1, 10, ("/bin/client",), HOME, SRC, (), OUT)
+    inv.launched = ClientLaunched(0, "s", 1, 10, ("/bin/client",), HOME, SRC, (), OUT, *scratch)
     inv.processes = [ProcessObserved(1, "s", 1, "exec", 10, seq=1)]
     # (op, path, old[, writes: False when the kernel refused a change, dfd])
     inv.files = [FileObserved(t, "s", 1, 10, op, path, *(more or (True,)), old_path=old, seq=t)
@@ -50,6 +51,28 @@ def test_bytes_landing_outside_fail_writes_inside_whatever_names_were_used():
     assert writes_inside(_evidence(names), T).status == "pass"
     got = writes_inside(_evidence(names, elsewhere=4321), T)
     assert got.status == "fail" and "4,321 bytes" in got.reason
+
+
+SANDBOX_TMP = ("/tmp", ("/tmp/evlab-client-1/home/inputs", "/tmp/prog/client.py"))
+
+
+def test_the_sandboxs_tmp_is_the_clients_own_but_not_what_is_shown_read_only_there():
+    """#44: a JVM's /tmp/hsperfdata_USER/PID in the sandbox's /tmp (a folder of the client's
+    home) is written inside; the host's /tmp (no sandbox: an old record's, --no-sandbox) and
+    what the sandbox binds read-only over its /tmp (its inputs, a program kept in /tmp) are
+    not."""
+    jvm = [("mkdir", "/tmp/hsperfdata_evlab-client", None),
+           ("open", "/tmp/hsperfdata_evlab-client/42", None)]
+    assert writes_inside(_evidence(jvm, scratch=SANDBOX_TMP), T).status == "pass"
+    got = writes_inside(_evidence(jvm), T)
+    assert got.status == "fail" and "/tmp/hsperfdata_evlab-client outside" in got.reason
+    for shown in ("/tmp/evlab-client-1/home/inputs/x", "/tmp/prog/client.py"):
+        got = writes_inside(_evidence([("open", shown, None)], scratch=SANDBOX_TMP), T)
+        assert got.status == "fail" and "and its own /tmp" in got.reason, got.reason
+    launched = _evidence(scratch=SANDBOX_TMP).invocations[1].launched
+    assert launched is not None and launched.in_scratch("/tmp") and \
+        launched.in_scratch("/tmp/evlab-client-1/home/inputs2") and \
+        not launched.in_scratch("/tmpx") and not launched.in_scratch("/dev/shm/x")
 
 
 PRESENT = ("present", {"names": ["a", "b"], "inodes": [5, 6]})

@@ -2,7 +2,8 @@
 
     box = Sandbox.open(Limits(...))             # None + a Capability when it cannot be built
     home = box.make_home(path)                  # a size-limited tmpfs for its files
-    argv, fds = box.wrap(client_argv, cwd=..., source_dir=..., program_paths=[...])
+    scratch = box.workdir(home / "run-1.tmp")  # its own /tmp (a folder of the home)
+    argv = box.wrap(client_argv, cwd=..., source_dir=..., programs=[...], scratch=scratch)
 
 The launched chain is `sh` (joins the client's cgroup, see probes/boundary/cgroup.py) -> `prlimit`
 (open files, CPU seconds, no core dumps) -> `setpriv` (the unprivileged user made by
@@ -10,8 +11,10 @@ The launched chain is `sh` (joins the client's cgroup, see probes/boundary/cgrou
 user namespace with further user namespaces disabled, its own PID, IPC, UTS and cgroup
 namespaces, every capability dropped, a new session) -> the client. In its mount namespace the
 client sees the system's read-only directories, its program files read-only, its source
-directory read-only and its working directory — nothing of evlab's (session directory, store,
-records, fault files, outputs) exists there. bwrap resolves its binds as the sandbox user, so
+directory read-only, its working directory and a /tmp of its own: a folder of its home bound
+there (`scratch`), so what it keeps in /tmp is on its working directory's filesystem, within its
+disk limit, and judged as its working directory is — nothing of evlab's (session directory,
+store, records, fault files, outputs) exists there. bwrap resolves its binds as the sandbox user, so
 the program's files are first bind-mounted by root into the client's own (searchable) home
 (`stage`): a client in a directory only root may enter (a checkout under /root) still runs,
 at its own path. Only the files themselves must be readable by others (`unreadable`).
@@ -135,9 +138,10 @@ class Sandbox:
     # --- launching ---------------------------------------------------------------------------
     def wrap(self, argv: list[str], cwd: Path | None, source_dir: Path | None = None,
              programs: Iterable[tuple[Path, Path]] = (),
-             outputs: Path | None = None) -> list[str]:
+             outputs: Path | None = None, scratch: Path | None = None) -> list[str]:
         """The launch chain for argv; outputs: a folder the client writes, kept between its
-        invocations (a workdir of the home)."""
+        invocations (a workdir of the home); scratch: a workdir of the home shown as its /tmp
+        (None: an empty tmpfs of bubblewrap's)."""
         lim = self.limits
         box = [self.bwrap, *_BWRAP_NS, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         for d in SYSTEM_DIRS:
@@ -148,7 +152,8 @@ class Sandbox:
                 box += ["--symlink", os.readlink(d), d]
             elif os.path.isdir(d):
                 box += ["--ro-bind", d, d]
-        box += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        box += ["--proc", "/proc", "--dev", "/dev",
+                *(["--bind", str(scratch), "/tmp"] if scratch is not None else ["--tmpfs", "/tmp"])]
 
         for staged, original in programs:
             box += ["--ro-bind", str(staged), str(original)]

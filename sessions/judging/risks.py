@@ -3,7 +3,8 @@
 Reported with a severity, never as pass/fail: a finding is a question for the reviewer, not a
 verdict. Relative and *at() paths are resolved against where the process was (its launch
 directory, inherited at fork, changed by chdir/fchdir) and the directories its descriptors were
-opened on; "outside" means outside the launch directory.
+opened on; "outside" means outside the launch directory, its task's outputs folder and, in the
+sandbox, its own /tmp (a folder of its home, as its working directory is).
 """
 
 import os
@@ -65,13 +66,13 @@ def _exec_findings(inv: InvocationEvidence) -> list[Finding]:
 
 
 def _file_findings(inv: InvocationEvidence, launched: ClientLaunched) -> list[Finding]:
-    home, source = launched.cwd, os.path.normpath(launched.source)
+    source = os.path.normpath(launched.source)
     own = _own_dirs(launched)
     out = []
     for e, paths in resolved_files(inv, launched):
         for (raw, dfd), path in zip([(e.path, e.dfd), (e.old_path or "", e.old_dfd)], paths,
                                     strict=False):
-            finding = _file_finding(e, path, raw, dfd, (home, launched.outputs), source, own)
+            finding = _file_finding(e, path, raw, dfd, launched, source, own)
             if finding is not None:
                 severity, kind, detail = finding
                 if e.op == "open" and e.fd is not None and e.fd < 0:
@@ -91,9 +92,11 @@ def _own_setting(path: str, pid: int) -> bool:
     return m is not None and m.group(1) in ("self", "thread-self", str(pid))
 
 
-def _file_finding(f, path, raw, dfd, given, source, own) -> tuple[str, str, str] | None:
+def _file_finding(f, path, raw, dfd, launched: ClientLaunched, source,
+                  own) -> tuple[str, str, str] | None:
     """(severity, kind, detail) for one path of one file operation, or None if unremarkable;
-    given: the client's own places (its working directory, its task's outputs folder)."""
+    the client's own places: its working directory, its task's outputs folder, its own /tmp
+    in the sandbox."""
     if f.op in SOURCE_BY_DESCRIPTOR:   # the kernel's view of the file behind the descriptor
         return "high", "source-write", f"pid {f.pid} {f.op} of a source file, by descriptor"
     if path is None:
@@ -104,7 +107,8 @@ def _file_finding(f, path, raw, dfd, given, source, own) -> tuple[str, str, str]
     if _under(path, source):   # the source file, or any file of a source tree
         return ("high", "source-write", f"pid {f.pid} {f.op} of the source file for writing") \
             if f.writes else None
-    if (any(_under(path, place) for place in given if place) or path in HARMLESS_DEVICES
+    if (any(_under(path, place) for place in (launched.cwd, launched.outputs) if place)
+            or launched.in_scratch(path) or path in HARMLESS_DEVICES
             or path.startswith("/dev/pts/") or _own_setting(path, f.pid)):
         return None
     if f.writes:

@@ -5,6 +5,7 @@
     home = boundary.make_home(client_home)       # what the client may see (a tmpfs in the sandbox)
     cwd = boundary.workdir(home / "run-1")
     argv = boundary.enter(collector, inv, scenario, argv, cwd, source_dir, port)
+    scratch, read_only = boundary.scratch(inv, scenario, source_dir)   # its own /tmp, if any
     boundary.tasks(collector, inv)               # its tree, and whatever is in its cgroup
     events = boundary.leave(collector, scenario_id, n, inv, home)   # then the cgroup is gone
     net = boundary.network(label)                # the attempt's own network (or the host's)
@@ -17,6 +18,7 @@ probes/boundary/sandbox.py (bubblewrap as the unprivileged user) and probes/boun
 import dataclasses
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -58,6 +60,7 @@ class Boundary:
         # State is kept per invocation and scenario, so that attempts can run at once.
         self._cgroups: dict[int, ClientCgroup] = {}          # invocation -> its cgroup
         self._programs: dict[str, list[tuple[Path, Path]]] = {}   # scenario -> staged files
+        self._scratch: dict[int, Path] = {}                  # invocation -> its /tmp's folder
 
     @classmethod
     def open(cls, options, layout: Layout | None = None) -> "Boundary":
@@ -123,12 +126,14 @@ class Boundary:
         """A fresh cgroup (limits, accounting, egress hooks), the attempt's network and the
         sandbox around the client: the argv that launches it inside all three. behind: the
         endpoint's own port while a fault proxy (at `port`) stands in front of it, refused to
-        the client."""
+        the client. In the sandbox its /tmp is a fresh folder beside cwd, in its home: on its
+        working directory's filesystem, within its disk limit, removed when it leaves."""
         lim = self.options.limits
         launch = argv
         if self.sandbox is not None:
+            scratch = self._scratch[inv] = self.sandbox.workdir(cwd.with_name(f"{cwd.name}.tmp"))
             launch = self.sandbox.wrap(argv, cwd, source_dir, self._programs.get(s.id, []),
-                                       outputs)
+                                       outputs, scratch)
         launch = [*network.argv(), *launch]   # entered as root, before the sandbox drops it
         if self.layout.capability() is None:
             confined = self.sandbox is not None
@@ -139,6 +144,15 @@ class Boundary:
                                    self.options.deny_egress or s.deny_egress,
                                    [(HOST, behind)] if behind is not None else [])
         return launch
+
+    def scratch(self, inv: int, s: Scenario, source_dir: Path) -> tuple[str, tuple[str, ...]]:
+        """The invocation's own /tmp as it sees it ("": none, the host's is all it has) and
+        what the sandbox shows read-only there, never its own (its inputs, its program's
+        files: evlab's client homes are in the host's /tmp, and a program may be)."""
+        if inv not in self._scratch:
+            return "", ()
+        shown = {str(original) for _, original in self._programs.get(s.id, [])}
+        return "/tmp", tuple(sorted(shown | {str(source_dir)}))
 
     def tasks(self, collector: Collector, inv: int) -> list[int] | None:
         """Tasks of the invocation still running: the kernel's view of its tree, and whatever
@@ -161,6 +175,7 @@ class Boundary:
         and remove it: nothing of the invocation outlives it."""
         cg = self._cgroups.get(inv)
         if cg is None:
+            self.abandon(collector, inv)
             return []
         try:
             hits = cg.limit_hits()
@@ -178,7 +193,11 @@ class Boundary:
             self.abandon(collector, inv)
 
     def abandon(self, collector: Collector, inv: int) -> None:
-        """Unwatch, kill and remove an invocation's cgroup (teardown, interrupts)."""
+        """Unwatch, kill and remove an invocation's cgroup (teardown, interrupts), and its /tmp
+        (its tasks are gone: the sandbox's pid namespace ended with the client)."""
+        scratch = self._scratch.pop(inv, None)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)   # by descriptors: no link is followed
         cg = self._cgroups.pop(inv, None)
         if cg is not None:
             try:

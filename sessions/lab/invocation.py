@@ -84,9 +84,10 @@ class Invocation:
                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                           stdin=subprocess.DEVNULL, env=_client_env(s, cwd))
         self.client, self.pid = proc, proc.pid
+        scratch, read_only = parts.boundary.scratch(self.id, s, inputs)
         parts.stream.publish(ClientLaunched(self._started, s.id, self.n, proc.pid, tuple(argv),
                                             str(cwd), str(source or ""), s.own_files,
-                                            str(outputs or "")))
+                                            str(outputs or ""), scratch, read_only))
         self._claims = threading.Thread(target=self._read_claims, args=(proc.stdout,),
                                         daemon=True)
         self._claims.start()

@@ -1,8 +1,8 @@
 """A mirror client that syncs honestly but for one evasion, each past a way the judge once
-looked (tests/test_mirror.py):
+looked, or one place it keeps notes in (tests/test_mirror.py):
 
   symlink-out      a log of what it copied is written through a symbolic link it plants in the
-                   target, leading to /tmp, and removed again: every name it used is under the
+                   target, leading to /dev/shm, and removed again: every name it used is under the
                    target, but the bytes land outside it
   hardlink-inplace a changed file is rewritten through a hard link of it made under a
                    temporary name, then renamed over itself: by names, a new file moved into
@@ -11,6 +11,9 @@ looked (tests/test_mirror.py):
                    read-only filesystem refuses it; nothing in the tree differs), by HOW:
                    chmod, fchmod (a descriptor), chown, utime, setxattr, removexattr, truncate,
                    ftruncate, fallocate (a descriptor)
+  notes-in-DIR     honest, and keeps notes in DIR (tmp: /tmp, the sandbox's own for it; shm:
+                   /dev/shm): a folder made there (tempfile.mkdtemp) and 16 KiB written to a
+                   file in it with write(2), left there
 
     python3 mirror_evasions.py SRC DST MODE
 """
@@ -18,6 +21,7 @@ looked (tests/test_mirror.py):
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 
@@ -86,6 +90,15 @@ def touch_source(src: Path, how: str) -> None:
     os.close(fd)
 
 
+def keep_notes(where: str, copied: list[str]) -> None:
+    folder = tempfile.mkdtemp(prefix="mirror-notes-", dir=where)
+    fd = os.open(os.path.join(folder, "copied"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    notes = ("\n".join(copied) + "\n").encode().ljust(16_384, b"#")
+    while notes:
+        notes = notes[os.write(fd, notes):]
+    os.close(fd)
+
+
 def main() -> int:
     src, dst, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
     if mode.startswith("meta-"):
@@ -93,9 +106,11 @@ def main() -> int:
     copied = sync(src, dst, mode)
     if mode == "symlink-out" and copied:
         planted = dst / ".sync-log"
-        os.symlink("/tmp/sync-log", planted)
+        os.symlink("/dev/shm/sync-log", planted)
         planted.write_text("\n".join(copied) + "\n")
         planted.unlink()
+    if mode.startswith("notes-in-"):   # TMPDIR is its working directory: DIR named
+        keep_notes({"tmp": "/tmp", "shm": "/dev/shm"}[mode[len("notes-in-"):]], copied)
     print('{"claim": "completed"}')
     return 0
 
