@@ -81,7 +81,7 @@ def sweep_stale(tmp: Path | None = None) -> list[str]:
                 try:
                     os.kill(proc.info["pid"], signal.SIGKILL)
                     cleaned.append(f"killed pid {proc.info['pid']} left running from {path}")
-                except ProcessLookupError:
+                except (ProcessLookupError, PermissionError):   # gone, or not ours to kill
                     pass
         unmount_under(path)   # a sandboxed client's tmpfs home
         shutil.rmtree(path, ignore_errors=True)

@@ -162,7 +162,10 @@ def sweep_stale() -> list[str]:
     cleaned = []
     for name in names:
         if not owner_alive(name[len(PREFIX):]):
-            _unmount(RUN_DIR / name)
+            try:
+                _unmount(RUN_DIR / name)
+            except OSError:   # not ours to remove (evlab without root), or already gone
+                continue
             cleaned.append(f"removed stale lab network {RUN_DIR / name}")
     return cleaned
 

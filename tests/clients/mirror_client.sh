@@ -10,15 +10,22 @@ failed=0
 # name -> "TYPE SIZE MTIME" (TYPE as find's %y), and a link's target apart
 declare -A have want have_link want_link
 
+# find's listings go through files in the working directory, not `< <(find)`: `wait $!` on a
+# process substitution that bash has already reaped says 127 now and then, a failure that
+# never was
+listing=.mirror-listing.$$
+trap 'rm -f -- "$listing"' EXIT
+
 list() {   # list TREE MAP LINKS: fill the maps from one find over TREE
     local -n kinds=$2 targets=$3
     local rel kind stamp link
+    find "$1" -mindepth 1 -printf '%P\0%y\0%s %T@\0%l\0' > "$listing" || return 1
     while IFS= read -r -d '' rel && IFS= read -r -d '' kind && IFS= read -r -d '' stamp \
             && IFS= read -r -d '' link; do
         kinds[$rel]="$kind $stamp"
         [[ $kind == l ]] && targets[$rel]=$link
-    done < <(find "$1" -mindepth 1 -printf '%P\0%y\0%s %T@\0%l\0')
-    wait "$!"   # find's own status
+    done < "$listing"
+    return 0
 }
 
 temp_for() {   # tmp: a temporary name beside the target's NAME, in its folder (set, not
@@ -45,6 +52,7 @@ for rel in "${gone[@]}"; do
 done
 
 # 2. the source's names in find's order (a folder before what it holds): made or copied
+find "$src" -mindepth 1 -printf '%P\0' > "$listing" || failed=1
 while IFS= read -r -d '' rel; do
     kind=${want[$rel]%% *}
     case $kind in
@@ -72,8 +80,7 @@ while IFS= read -r -d '' rel; do
         fi
         ;;
     esac
-done < <(find "$src" -mindepth 1 -printf '%P\0')
-wait "$!" || failed=1
+done < "$listing"
 
 if ((failed)); then
     echo "mirror: not every change could be made" >&2
