@@ -137,7 +137,13 @@ def test_an_honest_node_client_from_the_document_alone_passes_every_attempt(tmp_
     own (no write-outside finding)."""
     node = shutil.which("node")
     assert node, "make setup installs Node.js"
-    doc = grade(f"{node} {NODE_CLIENT} {{url}} {{out}}", tmp_path, attempts=3, task="fetch")
+    every_attempt_succeeds(grade(f"{node} {NODE_CLIENT} {{url}} {{out}}", tmp_path, attempts=3,
+                                 task="fetch"))
+
+
+def every_attempt_succeeds(doc: dict) -> None:
+    """3 attempts of every grade scenario, each valid and a success, with no write-outside
+    finding (its writes in the outputs folder its task gave it are its own)."""
     scenarios = doc["grade"]["scenarios"]
     assert set(scenarios) == set(SCENARIOS)
     for name, sc in scenarios.items():
@@ -189,20 +195,13 @@ def test_an_honest_tcl_client_from_the_document_alone_passes_every_attempt(tmp_p
     tclsh = shutil.which("tclsh")
     assert tclsh, "tclsh (Tcl 8.6) is installed"
     doc = grade(f"{tclsh} {TCL_CLIENT} {{url}} {{out}}", tmp_path, attempts=3, task="fetch")
-    scenarios = doc["grade"]["scenarios"]
-    assert set(scenarios) == set(SCENARIOS)
-    for name, sc in scenarios.items():
-        assert [(r["valid"], r["success"]) for r in sc["runs"]] == [(True, True)] * 3, (
-            name, [(r["reason"], [c for c, v in r["clauses"].items() if v == "fail"])
-                   for r in sc["runs"]])
+    every_attempt_succeeds(doc)
+    for name, sc in doc["grade"]["scenarios"].items():
         for r in sc["runs"]:
             assert set(r["clauses"].values()) <= {"pass", "not-applicable"}, (name, r["clauses"])
             assert r["clauses"]["destination-only"] == "pass", (name, r["clauses"])
             gates = {g["status"] for g in r["gates"].values()}
             assert "pass" in gates and gates <= {"pass", "not-applicable"}, (name, r["gates"])
-        outside = [f for r in sc["runs"] for f in r["risk_findings"]
-                   if f["kind"] == "write-outside"]
-        assert not outside, outside
     judged = doc["scenarios"]
     assert len(judged) == 3 * len(SCENARIOS)
     for sc in judged:
