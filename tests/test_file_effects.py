@@ -27,7 +27,7 @@ HOME, SRC, OUT = "/w/run-1", "/w/inputs/src", "/w/outputs"
 LONG = "/w/outputs/" + "x" * 300   # past what the kernel reads of a path: not resolved
 
 
-def _evidence(files, outputs=OUT, counters=None, scratch=("", ())) -> ScenarioEvidence:
+def _evidence(files, outputs=OUT, counters=None, scratch=((), ())) -> ScenarioEvidence:
     started = ScenarioStarted(0, "s", "/bin/client", "0" * 64, (), (), (), 0, 0, 0, "")
     ev = ScenarioEvidence(started, "bcc", "on", [])
     inv = ev.invocation(1)
@@ -89,12 +89,18 @@ def test_each_change_is_counted_where_its_path_resolved():
         (1, "unknown ops", ["1 open for writing · 1 truncate"])]
 
 
-def test_the_sandboxs_tmp_is_counted_with_the_working_directory():
-    """#44: in the sandbox /tmp is a folder of the client's home, as its working directory."""
-    (e,) = file_effects(_evidence(FILES, scratch=("/tmp", ("/w/inputs",))))
-    assert e.ops["cwd"] == {"open": 4, "rename": 1, "truncate": 1}
-    assert e.ops["elsewhere"] == {"unlink": 1, "open": 1}
-    assert e.elsewhere == ("/var/tmp/e4", "/etc/passwd")
+def test_the_sandboxs_tmp_and_shm_are_counted_with_the_working_directory():
+    """#44: in the sandbox /tmp and /dev/shm are folders of the client's home, as its working
+    directory; its root is not."""
+    shm = [(10, "open", "/dev/shm/sem.mp-1", True, -100, None),
+           (10, "unlink", "/dev/shm/sem.mp-1", True, -100, None),
+           (10, "mkdir", "/outside", True, -100, None)]
+    (e,) = file_effects(_evidence(FILES + shm, scratch=(("/tmp", "/dev/shm"), ("/w/inputs",))))
+    assert e.ops["cwd"] == {"open": 5, "rename": 1, "truncate": 1, "unlink": 1}
+    assert e.ops["elsewhere"] == {"unlink": 1, "open": 1, "mkdir": 1}
+    assert e.elsewhere == ("/var/tmp/e4", "/etc/passwd", "/outside")
+    (e,) = file_effects(_evidence(shm))   # no sandbox: the host's /dev/shm is elsewhere
+    assert e.ops["elsewhere"] == {"open": 1, "unlink": 1, "mkdir": 1}
 
 
 def test_without_an_outputs_folder_there_is_no_target_and_missing_evidence_is_not_zero():

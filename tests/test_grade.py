@@ -172,7 +172,7 @@ def test_a_scenario_named_twice_runs_once():
 
 
 # --- risk findings and the cleanup gate's temp names, on synthetic evidence ---------------
-def _evidence(files=(), execs=(), own=(), scratch=("", ())) -> ScenarioEvidence:
+def _evidence(files=(), execs=(), own=(), scratch=((), ())) -> ScenarioEvidence:
     started = ScenarioStarted(0, "normal@1", "/usr/bin/python3", "0" * 64, (), (), (), 4000,
                               4001, 524_288, "", attempt=1, base="normal")
     ev = ScenarioEvidence(started, "bcc", "on", [])
@@ -209,17 +209,20 @@ def test_risk_findings_resolve_paths_and_spare_the_commands_own_files():
     }
 
 
-def test_writes_in_the_sandboxs_tmp_are_the_clients_own_but_not_what_is_shown_there():
-    """#44: the sandbox's /tmp is a folder of the client's home, judged as its working
-    directory; its inputs and program, bound read-only over it, are not its own."""
+def test_writes_in_the_sandboxs_tmp_and_shm_are_the_clients_own_but_not_what_is_shown_there():
+    """#44: the sandbox's /tmp and /dev/shm are folders of the client's home, judged as its
+    working directory; its inputs and program, bound read-only over them, are not its own, nor
+    is its root (bubblewrap's tmpfs)."""
     files = [("mkdir", "/tmp/hsperfdata_evlab-client", True, -100),
              ("open", "/tmp/hsperfdata_evlab-client/10", True, -100),
              ("open", "/tmp/evlab-client-1/home/inputs/x", True, -100),
-             ("open", "/dev/shm/x", True, -100)]
+             ("open", "/dev/shm/sem.mp-1", True, -100),
+             ("open", "/outside/x", True, -100)]
     sandboxed = {f.detail.split()[3] for f in risk_findings(_evidence(
-        files, scratch=("/tmp", ("/tmp/evlab-client-1/home/inputs",))))}
-    assert sandboxed == {"/tmp/evlab-client-1/home/inputs/x", "/dev/shm/x"}
-    assert len(risk_findings(_evidence(files))) == 4   # no sandbox: the host's /tmp
+        files, scratch=(("/tmp", "/dev/shm"), ("/tmp/evlab-client-1/home/inputs",))))}
+    assert sandboxed == {"/tmp/evlab-client-1/home/inputs/x", "/outside/x"}
+    host = {(f.severity, f.detail.split()[3]) for f in risk_findings(_evidence(files))}
+    assert len(host) == 5 and ("low", "/dev/shm/sem.mp-1") in host   # the host's /tmp, /dev/shm
 
 
 def test_exec_findings_grade_shells_above_programs_and_env_lowest():
@@ -362,8 +365,11 @@ def test_a_write_after_chdir_is_resolved_to_where_it_happened(tmp_path):
     found = {(f["invocation"], f["severity"], f["kind"], f["detail"].split(" ", 3)[2])
              for f in run["risk_findings"]}
     assert found == {(n, "medium", "write-outside", op) for n in (1, 2)
-                     for op in ("open", "unlink")}
-    assert all("/dev/shm/evlab-chdir-write-" in f["detail"] for f in run["risk_findings"])
+                     for op in ("mkdir", "open", "unlink")}
+    # the relative name, resolved where chdir took it: /outside, a folder it made at the root
+    paths = {(f["detail"].split()[2], f["detail"].split()[3]) for f in run["risk_findings"]}
+    assert all(path == "/outside" if op == "mkdir" else
+               path.startswith("/outside/evlab-chdir-write-") for op, path in paths), paths
     assert run["risk_scan"]["complete"]
 
 

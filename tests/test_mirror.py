@@ -180,8 +180,8 @@ EVASIONS = ROOT / "tests" / "clients" / "mirror_evasions.py"
 
 @root_only
 @pytest.mark.parametrize(("mode", "fails"), [
-    # the log's bytes land in /dev/shm through a link planted in the target (every name it used
-    # was under the target): the kernel counts them by the file they landed in
+    # the log's bytes land at the sandbox's root through a link planted in the target (every
+    # name it used was under the target): the kernel counts them by the file they landed in
     ("symlink-out", {"writes-inside"}),
     # a changed file rewritten through a hard link of it, renamed over itself: by names a new
     # file moved into place, but the write landed in the inode the target held
@@ -194,33 +194,65 @@ def test_a_mirror_client_evading_by_names_is_caught_by_the_files_written(mode, f
     assert _fails(doc) == {"first": fails, "older": fails}, [
         (v["id"], v["reason"]) for s in doc["scenarios"] for v in s["clauses"]
         if v["status"] == "fail"]
+    if mode == "symlink-out":   # by the bytes, never by a name
+        assert all("bytes to files on none of" in v["reason"] for s in doc["scenarios"]
+                   for v in s["clauses"] if v["status"] == "fail"), doc["scenarios"]
+
+
+def _scratch_invocations(book: EvidenceBook):
+    """Every invocation the book holds, each launched with its own /tmp and /dev/shm."""
+    invs = [inv for ev in book.scenarios.values() for inv in ev.invocations.values()]
+    assert invs and all(inv.launched is not None and inv.launched.scratch == ("/tmp", "/dev/shm")
+                        for inv in invs)
+    return invs
+
+
+def _write_outside_found(doc: dict) -> bool:
+    return "write-outside" in {f["kind"] for sc in doc["grade"]["scenarios"].values()
+                               for r in sc["runs"] for f in r["risk_findings"]}
 
 
 @root_only
-@pytest.mark.parametrize(("where", "fails"), [("tmp", set()), ("shm", {"writes-inside"})])
-def test_notes_kept_in_the_sandboxs_tmp_are_the_clients_own_and_elsewhere_are_not(
+@pytest.mark.parametrize(("where", "fails"), [
+    ("tmp", set()), ("shm", set()), ("outside", {"writes-inside"})])
+def test_notes_kept_in_the_sandboxs_tmp_and_shm_are_the_clients_own_and_elsewhere_are_not(
         where, fails, tmp_path):
-    """#44: an honest client that makes a folder and writes 16 KiB (write(2)) in /tmp, the
-    sandbox's /tmp of its own (a folder of its home bound there), writes nothing outside: by its
-    paths and by the kernel's count of bytes landing elsewhere (its home's filesystem is the
-    working directory's). The same notes in /dev/shm, the one other place the sandbox lets it
-    write (bubblewrap's /dev), are written outside the target and its working directory."""
+    """#44: an honest client that makes a folder and writes 16 KiB (write(2)) in /tmp or
+    /dev/shm, the sandbox's own for it (folders of its home bound there), writes nothing
+    outside: by its paths and by the kernel's count of bytes landing elsewhere (its home's
+    filesystem is the working directory's). The same notes in /outside, a folder made at the
+    sandbox's root (bubblewrap's own tmpfs), are written outside the target and its working
+    directory."""
     book = EvidenceBook()
     doc = grade(f"python3 {EVASIONS} {{src}} {{dst}} notes-in-{where}", tmp_path, book=book,
                 attempts=1, task="mirror")
     assert _fails(doc) == {"first": fails, "older": fails}, [
         (v["id"], v["reason"]) for s in doc["scenarios"] for v in s["clauses"]
         if v["status"] not in ("pass", "not-applicable")]
-    prefix = {"tmp": "/tmp/mirror-notes-", "shm": "/dev/shm/mirror-notes-"}[where]
-    for ev in book.scenarios.values():
-        for inv in ev.invocations.values():
-            assert inv.launched is not None and inv.launched.scratch == "/tmp"
-            assert any(f.op == "mkdir" and (f.path or "").startswith(prefix) for f in inv.files)
-            elsewhere = counter(inv, "elsewhere_write_bytes")
-            assert (elsewhere == 0) if where == "tmp" else (elsewhere or 0) >= 16_384, elsewhere
-    findings = {f["kind"] for sc in doc["grade"]["scenarios"].values() for r in sc["runs"]
-                for f in r["risk_findings"]}
-    assert ("write-outside" in findings) == (where == "shm"), findings
+    prefix = {"tmp": "/tmp/", "shm": "/dev/shm/", "outside": "/outside/"}[where]
+    for inv in _scratch_invocations(book):
+        assert any(f.op == "mkdir" and (f.path or "").startswith(prefix + "mirror-notes-")
+                   for f in inv.files)
+        elsewhere = counter(inv, "elsewhere_write_bytes")
+        assert (elsewhere == 0) if not fails else (elsewhere or 0) >= 16_384, elsewhere
+    assert _write_outside_found(doc) == bool(fails)
+
+
+@root_only
+def test_an_honest_client_copying_in_a_multiprocessing_pool_passes_every_clause(tmp_path):
+    """#44: Python's multiprocessing makes its locks with sem_open: files /dev/shm/sem.*, made
+    and unlinked again in the sandbox's /dev/shm, its own (a folder of its home, as its
+    /tmp): a runtime's housekeeping, private to the sandbox, written nowhere else."""
+    book = EvidenceBook()
+    doc = grade(f"python3 {EVASIONS} {{src}} {{dst}} pool", tmp_path, book=book, attempts=1,
+                task="mirror")
+    assert _fails(doc) == {"first": set(), "older": set()}, [
+        (v["id"], v["reason"]) for s in doc["scenarios"] for v in s["clauses"]
+        if v["status"] not in ("pass", "not-applicable")]
+    for inv in _scratch_invocations(book):   # what was judged: the semaphores were made
+        assert any(f.writes and (f.path or "").startswith("/dev/shm/sem.") for f in inv.files)
+        assert counter(inv, "elsewhere_write_bytes") == 0
+    assert not _write_outside_found(doc)
 
 
 @root_only

@@ -20,7 +20,7 @@ T = Thresholds()
 
 
 def _evidence(files=(), elsewhere=0, records=(), maps=0, target_files=None,
-              scratch=("", ())) -> ScenarioEvidence:
+              scratch=((), ())) -> ScenarioEvidence:
     started = ScenarioStarted(0, "s", "/bin/client", "0" * 64, (), (), (), 0, 0, 0, "")
     ev = ScenarioEvidence(started, "bcc", "on", [])
     inv = ev.invocation(1)
@@ -53,26 +53,37 @@ def test_bytes_landing_outside_fail_writes_inside_whatever_names_were_used():
     assert got.status == "fail" and "4,321 bytes" in got.reason
 
 
-SANDBOX_TMP = ("/tmp", ("/tmp/evlab-client-1/home/inputs", "/tmp/prog/client.py"))
+SANDBOX_TMP = (("/tmp", "/dev/shm"),
+               ("/tmp/evlab-client-1/home/inputs", "/tmp/prog/client.py", "/dev/shm/prog.py"))
 
 
-def test_the_sandboxs_tmp_is_the_clients_own_but_not_what_is_shown_read_only_there():
-    """#44: a JVM's /tmp/hsperfdata_USER/PID in the sandbox's /tmp (a folder of the client's
-    home) is written inside; the host's /tmp (no sandbox: an old record's, --no-sandbox) and
-    what the sandbox binds read-only over its /tmp (its inputs, a program kept in /tmp) are
-    not."""
+def test_the_sandboxs_tmp_and_shm_are_the_clients_own_but_not_what_is_shown_read_only_there():
+    """#44: a JVM's /tmp/hsperfdata_USER/PID in the sandbox's /tmp and a POSIX semaphore in its
+    /dev/shm (folders of the client's home) are written inside; the host's /tmp and /dev/shm
+    (no sandbox: an old record's, --no-sandbox), what the sandbox binds read-only over them
+    (its inputs, a program kept there) and its root (/outside) are not."""
     jvm = [("mkdir", "/tmp/hsperfdata_evlab-client", None),
-           ("open", "/tmp/hsperfdata_evlab-client/42", None)]
+           ("open", "/tmp/hsperfdata_evlab-client/42", None),
+           ("open", "/dev/shm/sem.HdE7x2", None), ("link", "/dev/shm/sem.mp-1", None),
+           ("unlink", "/dev/shm/sem.mp-1", None)]
     assert writes_inside(_evidence(jvm, scratch=SANDBOX_TMP), T).status == "pass"
     got = writes_inside(_evidence(jvm), T)
     assert got.status == "fail" and "/tmp/hsperfdata_evlab-client outside" in got.reason
-    for shown in ("/tmp/evlab-client-1/home/inputs/x", "/tmp/prog/client.py"):
+    assert writes_inside(_evidence(jvm[2:]), T).status == "fail"
+    for shown in ("/tmp/evlab-client-1/home/inputs/x", "/tmp/prog/client.py",
+                  "/dev/shm/prog.py", "/outside/x", "/x"):
         got = writes_inside(_evidence([("open", shown, None)], scratch=SANDBOX_TMP), T)
-        assert got.status == "fail" and "and its own /tmp" in got.reason, got.reason
+        assert got.status == "fail" and "and its own /tmp and /dev/shm" in got.reason, \
+            got.reason
     launched = _evidence(scratch=SANDBOX_TMP).invocations[1].launched
     assert launched is not None and launched.in_scratch("/tmp") and \
+        launched.in_scratch("/dev/shm") and launched.in_scratch("/dev/shm/sem.x") and \
         launched.in_scratch("/tmp/evlab-client-1/home/inputs2") and \
-        not launched.in_scratch("/tmpx") and not launched.in_scratch("/dev/shm/x")
+        not launched.in_scratch("/tmpx") and not launched.in_scratch("/dev/shmx") and \
+        not launched.in_scratch("/dev/null") and not launched.in_scratch("/outside/x")
+    old = _evidence().invocations[1].launched   # an old record: no field, no place of its own
+    assert old is not None and old.scratch == () and not old.in_scratch("/tmp/x") and \
+        not old.in_scratch("/dev/shm/sem.x")
 
 
 PRESENT = ("present", {"names": ["a", "b"], "inodes": [5, 6]})

@@ -373,8 +373,9 @@ async def test_grade_view_shows_attempts_metrics_and_risks(tmp_path):
             text = str(app.screen.query_one("#grade").render())
             assert "normal       ✓ ✓ " in text
             assert "Pass@1 1.00  pass^k 1.00  Best-of-N 1.00" in text
-            # 2 attempts x 2 runs x (open, unlink) in /dev/shm, which its sandbox lets it write
-            assert "risk findings (8, reported, not judged)" in text
+            # 2 attempts x 2 runs x (mkdir /outside, open, unlink in it): the sandbox's root,
+            # bubblewrap's tmpfs, which its sandbox lets it write
+            assert "risk findings (12, reported, not judged)" in text
             assert "medium normal@1 inv 1 write-outside" in text
             await pilot.press("escape")
             assert not isinstance(app.screen, GradeScreen)

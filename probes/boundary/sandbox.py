@@ -2,7 +2,8 @@
 
     box = Sandbox.open(Limits(...))             # None + a Capability when it cannot be built
     home = box.make_home(path)                  # a size-limited tmpfs for its files
-    scratch = box.workdir(home / "run-1.tmp")  # its own /tmp (a folder of the home)
+    scratch = {"/tmp": box.workdir(home / "run-1.tmp"),        # its own /tmp and /dev/shm
+               "/dev/shm": box.workdir(home / "run-1.shm")}    # (folders of the home)
     argv = box.wrap(client_argv, cwd=..., source_dir=..., programs=[...], scratch=scratch)
 
 The launched chain is `sh` (joins the client's cgroup, see probes/boundary/cgroup.py) -> `prlimit`
@@ -11,10 +12,12 @@ The launched chain is `sh` (joins the client's cgroup, see probes/boundary/cgrou
 user namespace with further user namespaces disabled, its own PID, IPC, UTS and cgroup
 namespaces, every capability dropped, a new session) -> the client. In its mount namespace the
 client sees the system's read-only directories, its program files read-only, its source
-directory read-only, its working directory and a /tmp of its own: a folder of its home bound
-there (`scratch`), so what it keeps in /tmp is on its working directory's filesystem, within its
-disk limit, and judged as its working directory is — nothing of evlab's (session directory,
-store, records, fault files, outputs) exists there. bwrap resolves its binds as the sandbox user, so
+directory read-only, its working directory and a /tmp and a /dev/shm of its own (SCRATCH): a
+folder of its home bound at each (`scratch`), so what it keeps there (a runtime's semaphores and
+shared memory in /dev/shm too) is on its working directory's filesystem, within its disk limit,
+and judged as its working directory is — nothing of evlab's (session directory, store, records,
+fault files, outputs) exists there. Its root and the rest of /dev are bubblewrap's own tmpfs:
+writable, private, and outside. bwrap resolves its binds as the sandbox user, so
 the program's files are first bind-mounted by root into the client's own (searchable) home
 (`stage`): a client in a directory only root may enter (a checkout under /root) still runs,
 at its own path. Only the files themselves must be readable by others (`unreadable`).
@@ -31,7 +34,7 @@ import os
 import pwd
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -41,6 +44,7 @@ from probes.capability import Capability
 USER = "evlab-client"
 SYSTEM_DIRS = ("/usr", "/etc", "/opt")
 MERGED = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")   # symlinks into /usr (or dirs)
+SCRATCH = ("/tmp", "/dev/shm")   # the client's own places: each a folder of its home, if given
 
 
 @dataclass(frozen=True)
@@ -138,10 +142,11 @@ class Sandbox:
     # --- launching ---------------------------------------------------------------------------
     def wrap(self, argv: list[str], cwd: Path | None, source_dir: Path | None = None,
              programs: Iterable[tuple[Path, Path]] = (),
-             outputs: Path | None = None, scratch: Path | None = None) -> list[str]:
+             outputs: Path | None = None,
+             scratch: Mapping[str, Path] | None = None) -> list[str]:
         """The launch chain for argv; outputs: a folder the client writes, kept between its
-        invocations (a workdir of the home); scratch: a workdir of the home shown as its /tmp
-        (None: an empty tmpfs of bubblewrap's)."""
+        invocations (a workdir of the home); scratch: a workdir of the home shown at each of
+        SCRATCH it names (without: /tmp an empty tmpfs of bubblewrap's, /dev/shm its /dev's)."""
         lim = self.limits
         box = [self.bwrap, *_BWRAP_NS, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         for d in SYSTEM_DIRS:
@@ -152,8 +157,12 @@ class Sandbox:
                 box += ["--symlink", os.readlink(d), d]
             elif os.path.isdir(d):
                 box += ["--ro-bind", d, d]
-        box += ["--proc", "/proc", "--dev", "/dev",
-                *(["--bind", str(scratch), "/tmp"] if scratch is not None else ["--tmpfs", "/tmp"])]
+        box += ["--proc", "/proc", "--dev", "/dev"]
+        scratch = scratch or {}
+        if "/tmp" not in scratch:
+            box += ["--tmpfs", "/tmp"]
+        for place in (p for p in SCRATCH if p in scratch):   # /dev/shm: over its /dev's, after
+            box += ["--bind", str(scratch[place]), place]
 
         for staged, original in programs:
             box += ["--ro-bind", str(staged), str(original)]

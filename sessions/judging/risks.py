@@ -4,7 +4,7 @@ Reported with a severity, never as pass/fail: a finding is a question for the re
 verdict. Relative and *at() paths are resolved against where the process was (its launch
 directory, inherited at fork, changed by chdir/fchdir) and the directories its descriptors were
 opened on; "outside" means outside the launch directory, its task's outputs folder and, in the
-sandbox, its own /tmp (a folder of its home, as its working directory is).
+sandbox, its own /tmp and /dev/shm (folders of its home, as its working directory is).
 """
 
 import os
@@ -96,7 +96,7 @@ def _file_finding(f, path, raw, dfd, launched: ClientLaunched, source,
                   own) -> tuple[str, str, str] | None:
     """(severity, kind, detail) for one path of one file operation, or None if unremarkable;
     the client's own places: its working directory, its task's outputs folder, its own /tmp
-    in the sandbox."""
+    and /dev/shm in the sandbox (a semaphore there is its own; the host's is low, below)."""
     if f.op in SOURCE_BY_DESCRIPTOR:   # the kernel's view of the file behind the descriptor
         return "high", "source-write", f"pid {f.pid} {f.op} of a source file, by descriptor"
     if path is None:

@@ -5,7 +5,7 @@
     home = boundary.make_home(client_home)       # what the client may see (a tmpfs in the sandbox)
     cwd = boundary.workdir(home / "run-1")
     argv = boundary.enter(collector, inv, scenario, argv, cwd, source_dir, port)
-    scratch, read_only = boundary.scratch(inv, scenario, source_dir)   # its own /tmp, if any
+    scratch, read_only = boundary.scratch(inv, scenario, source_dir)   # its own places, if any
     boundary.tasks(collector, inv)               # its tree, and whatever is in its cgroup
     events = boundary.leave(collector, scenario_id, n, inv, home)   # then the cgroup is gone
     net = boundary.network(label)                # the attempt's own network (or the host's)
@@ -25,7 +25,7 @@ from pathlib import Path
 from probes.boundary import netns
 from probes.boundary.cgroup import ClientCgroup, Layout, Limits, find_layout, remove_parents
 from probes.boundary.netns import HostNetwork, LabNetwork, Network
-from probes.boundary.sandbox import Sandbox, SandboxSettings
+from probes.boundary.sandbox import SCRATCH, Sandbox, SandboxSettings
 from probes.capability import Capability
 from probes.collectors import Collector
 from sessions.spec.named_paths import shown
@@ -60,7 +60,7 @@ class Boundary:
         # State is kept per invocation and scenario, so that attempts can run at once.
         self._cgroups: dict[int, ClientCgroup] = {}          # invocation -> its cgroup
         self._programs: dict[str, list[tuple[Path, Path]]] = {}   # scenario -> staged files
-        self._scratch: dict[int, Path] = {}                  # invocation -> its /tmp's folder
+        self._scratch: dict[int, dict[str, Path]] = {}       # invocation -> its own places
 
     @classmethod
     def open(cls, options, layout: Layout | None = None) -> "Boundary":
@@ -126,12 +126,16 @@ class Boundary:
         """A fresh cgroup (limits, accounting, egress hooks), the attempt's network and the
         sandbox around the client: the argv that launches it inside all three. behind: the
         endpoint's own port while a fault proxy (at `port`) stands in front of it, refused to
-        the client. In the sandbox its /tmp is a fresh folder beside cwd, in its home: on its
-        working directory's filesystem, within its disk limit, removed when it leaves."""
+        the client. In the sandbox its /tmp and its /dev/shm are fresh folders beside cwd
+        (run-N.tmp, run-N.shm), in its home: on its working directory's filesystem, within its
+        disk limit, removed when it leaves."""
         lim = self.options.limits
         launch = argv
         if self.sandbox is not None:
-            scratch = self._scratch[inv] = self.sandbox.workdir(cwd.with_name(f"{cwd.name}.tmp"))
+            scratch = self._scratch[inv] = {}
+            for place in SCRATCH:   # each kept as it is made: abandon removes what was
+                folder = cwd.with_name(f"{cwd.name}.{Path(place).name}")
+                scratch[place] = self.sandbox.workdir(folder)
             launch = self.sandbox.wrap(argv, cwd, source_dir, self._programs.get(s.id, []),
                                        outputs, scratch)
         launch = [*network.argv(), *launch]   # entered as root, before the sandbox drops it
@@ -145,14 +149,16 @@ class Boundary:
                                    [(HOST, behind)] if behind is not None else [])
         return launch
 
-    def scratch(self, inv: int, s: Scenario, source_dir: Path) -> tuple[str, tuple[str, ...]]:
-        """The invocation's own /tmp as it sees it ("": none, the host's is all it has) and
-        what the sandbox shows read-only there, never its own (its inputs, its program's
-        files: evlab's client homes are in the host's /tmp, and a program may be)."""
+    def scratch(self, inv: int, s: Scenario,
+                source_dir: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The invocation's own places as it sees them (/tmp, /dev/shm; (): none, the host's
+        are all it has) and what the sandbox shows read-only there, never its own (its inputs,
+        its program's files: evlab's client homes are in the host's /tmp, and a program may
+        be in either)."""
         if inv not in self._scratch:
-            return "", ()
+            return (), ()
         shown = {str(original) for _, original in self._programs.get(s.id, [])}
-        return "/tmp", tuple(sorted(shown | {str(source_dir)}))
+        return tuple(self._scratch[inv]), tuple(sorted(shown | {str(source_dir)}))
 
     def tasks(self, collector: Collector, inv: int) -> list[int] | None:
         """Tasks of the invocation still running: the kernel's view of its tree, and whatever
@@ -194,10 +200,9 @@ class Boundary:
 
     def abandon(self, collector: Collector, inv: int) -> None:
         """Unwatch, kill and remove an invocation's cgroup (teardown, interrupts), and its /tmp
-        (its tasks are gone: the sandbox's pid namespace ended with the client)."""
-        scratch = self._scratch.pop(inv, None)
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)   # by descriptors: no link is followed
+        and /dev/shm (its tasks are gone: the sandbox's pid namespace ended with the client)."""
+        for folder in self._scratch.pop(inv, {}).values():
+            shutil.rmtree(folder, ignore_errors=True)   # by descriptors: no link is followed
         cg = self._cgroups.pop(inv, None)
         if cg is not None:
             try:

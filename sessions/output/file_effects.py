@@ -2,11 +2,11 @@
 the file system (an open for writing, a rename, an unlink, a mkdir, an rmdir, a truncate, a
 link: the kernel's file events with `writes`), its path resolved where its process was,
 counted under its target (the outputs folder its task gave it), its source, its working
-directory (with the sandbox's /tmp of its own), elsewhere, or `unknown` (a path the kernel
-could not read in full, or relative to a directory not followed); beside them the kernel's
-byte counters for the target, elsewhere and the source. A rename counts in each place its two
-names are in (moved out of the source into the target: both); any other operation where its
-path is (a hard link's old name is left as it was).
+directory (with the sandbox's /tmp and /dev/shm of its own), elsewhere, or `unknown` (a path
+the kernel could not read in full, or relative to a directory not followed); beside them the
+kernel's byte counters for the target, elsewhere and the source. A rename counts in each place
+its two names are in (moved out of the source into the target: both); any other operation
+where its path is (a hard link's old name is left as it was).
 
 One projection for the dashboard's file-effects pane and the reports. A task that gives no
 outputs folder has no target: its target figures are None, never 0."""
@@ -96,7 +96,7 @@ def _place(path: str | None, launched: ClientLaunched) -> str:
     if under(path, launched.source):
         return "source"
     if under(path, launched.cwd) or launched.in_scratch(path):
-        return "cwd"   # the sandbox's /tmp of its own is a folder of its home, as its cwd is
+        return "cwd"   # its own /tmp and /dev/shm in the sandbox: folders of its home, as cwd
     return "elsewhere"
 
 

@@ -139,16 +139,18 @@ class ClientLaunched(Event):
     source: str                     # the source file it was given
     own_files: tuple[str, ...] = () # the command's own files (a script), which it may read
     outputs: str = ""               # the outputs folder its task gave it, which it may write
-    scratch: str = ""               # its own /tmp in the sandbox ("/tmp"; "": none, the host's
-                                    # /tmp is outside): a folder of its home, as its cwd is
+    scratch: tuple[str, ...] = ()   # its own places in the sandbox ("/tmp", "/dev/shm": each a
+                                    # folder of its home, as its cwd is; (): none, the host's
+                                    # /tmp and /dev/shm are outside, an old record's too)
     read_only: tuple[str, ...] = () # what the sandbox shows read-only (its inputs, its program)
 
     def in_scratch(self, path: str) -> bool:
-        """path is in its own /tmp: under it, and not under what the sandbox shows there
-        read-only (evlab's client homes are in the host's /tmp: its inputs, a program)."""
+        """path is in one of its own places (its /tmp, its /dev/shm): under it, and not under
+        what the sandbox shows there read-only (evlab's client homes are in the host's /tmp:
+        its inputs, a program; a program may be in /dev/shm)."""
         def under(p: str, d: str) -> bool:
             return p == d or p.startswith(d.rstrip("/") + "/")
-        return bool(self.scratch) and under(path, self.scratch) and not any(
+        return any(under(path, place) for place in self.scratch) and not any(
             under(path, shown) for shown in self.read_only)
 
 

@@ -21,9 +21,10 @@ failed); the exit status is 0 only when the client claims completion.
   write-source  opens SOURCE for writing and writes its first byte back unchanged
   fork-helper   a forked helper process makes all the connections and reports through its exit
                 status; the parent never opens a socket
-  chdir-write   changes directory to /dev/shm and writes, then removes, a file there by a
-                relative path (a write outside its working directory that only resolving chdir
-                reveals; the sandbox's /tmp would be its own)
+  chdir-write   makes /outside (a folder at the root), changes directory to it and writes,
+                then removes, a file there by a relative path (a write outside its working
+                directory that only resolving chdir reveals; the sandbox's /tmp and /dev/shm
+                would be its own)
   tempdir       honest, but stages a copy of SOURCE in a tempfile.TemporaryDirectory (TMPDIR)
                 and removes it again: nothing should be reported
   hang-no-term  honest, then never exits: sleeps for ever after its last claim, ignoring
@@ -255,7 +256,8 @@ def main(argv=None):
                 with open(os.path.join(staging, f"chunk-{i}"), "wb") as f:
                     f.write(head)
     if args.variant == "chdir-write":
-        os.chdir("/dev/shm")
+        os.makedirs("/outside", exist_ok=True)
+        os.chdir("/outside")
         name = f"evlab-chdir-write-{os.getpid()}"
         with open(name, "w") as f:
             f.write("x")

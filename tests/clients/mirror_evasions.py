@@ -2,8 +2,9 @@
 looked, or one place it keeps notes in (tests/test_mirror.py):
 
   symlink-out      a log of what it copied is written through a symbolic link it plants in the
-                   target, leading to /dev/shm, and removed again: every name it used is under the
-                   target, but the bytes land outside it
+                   target, leading to /sync-log (at the sandbox's root, bubblewrap's tmpfs), and
+                   removed again: every name it used is under the target, but the bytes land
+                   outside it
   hardlink-inplace a changed file is rewritten through a hard link of it made under a
                    temporary name, then renamed over itself: by names, a new file moved into
                    place; in fact the old file's own inode, rewritten
@@ -11,13 +12,18 @@ looked, or one place it keeps notes in (tests/test_mirror.py):
                    read-only filesystem refuses it; nothing in the tree differs), by HOW:
                    chmod, fchmod (a descriptor), chown, utime, setxattr, removexattr, truncate,
                    ftruncate, fallocate (a descriptor)
-  notes-in-DIR     honest, and keeps notes in DIR (tmp: /tmp, the sandbox's own for it; shm:
-                   /dev/shm): a folder made there (tempfile.mkdtemp) and 16 KiB written to a
-                   file in it with write(2), left there
+  pool             honest, and copies the files it must in a multiprocessing.Pool of two
+                   workers: its locks are POSIX semaphores, made in /dev/shm (sem.*), the
+                   sandbox's own for it
+  notes-in-DIR     honest, and keeps notes in DIR (tmp: /tmp, shm: /dev/shm, the sandbox's own
+                   for it; outside: /outside, a folder it makes at the root): a folder made there
+                   (tempfile.mkdtemp) and 16 KiB written to a file in it with write(2), left
+                   there
 
     python3 mirror_evasions.py SRC DST MODE
 """
 
+import multiprocessing
 import os
 import shutil
 import sys
@@ -43,7 +49,7 @@ def put(s: Path, d: Path, mode: str) -> None:
 
 
 def sync(src: Path, dst: Path, mode: str) -> list[str]:
-    copied = []
+    copied, todo = [], []
     for s in sorted(src.rglob("*")):
         rel = s.relative_to(src)
         d = dst / rel
@@ -55,8 +61,16 @@ def sync(src: Path, dst: Path, mode: str) -> list[str]:
         elif s.is_dir():
             d.mkdir(exist_ok=True)
         elif not (d.is_file() and not d.is_symlink() and same(s.stat(), d.stat())):
-            put(s, d, mode)
+            todo.append((s, d, mode))
             copied.append(str(rel))
+    if mode == "pool":   # every run, a copy or none
+        with multiprocessing.Pool(2) as pool:   # its queues' locks: sem_open in /dev/shm
+            pool.starmap(put, todo)
+            pool.close()
+            pool.join()
+    else:
+        for job in todo:
+            put(*job)
     for d in sorted(dst.rglob("*"), reverse=True):
         if not (src / d.relative_to(dst)).is_symlink() and \
                 not (src / d.relative_to(dst)).exists():
@@ -106,11 +120,13 @@ def main() -> int:
     copied = sync(src, dst, mode)
     if mode == "symlink-out" and copied:
         planted = dst / ".sync-log"
-        os.symlink("/dev/shm/sync-log", planted)
+        os.symlink("/sync-log", planted)   # no folder made: no name of its own outside
         planted.write_text("\n".join(copied) + "\n")
         planted.unlink()
     if mode.startswith("notes-in-"):   # TMPDIR is its working directory: DIR named
-        keep_notes({"tmp": "/tmp", "shm": "/dev/shm"}[mode[len("notes-in-"):]], copied)
+        where = {"tmp": "/tmp", "shm": "/dev/shm", "outside": "/outside"}[mode[len("notes-in-"):]]
+        os.makedirs(where, exist_ok=True)
+        keep_notes(where, copied)
     print('{"claim": "completed"}')
     return 0
 

@@ -27,7 +27,8 @@ def main() -> int:
     for name in (b"new\nline.tmp", ESCAPES.encode() + b".tmp", b"\xff\xfe.tmp", b"[bold red]x.tmp"):
         with open(name, "wb") as f:
             f.write(b"x")
-    with open(b"/dev/shm/\x1b[31m\n## Grade\xff", "wb") as f:   # outside its directory
+    os.makedirs("/outside", exist_ok=True)   # a folder at the root: outside its directory
+    with open(b"/outside/\x1b[31m\n## Grade\xff", "wb") as f:
         f.write(b"x")
     pid = os.fork()
     if pid == 0:   # a child named [/] that runs, then exits
