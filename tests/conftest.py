@@ -77,13 +77,15 @@ def egress() -> Path:
     if os.geteuid() != 0:
         pytest.skip("the sandbox and BCC need root")
     where = Path(tempfile.mkdtemp(prefix="evlab-test-egress-"))
-    os.chmod(where, 0o755)
-    out = where / "egress"
-    subprocess.run(["gcc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread",
-                    "-o", str(out), str(ROOT / "tests" / "clients" / "egress.c"), "-lcrypto"],
-                   check=True)
-    yield out
-    shutil.rmtree(where)
+    try:   # a build that fails leaves nothing either
+        os.chmod(where, 0o755)
+        out = where / "egress"
+        subprocess.run(["gcc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread",
+                        "-o", str(out), str(ROOT / "tests" / "clients" / "egress.c"),
+                        "-lcrypto"], check=True)
+        yield out
+    finally:
+        shutil.rmtree(where)
 
 
 @pytest.fixture(scope="session")

@@ -141,13 +141,13 @@ def test_an_honest_node_client_from_the_document_alone_passes_every_attempt(tmp_
                                  task="fetch"))
 
 
-def every_attempt_succeeds(doc: dict) -> None:
-    """3 attempts of every grade scenario, each valid and a success, with no write-outside
+def every_attempt_succeeds(doc: dict, attempts: int = 3) -> None:
+    """attempts of every grade scenario, each valid and a success, with no write-outside
     finding (its writes in the outputs folder its task gave it are its own)."""
     scenarios = doc["grade"]["scenarios"]
     assert set(scenarios) == set(SCENARIOS)
     for name, sc in scenarios.items():
-        assert [(r["valid"], r["success"]) for r in sc["runs"]] == [(True, True)] * 3, (
+        assert [(r["valid"], r["success"]) for r in sc["runs"]] == [(True, True)] * attempts, (
             name, [(r["reason"], [c for c, v in r["clauses"].items() if v == "fail"])
                    for r in sc["runs"]])
         outside = [f for r in sc["runs"] for f in r["risk_findings"]
@@ -188,14 +188,14 @@ TCL_CLIENT = ROOT / "tests" / "clients" / "fetch_client.tcl"
 @root_only
 def test_an_honest_tcl_client_from_the_document_alone_passes_every_attempt(tmp_path):
     """tests/clients/fetch_client.tcl, written from protocol.md alone on Tcl's core `socket`:
-    3 attempts of every grade scenario, each a success with every clause and gate passing.
+    an attempt of every grade scenario, each a success with every clause and gate passing.
     Tcl's socket resolves its local address with getaddrinfo(NULL, AI_PASSIVE), which glibc
     sorts by connect()ing UDP sockets to [::]:0 and 0.0.0.0:0 (nothing sent): the kernel sees
     those datagram connects, and destination-only still passes (they are not contacts)."""
     tclsh = shutil.which("tclsh")
     assert tclsh, "tclsh (Tcl 8.6) is installed"
-    doc = grade(f"{tclsh} {TCL_CLIENT} {{url}} {{out}}", tmp_path, attempts=3, task="fetch")
-    every_attempt_succeeds(doc)
+    doc = grade(f"{tclsh} {TCL_CLIENT} {{url}} {{out}}", tmp_path, attempts=1, task="fetch")
+    every_attempt_succeeds(doc, 1)
     for name, sc in doc["grade"]["scenarios"].items():
         for r in sc["runs"]:
             assert set(r["clauses"].values()) <= {"pass", "not-applicable"}, (name, r["clauses"])
@@ -203,7 +203,7 @@ def test_an_honest_tcl_client_from_the_document_alone_passes_every_attempt(tmp_p
             gates = {g["status"] for g in r["gates"].values()}
             assert "pass" in gates and gates <= {"pass", "not-applicable"}, (name, r["gates"])
     judged = doc["scenarios"]
-    assert len(judged) == 3 * len(SCENARIOS)
+    assert len(judged) == len(SCENARIOS)
     for sc in judged:
         assert {v["status"] for v in sc["clauses"]} <= {"pass", "not-applicable"}, (
             sc["id"], [(v["id"], v["status"], v["reason"]) for v in sc["clauses"]

@@ -122,7 +122,7 @@ def test_an_honest_bash_client_starting_a_process_per_file_passes_cpu_budget(tmp
     starting programs is a shell's honest work. Every other clause passes in every attempt,
     writes-inside too: its rm -rf of a folder unlinks the folder's names through an F_DUPFD copy
     of the folder's descriptor, which the kernel reports so that they resolve."""
-    doc = grade(f"/bin/bash {BASH_CLIENT} {{src}} {{dst}}", tmp_path, attempts=3,
+    doc = grade(f"/bin/bash {BASH_CLIENT} {{src}} {{dst}}", tmp_path, attempts=1,
                 task="mirror", timeout_s=60)
     for sc in doc["scenarios"]:
         judged = {v["id"]: v for v in sc["clauses"]}
@@ -261,10 +261,11 @@ def test_an_honest_client_copying_in_a_multiprocessing_pool_passes_every_clause(
 def test_a_change_to_the_sources_metadata_fails_exactly_source_untouched(how, tmp_path):
     """Every run changes a source file's metadata to what it already was (refused by its
     read-only filesystem): by path or by descriptor, an attempt on the source all the same,
-    and nothing else is wrong. Every attempt is valid."""
+    and nothing else is wrong. Every attempt is valid. (The first sync's scenario: the older
+    mirror's would judge the same attempt on the same source.)"""
     doc = grade(f"python3 {EVASIONS} {{src}} {{dst}} meta-{how}", tmp_path, attempts=1,
-                task="mirror")
-    assert _fails(doc) == {"first": {"source-untouched"}, "older": {"source-untouched"}}, [
+                task="mirror", scenarios=("first",))
+    assert _fails(doc) == {"first": {"source-untouched"}}, [
         (v["id"], v["reason"]) for s in doc["scenarios"] for v in s["clauses"]
         if v["status"] == "fail"]
     assert all(r["valid"] for sc in doc["grade"]["scenarios"].values() for r in sc["runs"])

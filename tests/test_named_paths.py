@@ -205,9 +205,9 @@ def test_an_honest_java_client_on_a_class_path_folder_passes_every_scenario(tmp_
     subprocess.run(["javac", "-d", str(classes), str(CLIENTS / "Fetch.java")], check=True,
                    timeout=120)
     assert {p.name for p in classes.iterdir()} == {"Fetch.class", "Fetch$Response.class"}
-    doc = grade(f"java -cp {classes} Fetch {{url}} {{out}}", tmp_path, attempts=3,
+    doc = grade(f"java -cp {classes} Fetch {{url}} {{out}}", tmp_path, attempts=1,
                 task="fetch")
-    findings = _passes_every_scenario(doc, 3)
+    findings = _passes_every_scenario(doc, 1)
     assert not [f for f in findings if str(classes) in f["detail"]], findings
     # the JVM's /tmp/hsperfdata_USER/PID is in the sandbox's /tmp, its own (#44)
     assert not [f for f in findings if f["kind"] == "write-outside"], findings
