@@ -85,9 +85,6 @@ struct task {
     u64 counted;        // on-CPU time counted into the tree since then
     u64 stretch_rt;     // the scheduler's runtime of the task when its current stretch began
     u64 fd_gen;
-    u64 mapped_inode;   // the pages it last had mapped at a fault (mapped_in), while no
-    u64 mapped_first;   // mapping syscall came after: a window repeated there is not a read
-    u64 mapped_last;
     s32 fd;
     u8 fd_kind;
     u8 skip;
@@ -138,6 +135,20 @@ struct fdkey { u32 tgid; s32 fd; };
 struct fdkind { u64 file; u64 inode; u8 kind; };
 BPF_HASH(fd_kinds, struct fdkey, struct fdkind, 65536);
 BPF_ARRAY(fd_gen, u64, 1);                 // moves whenever fd_kinds does: task caches go stale
+// Pages of the source (or of the client's own files) a process had mapped by its faults, each
+// with the generation of its mappings it was mapped in (mapped_in): counted once per
+// generation, exact whatever order the kernel maps its windows in (#44).
+struct mapped_page { u32 tgid; u32 pad; u64 inode; u64 index; };
+BPF_TABLE("lru_hash", struct mapped_page, u64, mapped_pages, 65536);
+BPF_TABLE("lru_hash", u32, u64, map_gens, 16384);   // tgid -> its mappings' generation
+#define WINDOW_PAGES_MAX 512   // a fault-around window, or a 2 MiB folio's, at the most
+
+static __always_inline void mappings_changed(void)
+{
+    u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    u64 gen = bpf_ktime_get_ns();
+    map_gens.update(&tgid, &gen);
+}
 
 BPF_PERCPU_ARRAY(softirq_since, u64, 1);   // a softirq running on a tracked task's time
 // Tasks alive per invocation, and the process evlab launched: when that process ends, the
@@ -1007,7 +1018,7 @@ static __always_inline void syscall_done(struct task *t, struct counters *c, str
         return;
     case __NR_mmap: {          // mmap(addr, len, prot, flags, fd, off): reads through a mapped
         s64 fd = (s64)REG(regs, r8);   // source are page faults (mapped_in), not syscalls
-        t->mapped_inode = 0;
+        mappings_changed();
         if (ret < 0 || fd < 0)
             return;
         u8 kind = fd_kind(t, fd);
@@ -1019,7 +1030,7 @@ static __always_inline void syscall_done(struct task *t, struct counters *c, str
     }
     case __NR_munmap: case __NR_madvise: case __NR_mremap: case __NR_process_madvise:
     case __NR_remap_file_pages: case __NR_mprotect:
-        t->mapped_inode = 0;   // pages may be gone: the next fault's window is a read again
+        mappings_changed();   // pages may be gone: the next fault's window is a read again
         return;
     case __NR_socket: case __NR_accept: case __NR_accept4:
         if (ret >= 0)
@@ -1158,6 +1169,7 @@ RAW_TRACEPOINT_PROBE(sched_process_fork)
                              .skip = SKIP_FORK };
         if (tasks.update(&child, &init) || track(child, &l))
             add(l.slot, l.inv, CTR_LOST_EVENTS, 1);   // the view is incomplete
+        map_gens.delete(&child);   // a new process: none of a former one's of that number
         add(l.slot, l.inv, CTR_FORKS, 1);
         struct event *e = reserve(l.slot, l.inv);
         if (e) {
@@ -1387,23 +1399,39 @@ static __always_inline void mapped_in(u64 mapping, u64 first, u64 last)
     u64 inode = 0;
     bpf_probe_read_kernel(&inode, sizeof(inode), (void *)(mapping + MAPPING_HOST_OFF));
     u8 kind = kind_of_inode(t->inv, inode);
-    u64 pages = last - first + 1;
-    // A window is aligned in the address space, not in the file, and clipped to the mapping:
-    // the first one of a mapping not 64 KiB-aligned ends inside the next, whose range then
-    // repeats pages already mapped (skipped by the kernel, still in the range). Not counted
-    // twice; a mapping syscall in between (MADV_DONTNEED, munmap, mmap) forgets the window.
-    if (inode == t->mapped_inode && first <= t->mapped_last && last >= t->mapped_first) {
-        u64 lo = first > t->mapped_first ? first : t->mapped_first;
-        u64 hi = last < t->mapped_last ? last : t->mapped_last;
-        pages -= hi - lo + 1;
+    if (kind != FD_SOURCE && kind != FD_OWN)
+        return;
+    // Each page of the window counts once while the process's mappings stay as they are: a
+    // window overlaps the last (one not 64 KiB-aligned is clipped and the next repeats it), a
+    // window whose pages were not all mapped (locked, not yet read) is asked again at the next
+    // fault, and the kernel skips what is mapped. A mapping syscall (MADV_DONTNEED, munmap,
+    // mmap) starts a new generation: every page mapped again is read again.
+    u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    u64 *genp = map_gens.lookup(&tgid);
+    u64 gen = genp ? *genp : 0;
+    if (!genp) {
+        gen = bpf_ktime_get_ns();
+        map_gens.update(&tgid, &gen);
     }
-    t->mapped_inode = inode;
-    t->mapped_first = first;
-    t->mapped_last = last;
+    struct mapped_page k = { .tgid = tgid, .inode = inode };
+    u64 pages = 0, n = last - first + 1;
+    for (u32 i = 0; i < WINDOW_PAGES_MAX; i++) {
+        if (i >= n)
+            break;
+        k.index = first + i;
+        u64 *seen = mapped_pages.lookup(&k);
+        if (seen && *seen == gen)
+            continue;
+        mapped_pages.update(&k, &gen);
+        pages++;
+    }
+    if (n > WINDOW_PAGES_MAX) {   // past the bound: counted, never dropped (a read, not a pass)
+        pages += n - WINDOW_PAGES_MAX;
+    }
     u64 bytes = pages << 12;   // x86-64 pages
     if (kind == FD_SOURCE)
         c->c[CTR_SOURCE_MAPPED_BYTES] += bytes;
-    else if (kind == FD_OWN)
+    else
         c->c[CTR_OWN_READ_BYTES] += bytes;
 }
 
