@@ -51,9 +51,11 @@ def test_dashboard_in_tmux(tmp_path, built_clients):
         text = wait_screen(socket, lambda t: t.count("✓ detected") >= len(ids), timeout=180)
         for sid in ids:
             assert sid in text
-        evlab = [p for p in psutil.process_iter(["cmdline"])
+        # this dashboard's process only: the other worker's tests run evlab commands too
+        evlab = [p for p in psutil.process_iter(["cmdline", "cwd"])
                  if (p.info["cmdline"] or [])[:2] == [f"{ROOT}/.venv/bin/python",
-                                                      f"{ROOT}/.venv/bin/evlab"]]
+                                                      f"{ROOT}/.venv/bin/evlab"]
+                 and p.info["cwd"] == str(tmp_path)]
         dirs = set().union(*(owned_dirs(p.pid) for p in evlab))
         # each scenario's verdicts: go to the top (the view followed the runs to the last
         # scenario), then move down the list and read the verdict panel
@@ -74,7 +76,7 @@ def test_dashboard_in_tmux(tmp_path, built_clients):
     finally:
         tmux("kill-server", socket=socket)
     assert evlab, "the evlab process was not found while it ran"
-    for proc in evlab:
-        assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    _, alive = psutil.wait_procs(evlab, timeout=10)  # the shell saw it exit; let it be reaped
+    assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
     assert dirs and wait_gone(dirs) == []  # no receiver, decoy or client it started
     assert not any(d.exists() for d in dirs)
