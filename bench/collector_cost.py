@@ -10,7 +10,7 @@ import time
 
 from bench.measure import QUIET, median, say, wait_rusage
 from bench.observers import FUNCTIONS
-from fixture.harness import BEHAVIOURS, client_path
+from tests.backup_lab import BEHAVIOURS, client_path
 
 
 def one(with_uprobes: bool) -> dict:

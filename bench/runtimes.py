@@ -132,7 +132,7 @@ def check_sha256(binary: Path, where: Path) -> None:
         path.write_bytes(os.urandom(size))
         files.append(str(path))
     source = where / "source"
-    _run([str(ROOT / ".venv" / "bin" / "python"), "-m", "fixture.source", str(source)],
+    _run([str(ROOT / ".venv" / "bin" / "python"), "-m", "sessions.lab.inputs.source", str(source)],
          cwd=ROOT)
     files.append(str(source))
     mine, truth = _run([str(binary), "--sha256", *files]), _run(["sha256sum", *files])

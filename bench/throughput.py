@@ -30,8 +30,8 @@ from pathlib import Path
 
 from bench.measure import median, ratio, say
 from bench.suite import EVLAB, run_evlab
-from fixture.harness import start_server
 from probes.boundary.netns import LabNetwork
+from sessions.lab.harness import start_server
 from sessions.output.archive import load_archive
 from sessions.stream.events import ClientExited, PhaseChanged
 

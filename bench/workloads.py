@@ -15,8 +15,8 @@ from pathlib import Path
 
 from bench.build import build
 from bench.measure import check_exit, timed
-from fixture.harness import client_path, start_receiver
-from fixture.source import write_source
+from sessions.lab.inputs.source import write_source
+from tests.backup_lab import client_path, start_receiver
 
 READS = 1_000_000
 CHUNK = 16

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from fixture.harness import BUILD_DIR, client_path
-from fixture.source import write_source
 from probes.collectors import keep_collectors
 from probes.owned_tmp import sweep_stale
+from sessions.lab.inputs.source import write_source
+from tests.backup_lab import BUILD_DIR, client_path
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fixture.harness import client_path, start_decoy, start_receiver
+from sessions.lab.harness import start_decoy
+from tests.backup_lab import client_path, start_receiver
 from tests.support import Sink, refused_port
 
 pytestmark = pytest.mark.root(reason="loading BPF needs root")

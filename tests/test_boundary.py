@@ -17,10 +17,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fixture.source import SIZE
 from probes.boundary.cgroup import PARENT, find_layout
 from probes.boundary.sandbox import Sandbox
 from probes.capability import Capability
+from sessions.lab.inputs.source import SIZE
 from sessions.lab.session import Options, RunError, Session
 from sessions.spec.scenario import load_dir
 from sessions.stream.stream import EventStream

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from fixture.harness import client_path
 from probes.boundary.cgroup import sweep_stale as sweep_stale_cgroups
 from probes.owned_tmp import sweep_stale
 from sessions import cli
 from sessions.campaign import driver
 from sessions.spec.task import load_task
+from tests.backup_lab import client_path
 
 pytestmark = [pytest.mark.root(reason="runs the lab: BCC, cgroups, packet capture, sandbox"),
               pytest.mark.slow, pytest.mark.live]

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from fixture.harness import client_path
 from sessions.campaign.jobs import plan
 from sessions.campaign.journal import Journal, JournalError
 from sessions.campaign.shipping import ShippingError, pack, unpack
@@ -20,6 +19,7 @@ from sessions.spec.task import load_task
 from sessions.stream.codec import to_json
 from sessions.stream.events import GradeStarted, PhaseChanged, ScenarioStarted, SessionStarted
 from sessions.stream.evidence import ScenarioEvidence
+from tests.backup_lab import client_path
 
 CLIENT = Path(__file__).parent / "clients" / "backup_client.py"
 GOOD = """

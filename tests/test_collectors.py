@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from fixture.harness import client_path, start_decoy, start_receiver
 from probes.collectors import NoCollector, open_collector
 from probes.kernel import COUNTERS
+from sessions.lab.harness import start_decoy
+from tests.backup_lab import client_path, start_receiver
 from tests.support import Sink, refused_port
 
 _ids = itertools.count(1)

@@ -1,6 +1,7 @@
-"""fixture.faultproxy, proved from the far side: a real loopback server in a thread records what
-reached it and when, a client socket records what came back and how the connection ended. The
-proxy's own events are only checked against those observations, never taken as the proof."""
+"""sessions.lab.proxy.server, proved from the far side: a real loopback server in a thread
+records what reached it and when, a client socket records what came back and how the connection
+ended. The proxy's own events are only checked against those observations, never taken as the
+proof."""
 
 import errno
 import hashlib
@@ -16,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from fixture.harness import backup_path, client_path, read_events, start_proxy, start_receiver
+from sessions.lab.harness import read_events, start_proxy
 from sessions.spec.contract import Vocabulary
 from sessions.spec.task import load_task
+from tests.backup_lab import backup_path, client_path, start_receiver
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 5.0  # every socket operation; a broken proxy fails a test, never hangs it
@@ -368,7 +370,8 @@ def test_every_fault_is_armed_and_one_that_cannot_fire_never_does(tmp_path):
 def test_an_invalid_fault_is_one_line_and_exit_2_before_listening(tmp_path, bad):
     events = tmp_path / "p.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "fixture.faultproxy", "--target-port", "9", "--events", str(events),
+        [sys.executable, "-m", "sessions.lab.proxy.server", "--target-port", "9",
+         "--events", str(events),
          "--fault", '{"kind": "blackhole", "direction": "down"}', "--fault", bad],
         capture_output=True, text=True, timeout=10, cwd=ROOT)
     assert proc.returncode == 2

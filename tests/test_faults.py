@@ -12,23 +12,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fixture import faults as rules
 from fixture.backup.receiver_faults import FaultBook, checked
 from fixture.backup.verifier import verify
-from fixture.harness import backup_path, client_path, start_receiver
-from fixture.proxy_faults import FaultError as ProxyFaultError
-from fixture.proxy_faults import parse_fault
-from fixture.spawner import Spawner
 from sessions.judging.fault_chance import could_fire
 from sessions.lab.noise import HELPER
+from sessions.lab.proxy.rules import FaultError as ProxyFaultError
+from sessions.lab.proxy.rules import parse_fault
 from sessions.lab.schedule import run_session
 from sessions.lab.session import Options
+from sessions.lab.spawner import Spawner
 from sessions.output.judged import JudgedStream
+from sessions.spec import fault_kinds as rules
 from sessions.spec.contract import Vocabulary
-from sessions.spec.faults import PHASES, FaultSpecError, parse_faults
 from sessions.spec.scenario import load_dir, load_suite
+from sessions.spec.scenario_faults import PHASES, FaultSpecError, parse_faults
 from sessions.stream.events import ScenarioJudged, ServerRecord, Verdict
 from sessions.stream.evidence import InvocationEvidence
+from tests.backup_lab import backup_path, client_path, start_receiver
 
 root_only = pytest.mark.root(reason="the BCC collector needs root")
 

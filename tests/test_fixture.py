@@ -19,8 +19,9 @@ import pytest
 
 from fixture.backup import restore
 from fixture.backup.verifier import verify
-from fixture.harness import BEHAVIOURS, backup_path, client_path, start_decoy, start_receiver
-from fixture.source import SIZE, source_bytes
+from sessions.lab.harness import start_decoy
+from sessions.lab.inputs.source import SIZE, source_bytes
+from tests.backup_lab import BEHAVIOURS, backup_path, client_path, start_receiver
 
 SOURCE_SHA256 = "1a6e6a175daad4e3850d050d3535248db87114598835db0c5911ed7dc7ffe514"
 RETRY_DROP_AFTER = 65_536
@@ -228,7 +229,7 @@ def test_servers_bind_loopback_only(tmp_path):
 
 
 def test_a_drop_the_shared_rules_refuse_is_a_usage_error(tmp_path):
-    """--drop-first-upload-after goes through fixture/faults.py like any other drop."""
+    """--drop-first-upload-after goes through sessions/spec/fault_kinds.py like any other drop."""
     proc = subprocess.run(
         [sys.executable, "-m", "fixture.backup.receiver", "--store", str(tmp_path / "store"),
          "--events", str(tmp_path / "rx.jsonl"), "--drop-first-upload-after", "-1"],
@@ -262,7 +263,7 @@ def test_an_answer_the_client_never_reads_frees_the_connection(tmp_path):
     import io
 
     from fixture.backup.receiver import Connection, Limits, Receiver, Store, Undeliverable
-    from fixture.events import EventLog
+    from sessions.lab.event_log import EventLog
 
     class NeverDrains:
         def write(self, data):

@@ -17,12 +17,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fixture.harness import ServerStartError, client_path
 from sessions.cli.endings import grade_status
 from sessions.judging.judgement import is_temp
 from sessions.judging.metrics import OverallMetrics, overall_metrics, scenario_metrics
 from sessions.judging.risks import findings as risk_findings
 from sessions.lab import servers as lab_servers
+from sessions.lab.harness import ServerStartError
 from sessions.lab.schedule import run_session
 from sessions.lab.session import Options
 from sessions.output import document
@@ -40,6 +40,7 @@ from sessions.stream.events import (
     ScenarioStarted,
 )
 from sessions.stream.evidence import EvidenceBook, ScenarioEvidence
+from tests.backup_lab import client_path
 from tests.support import grade, runs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -453,10 +454,10 @@ def test_a_harness_failure_makes_the_attempt_invalid_not_failed(tmp_path, monkey
     real, calls = lab_servers.start_server, []
 
     def clash_once(module, *args):
-        if module == "fixture.decoy":
+        if module == "sessions.lab.decoy":
             calls.append(module)
             if len(calls) == 1:
-                raise ServerStartError("fixture.decoy exited at start: address already in use")
+                raise ServerStartError("sessions.lab.decoy exited at start: address already in use")
         return real(module, *args)
 
     monkeypatch.setattr(lab_servers, "start_server", clash_once)

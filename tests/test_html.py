@@ -20,7 +20,6 @@ import pytest
 
 from bench import html_shots
 from bench.html_shots import expected_verdicts, page_verdicts, verdicts_of
-from fixture.harness import client_path
 from sessions.output import document, html
 from sessions.output.archive import load_archive
 from sessions.output.escape import html as esc
@@ -35,6 +34,7 @@ from sessions.stream.events import (
     ServerRecord,
 )
 from sessions.stream.evidence import EvidenceBook
+from tests.backup_lab import client_path
 
 ROOT = Path(__file__).resolve().parent.parent
 EVLAB = str(ROOT / ".venv" / "bin" / "evlab")

@@ -9,9 +9,9 @@ import os
 import psutil
 import pytest
 
-from fixture.harness import client_path
 from sessions import cli
 from sessions.lab.cpus import default_jobs
+from tests.backup_lab import client_path
 
 pytestmark = [pytest.mark.root(reason="runs the lab: BCC, cgroups, packet capture, sandbox"),
               pytest.mark.slow, pytest.mark.live]

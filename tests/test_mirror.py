@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from fixture.tree import changes
 from sessions.judging.views import counter
+from sessions.lab.inputs.tree import changes
 from sessions.stream.evidence import EvidenceBook
 from tests.support import evlab_run, grade
 
@@ -73,7 +73,7 @@ def test_the_reference_client_passes_and_each_seeded_behaviour_fails_its_clauses
     base = next(s for s in doc["scenarios"] if s["id"] == "baseline")
     assert {v["status"] for v in base["clauses"]} == {"pass"}
     # the kernel's bytes, exact: the first sync writes the whole tree, the second exactly what
-    # changed, the re-run nothing (fixture/tree.py)
+    # changed, the re-run nothing (sessions/lab/inputs/tree.py)
     written = [inv["figures"]["target bytes written"] for inv in base["invocations"]]
     assert written == [changes(0, 1)["changed_bytes"], changes(1, 2)["changed_bytes"], 0]
 

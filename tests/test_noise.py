@@ -19,9 +19,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fixture.harness import client_path
 from probes.packets.capture import CaptureUnavailable, PacketCapture
 from sessions.lab.noise import CPU_SPINNERS, HELPER, Noise
+from tests.backup_lab import client_path
 from tests.packet_totals import port_totals
 
 RUN_S = 2.5

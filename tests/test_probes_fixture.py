@@ -6,9 +6,10 @@ import time
 
 import pytest
 
-from fixture.harness import client_path, start_decoy, start_receiver
 from probes.collectors import open_collector
 from probes.packets.capture import PacketCapture
+from sessions.lab.harness import start_decoy
+from tests.backup_lab import client_path, start_receiver
 from tests.packet_totals import port_totals
 
 pytestmark = [pytest.mark.root(reason="BPF and AF_PACKET need root"), pytest.mark.slow,

@@ -26,7 +26,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from fixture.harness import Server, backup_path, start_receiver
+from sessions.lab.harness import Server
+from tests.backup_lab import backup_path, start_receiver
 
 pytestmark = pytest.mark.live  # every test here talks to a real receiver (the rx fixture)
 

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fixture.harness import BEHAVIOURS, client_path
 from sessions.spec.scenario import (
     ScenarioError,
     expand,
@@ -19,6 +18,7 @@ from sessions.spec.scenario import (
     suite_dir,
 )
 from sessions.spec.task import load_task
+from tests.backup_lab import BEHAVIOURS, client_path
 
 SEEDED_FAILURES = {
     "baseline": (), "retry": (), "false-success": ("integrity", "honest-outcome"),

@@ -208,7 +208,7 @@ def test_import_rule_no_textual_outside_tui():
     code = ("import sys, sessions.cli, sessions.lab.session, sessions.output.report, "
             "sessions.output.archive, probes.collectors, probes.packets.capture, "
             "probes.doctor.preflight, "
-            "fixture.harness, sessions.cli.dispatch, sessions.cli.entry\n"
+            "sessions.lab.harness, sessions.cli.dispatch, sessions.cli.entry\n"
             "print('textual' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, timeout=60)

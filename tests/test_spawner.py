@@ -1,4 +1,4 @@
-"""fixture/spawner.py: servers forked by a warm interpreter behave as started ones do (port,
+"""sessions/lab/spawner.py: servers forked by a warm interpreter behave as started ones do (port,
 records, SIGTERM, SIGKILL status, start errors), and nothing outlives the spawner or evlab."""
 
 import os
@@ -11,8 +11,9 @@ import time
 import psutil
 import pytest
 
-from fixture.harness import ServerStartError, start_decoy, start_receiver, stop_all
-from fixture.spawner import Spawner
+from sessions.lab.harness import ServerStartError, start_decoy, stop_all
+from sessions.lab.spawner import Spawner
+from tests.backup_lab import start_receiver
 
 pytestmark = pytest.mark.live
 
@@ -55,7 +56,8 @@ def test_closing_the_spawner_or_killing_its_parent_leaves_no_server(tmp_path):
     # re-parented and stop on their own.
     code = (f"import sys, time; sys.path.insert(0, {os.getcwd()!r})\n"
             "from pathlib import Path\n"
-            "from fixture.harness import start_receiver\nfrom fixture.spawner import Spawner\n"
+            "from tests.backup_lab import start_receiver\n"
+            "from sessions.lab.spawner import Spawner\n"
             "s = Spawner.start()\n"
             f"r = start_receiver(Path({str(tmp_path / 'b')!r}), "
             f"Path({str(tmp_path / 'b.jsonl')!r}), spawner=s)\n"

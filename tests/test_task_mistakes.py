@@ -90,7 +90,7 @@ READ = [   # (edits, files removed, what the line says after "task.toml: ")
     ({"task.toml": ('command = ["python3"]\nargs = ["{task}/server.py"',
                     'command = ["pyhton3"]\nargs = ["{task}/server.py"')}, (),
      "servers.kv.command: pyhton3: no such file in {folder}, nor a program on PATH"),
-    ({"task.toml": ('module = "fixture.decoy"', 'module = "fixture.decoi"')}, (),
+    ({"task.toml": ('module = "sessions.lab.decoy"', 'module = "fixture.decoi"')}, (),
      "servers.decoy.module: no module 'fixture.decoi' in evlab"),
     ({"task.toml": ('[[figures]]', '[lifecycle]\ncommand = ["./check.py"]\n\n[[figures]]'),
       "check.py": ("", "#!/usr/bin/env python3\n")}, (), "lifecycle.command: ./check.py: "

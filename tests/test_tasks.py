@@ -97,7 +97,8 @@ BAD = [   # (file, old, new): what a user may get wrong, and the one line evlab 
     ("task.toml", "invocations = 2", "invocations = 0",
      "task.toml: lab.invocations: expected a whole number from 1 to 8"),
     ("task.toml", 'module = "fixture.backup.verifier"', 'module = "os"',
-     "task.toml: verifier.module: expected one of evlab's modules (fixture.*)"),
+     "task.toml: verifier.module: expected a built-in task's module (fixture.*) or one of the "
+     "lab's servers (sessions.lab.decoy)"),
     ("task.toml", 'args = ["--events", "{events}", "--port", "{port}"]',
      'args = ["--port", "{nowhere}"]',
      "task.toml: servers.decoy.args: '{nowhere}' uses nowhere (expected events, faults, host"),

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from textual.widgets import DataTable
 
-from fixture.harness import client_path
 from sessions.campaign.journal import Journal
 from sessions.cli.dispatch import main
 from sessions.lab.attempts import AttemptPiece
@@ -27,6 +26,7 @@ from sessions.stream.codec import to_json
 from sessions.stream.events import SessionEnded, SessionStarted
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.replay import observations, replay
+from tests.backup_lab import client_path
 from tui.app import EvlabApp
 from tui.feeds import CampaignFeed, ReplayFeed
 from tui.grade import GradeScreen, grade_text

@@ -21,12 +21,12 @@ from os import PathLike
 from pathlib import Path
 from typing import NoReturn
 
-from fixture.harness import ServerStartError
 from probes.collectors import CollectorUnavailable
 from sessions.cli.campaign import campaign_session
 from sessions.cli.headless import Outputs, record_session
 from sessions.cli.parser import UsageError, build_parser, parser_class
 from sessions.cli.plan import plan_of
+from sessions.lab.harness import ServerStartError
 from sessions.lab.session import RunError
 from sessions.output.archive import ArchiveError
 from sessions.output.grades import ClientGrade

@@ -2,11 +2,18 @@
 unfired fault that had its chance makes the attempt invalid (the lab's failure, not the client's);
 one the client never reached is the client's doing."""
 
-# BURST_S, HEADER_MAX and WIRE_KINDS are fixture/faults.py's (the proxy's and the protocol's),
-# reached through the spec, which judging may import
+# BURST_S, HEADER_MAX and WIRE_KINDS are sessions/spec/fault_kinds.py's (the proxy's and the
+# protocol's), reached through the spec, which judging may import
 from sessions.spec.compat import BOUND_REQUEST_EVENTS, OLD_TRANSFER_KEY
 from sessions.spec.contract import Vocabulary
-from sessions.spec.faults import BURST_S, HEADER_MAX, LAB_KINDS, ONE_SHOT, WIRE_KINDS, armed
+from sessions.spec.scenario_faults import (
+    BURST_S,
+    HEADER_MAX,
+    LAB_KINDS,
+    ONE_SHOT,
+    WIRE_KINDS,
+    armed,
+)
 from sessions.stream.events import ServerRecord
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
@@ -71,7 +78,7 @@ def _transfer_reached(fault: dict, inv, start: ServerRecord, w: Vocabulary) -> b
 def _wire_reached(fault: dict, inv) -> bool:
     key = "bytes_up" if fault.get("direction", "up") == "up" else "bytes_down"
     if fault["kind"] in ONE_SHOT and _bound(fault, inv):
-        # bound to a request (fixture/faultproxy.py): its chance is that request carrying the
+        # bound to a request (sessions/lab/proxy/server.py): its chance is that request carrying the
         # fault's offset, counted from its request line (up) or from the answers' offset then
         # (down)
         closed = {r.fields.get("conn"): r.fields.get(key, 0) for r in inv.proxy

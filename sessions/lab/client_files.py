@@ -15,10 +15,10 @@ import shutil
 import time
 from pathlib import Path
 
-from fixture.source import write_source
-from fixture.tree import write_tree
 from probes.boundary.sandbox import mount_tmpfs
 from probes.file_effects import FolderWatch
+from sessions.lab.inputs.source import write_source
+from sessions.lab.inputs.tree import write_tree
 from sessions.lab.parts import HOST
 from sessions.spec.task import Task
 from sessions.spec.template import expand, template_names

@@ -75,7 +75,7 @@ class _Pacer:
 
 
 def _watch_parent(parent: int, stop: threading.Event) -> None:
-    """Like fixture.events.exit_with_parent: once we are re-parented, our starter is gone."""
+    """Like sessions.lab.event_log.exit_with_parent: once re-parented, our starter is gone."""
     def watch() -> None:
         while not stop.wait(WATCHDOG_S):
             if os.getppid() != parent:

@@ -5,9 +5,9 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fixture.spawner import Spawner
 from probes.collectors import Collector
 from sessions.lab.boundary import Boundary
+from sessions.lab.spawner import Spawner
 from sessions.spec.task import Task
 from sessions.stream.stream import EventStream
 

@@ -8,10 +8,10 @@ import json
 import time
 from pathlib import Path
 
-from fixture.harness import ServerStartError, run_program
-from fixture.spawner import Spawner
 from sessions.judging.gates import lifecycle_gates_of
+from sessions.lab.harness import ServerStartError, run_program
 from sessions.lab.servers import LabServers, program_argv
+from sessions.lab.spawner import Spawner
 from sessions.spec.task import Program, Task
 from sessions.stream.events import Event, LifecycleCheck, ServerRecord, VerifierResult
 

@@ -17,8 +17,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from fixture.digest import sha256_of
-from fixture.harness import ServerStartError, run_program
 from probes.boundary.netns import HostNetwork, Network
 from probes.boundary.sandbox import unmount_under
 from probes.interrupts import deferred
@@ -27,6 +25,7 @@ from probes.packets.capture import PacketCapture
 from probes.tail import LineTail
 from sessions.lab.caps import Caps
 from sessions.lab.client_files import TARGET_FS_BYTES, ClientFiles
+from sessions.lab.harness import ServerStartError, run_program
 from sessions.lab.invocation import Invocation, Invocations
 from sessions.lab.lifecycle import cleanup_check, kill_leftovers
 from sessions.lab.noise import Noise
@@ -44,6 +43,7 @@ from sessions.lab.programs import blocked_checks, lifecycle_checks, verifier_res
 from sessions.lab.servers import LabServers, program_argv
 from sessions.lab.target_faults import TargetFaults
 from sessions.lab.teardown import run_every
+from sessions.spec.digest import sha256_of
 from sessions.spec.named_paths import own_digest
 from sessions.spec.scenario import Scenario
 from sessions.stream.events import (

@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fixture.spawner import Spawner, SpawnError
 from probes.boundary import netns
 from probes.boundary.cgroup import find_layout
 from probes.boundary.cgroup import sweep_stale as sweep_stale_cgroups
@@ -36,6 +35,7 @@ from sessions.lab.boundary import Boundary, BoundaryError
 from sessions.lab.invocation import Invocations
 from sessions.lab.parts import HOST, Cancelled, LabParts
 from sessions.lab.scenario_run import ScenarioRun
+from sessions.lab.spawner import Spawner, SpawnError
 from sessions.spec.scenario import Scenario
 from sessions.spec.task import load_task
 from sessions.stream.events import (

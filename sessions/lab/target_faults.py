@@ -1,4 +1,4 @@
-"""The lab's own faults on a task's target, a filesystem of its own (fixture/faults.py
+"""The lab's own faults on a task's target, a filesystem of its own (sessions/spec/fault_kinds.py
 LAB_KINDS), armed for one invocation each:
 
 - `target-full`: the target's tmpfs is remounted with room for after_bytes more than it holds
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from probes.boundary.sandbox import remount_size
-from sessions.spec.faults import LAB_KINDS, for_invocation
+from sessions.spec.scenario_faults import LAB_KINDS, for_invocation
 
 KILL_POLL_S = 0.005
 PAGE = 4096

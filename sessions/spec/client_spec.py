@@ -41,7 +41,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from fixture.digest import sha256_of
+from sessions.spec.digest import sha256_of
 from sessions.spec.named_paths import FOLDER, RefusedPath, folder_sha256, refusal, rewrite
 from sessions.spec.scenario import Scenario, placeholders_of
 from sessions.spec.task import Task, load_task, task_named_in

@@ -32,8 +32,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from fixture.digest import sha256_of
 from probes.owned_tmp import PREFIXES
+from sessions.spec.digest import sha256_of
 from sessions.spec.secret_paths import may_lead_to_secret, sensitive
 
 SHARED_DIRS = (Path("/"), Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))

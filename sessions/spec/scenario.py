@@ -10,7 +10,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from sessions.spec.faults import FaultSpecError, parse_faults
+from sessions.spec.scenario_faults import FaultSpecError, parse_faults
 from sessions.spec.suites import NOISE_KINDS
 from sessions.spec.task import Task, TaskError, load_task
 from sessions.spec.template import expand, placeholders_of

@@ -28,7 +28,9 @@ SETTLES = ("records", "sockets")  # how the lab knows a server has finished with
 # Records of evlab's own, under names no server may take: the harness's, the fault proxy's,
 # the file watcher's (the client's outputs folder) and the task's states' and steps'
 OWN_RECORDS = ("harness", "proxy", "files", "lab")
-# evlab's deterministic file (fixture/source.py) and tree (fixture/tree.py)
+# the lab's own servers a task may start by module (the proxy is the lab's alone to start)
+LAB_SERVERS = ("sessions.lab.decoy",)
+# evlab's deterministic file (sessions/lab/inputs/source.py) and tree (sessions/lab/inputs/tree.py)
 GENERATORS = ("source", "tree")
 MAX_INVOCATIONS = 8
 # What a server's or a program's arguments may use besides the inputs (docs/tasks.md)
@@ -220,9 +222,11 @@ def _program_of(file: Path, folder: Path, spec: dict, key: str, words: set[str])
             not isinstance(command, list) or not all(isinstance(c, str) and c for c in command):
         raise TaskError(f"{file}: {key}: expected module = \"NAME\" or command = [\"PROGRAM\", "
                         "...]")
-    if module and not re.fullmatch(r"fixture(\.[a-z_][a-z0-9_]*)+", module):
-        raise TaskError(f"{file}: {key}.module: expected one of evlab's modules (fixture.*); "
-                        "a server or program of your own is a command")
+    if module and module not in LAB_SERVERS and \
+            not re.fullmatch(r"fixture(\.[a-z_][a-z0-9_]*)+", module):
+        raise TaskError(f"{file}: {key}.module: expected a built-in task's module (fixture.*) "
+                        f"or one of the lab's servers ({', '.join(LAB_SERVERS)}); a server or "
+                        "program of your own is a command")
     args = spec.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise TaskError(f"{file}: {key}.args: expected a list of strings")

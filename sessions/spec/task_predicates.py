@@ -4,9 +4,10 @@ Python file of its folder (file = "predicates.py") or a module of a built-in tas
 "fixture.NAME.predicates"), which lists them by name in a dict `PREDICATES`.
 
 They are held to the judge's own contract: no I/O, no lab, no observer. Their source is read
-before it is imported and refused if it imports anything but the judge's readings of the
-evidence and pure standard modules, or names open/exec/eval: a replay then judges as the live
-run did, on any machine. (A purity contract, not a sandbox: the task's author is trusted with
+before it is imported and refused if it imports anything but the public module's readings of
+the evidence (`from evlab.task import ...`, PREDICATE_NAMES) and pure standard modules, or
+names open/exec/eval: a replay then judges as the live run did, on any machine.
+(A purity contract, not a sandbox: the task's author is trusted with
 the lab already.) The built-in tasks' modules are also held to it by import-linter."""
 
 import ast
@@ -17,12 +18,17 @@ from pathlib import Path
 
 from sessions.spec.task_lab import TaskError, inside
 
-# What a predicate may import: evlab's readings of the evidence, and pure standard modules
-ALLOWED = ("sessions.judging.judgement", "sessions.judging.views", "sessions.judging.fault_chance",
-           "sessions.stream.evidence", "sessions.stream.events", "sessions.stream.judgements",
-           "sessions.spec.contract", "sessions.spec.faults", "__future__", "collections",
-           "dataclasses", "enum", "fractions", "functools", "ipaddress", "itertools", "math",
-           "operator", "re", "statistics", "typing")
+# What a predicate may import: the public module's readings of the evidence (evlab/task.py,
+# which re-exports these names; nothing there with I/O), and pure standard modules
+PUBLIC = "evlab.task"
+PREDICATE_NAMES = (
+    "FAIL", "INCONCLUSIVE", "NA", "PASS", "Judgement", "failed", "is_temp", "seqs", "unknown",
+    "FILE_EVENTS", "FILES", "arrived_whole", "file_records", "written_in_place",
+    "MOVES", "SOURCE_BY_DESCRIPTOR", "counter", "invocations", "resolved_files", "under",
+    "unjudgeable", "Thresholds", "ServerRecord", "InvocationEvidence", "ScenarioEvidence",
+)
+ALLOWED = ("__future__", "collections", "dataclasses", "enum", "fractions", "functools",
+           "ipaddress", "itertools", "math", "operator", "re", "statistics", "typing")
 FORBIDDEN_NAMES = {"open", "exec", "eval", "compile", "__import__", "breakpoint", "input",
                    "globals", "vars"}
 
@@ -66,6 +72,13 @@ def _check_pure(file: Path, source: Path) -> None:
         raise TaskError(f"{file}: predicates: {source.name} cannot be read as Python "
                         f"({e})") from None
     for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == PUBLIC and not node.level:
+            impure = [a.name for a in node.names if a.name not in PREDICATE_NAMES]
+            if impure:
+                raise TaskError(f"{file}: predicates: {source.name} line {_line(node)} imports "
+                                f"{PUBLIC}.{impure[0]}: a predicate may import only the "
+                                "evidence's readings (docs/tasks.md, \"The public module\")")
+            continue
         names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                  [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
         if isinstance(node, ast.ImportFrom) and node.level:
@@ -73,8 +86,8 @@ def _check_pure(file: Path, source: Path) -> None:
         bad = [n for n in names if not any(n == a or n.startswith(a + ".") for a in ALLOWED)]
         if bad:
             raise TaskError(f"{file}: predicates: {source.name} line {_line(node)} imports "
-                            f"{bad[0]}: a predicate may import only the judge's readings of "
-                            "the evidence and pure standard modules (no I/O, no lab)")
+                            f"{bad[0]}: a predicate may import only `from {PUBLIC} import ...` "
+                            "and pure standard modules (no I/O, no lab)")
         if isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
             raise TaskError(f"{file}: predicates: {source.name} line {_line(node)} uses "
                             f"{node.id}: a predicate is a pure function of the evidence")

@@ -78,7 +78,7 @@ class ScenarioStarted(Event):
     client_sha256: str
     expected_failures: tuple[str, ...]
     expected_passes: tuple[str, ...]
-    faults: tuple[dict, ...]        # armed faults (sessions/spec/faults.py), each with its id
+    faults: tuple[dict, ...]        # armed faults (spec/scenario_faults.py), each with its id
     receiver_port: int              # the endpoint's port (named so in every archive since 1)
     decoy_port: int                 # the decoy's (0: the task has none)
     source_size: int

@@ -11,7 +11,7 @@ from sessions.judging.fault_chance import (
 from sessions.judging.judgement import NA, PASS, Judgement, failed, seqs, unknown
 from sessions.judging.views import consumed_bytes, endpoint_name, wire_lost
 from sessions.spec.contract import Thresholds, Vocabulary
-from sessions.spec.faults import CONTINUOUS, INTERRUPTIONS, armed
+from sessions.spec.scenario_faults import CONTINUOUS, INTERRUPTIONS, armed
 from sessions.stream.evidence import ScenarioEvidence
 
 

@@ -12,11 +12,11 @@ Several faults may be declared; each fires at most once (latency and bandwidth a
 chunk and count as fired when they first act). An armed fault that never fires makes the
 attempt invalid, never a pass.
 
-The kinds and every parameter's type and bounds are the fixture's (fixture/faults.py): what a
+The kinds and every parameter's type and bounds are sessions/spec/fault_kinds.py's: what a
 scenario file may declare is exactly what a task's server (`faults = true`) and the proxy accept.
 """
 
-from fixture.faults import (
+from sessions.spec.fault_kinds import (
     BURST_S,
     CONTINUOUS,
     HEADER_MAX,

@@ -1,0 +1,1 @@
+"""The deterministic inputs the lab writes for a task: its source file and its tree."""
