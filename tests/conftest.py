@@ -9,7 +9,7 @@ import pytest
 
 from fixture.harness import BUILD_DIR, client_path
 from fixture.source import write_source
-from probes.collectors import keep_collectors
+from probes.collectors.choose import keep_collectors
 from probes.owned_tmp import sweep_stale
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from fixture.harness import client_path, start_decoy, start_receiver
-from probes.collectors import NoCollector, open_collector
-from probes.kernel import COUNTERS
+from probes.collectors.choose import NoCollector, open_collector
+from probes.collectors.records import COUNTERS
 from tests.support import Sink, refused_port
 
 _ids = itertools.count(1)
@@ -100,7 +100,7 @@ def test_non_root_degrades_to_strace_with_the_reason():
     code = (
         "import json, os\n"
         "import bcc  # importable for the user; loading BPF is what needs root\n"
-        "from probes.collectors import open_collector\n"
+        "from probes.collectors.choose import open_collector\n"
         "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
         "c, missing = open_collector('auto')\n"
         "p = c.launch(1, ['/bin/true'], None); p.wait()\n"

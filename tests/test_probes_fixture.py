@@ -7,7 +7,7 @@ import time
 import pytest
 
 from fixture.harness import client_path, start_decoy, start_receiver
-from probes.collectors import open_collector
+from probes.collectors.choose import open_collector
 from probes.packets.capture import PacketCapture
 from tests.packet_totals import port_totals
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fixture.spawner import Spawner
-from probes.collectors import Collector
+from probes.collectors.choose import Collector
 from sessions.lab.boundary import Boundary
 from sessions.spec.task import Task
 from sessions.stream.stream import EventStream

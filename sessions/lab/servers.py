@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fixture.harness import Server, ServerExited, start_proxy, start_server, stop_all
 from fixture.spawner import Spawner
-from probes.sockets import busy_ports
+from probes.proc.sockets import busy_ports
 from probes.tail import LineTail
 from sessions.spec.faults import ONE_SHOT, SERVER_KINDS, WIRE_KINDS, for_invocation
 from sessions.spec.task import Program, ServerSpec, Task, TaskError
