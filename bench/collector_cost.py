@@ -14,7 +14,7 @@ from tests.backup_lab import BEHAVIOURS, client_path
 
 
 def one(with_uprobes: bool) -> dict:
-    from probes.collectors import open_collector
+    from probes.collectors.choose import open_collector
     started = time.perf_counter()
     collector, _ = open_collector("bcc", functions=FUNCTIONS)
     opened = time.perf_counter() - started

@@ -48,7 +48,7 @@ class Evlab:
     name = "evlab"
 
     def __enter__(self):
-        from probes.collectors import open_collector
+        from probes.collectors.choose import open_collector
         self.collector, _ = open_collector("bcc", functions=FUNCTIONS)  # compile: not timed
         self.invocation = 0
         return self

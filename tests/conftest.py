@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.collectors import keep_collectors
+from probes.collectors.choose import keep_collectors
 from probes.owned_tmp import sweep_stale
 from sessions.lab.inputs.source import write_source
 from tests.backup_lab import BUILD_DIR, client_path

@@ -1,5 +1,5 @@
-"""ProcessWatcher: probes.procmetrics samples taken every interval in a thread, for tests that
-watch a process over time (the lab samples on its own schedule with procmetrics.sample)."""
+"""ProcessWatcher: probes.proc.metrics samples taken every interval in a thread, for tests that
+watch a process over time (the lab samples on its own schedule with probes.proc.metrics.sample)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import psutil
 
-from probes.procmetrics import ProcSample, sample_process
+from probes.proc.metrics import ProcSample, sample_process
 
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
 

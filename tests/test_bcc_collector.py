@@ -514,7 +514,7 @@ open(os.path.join(d, "src.bin"), "rb").close()               # read-only
 
 def test_file_events_exact_for_a_program_whose_file_operations_the_test_controls(
         collector, tmp_path):
-    from probes.kernel import FileEvent
+    from probes.collectors.records import FileEvent
     source = tmp_path / "src.bin"
     source.write_bytes(b"x" * 10)
     final, events, _ = run(collector, ["/usr/bin/python3", "-c", FILE_PROGRAM, tmp_path], source)
@@ -638,7 +638,7 @@ def test_every_metadata_change_of_the_source_is_a_file_event_refused_or_not(
     fallocate on a read-only descriptor are), by path (resolved later, like a rename's) or by
     descriptor, sent when the file behind it is the source's. The same calls on a target file
     give its path events only: its descriptors' files are none of the source's."""
-    from probes.kernel import FileEvent
+    from probes.collectors.records import FileEvent
     source, other = tmp_path / "src.bin", own_filesystem / "t.bin"
     source.write_bytes(b"s" * 100)
     other.write_bytes(b"t" * 100)
@@ -695,7 +695,7 @@ def test_a_copy_of_a_folders_descriptor_is_a_file_event_a_files_is_not(collector
     """rm -rf unlinks a folder's names through an F_DUPFD copy of its descriptor: the copy is
     a file event (old descriptor, new one), so the unlink's folder is known; a shell's many
     dup2s of files and pipes send nothing."""
-    from probes.kernel import FileEvent
+    from probes.collectors.records import FileEvent
     final, events, _ = run(collector, ["/usr/bin/python3", "-c", DUPS, own_filesystem],
                            target=own_filesystem)
     files = [e for e in events if isinstance(e, FileEvent)]

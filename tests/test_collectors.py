@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.collectors import NoCollector, open_collector
-from probes.kernel import COUNTERS
+from probes.collectors.choose import NoCollector, open_collector
+from probes.collectors.records import COUNTERS
 from sessions.lab.harness import start_decoy
 from tests.backup_lab import client_path, start_receiver
 from tests.support import Sink, refused_port
@@ -101,7 +101,7 @@ def test_non_root_degrades_to_strace_with_the_reason():
     code = (
         "import json, os\n"
         "import bcc  # importable for the user; loading BPF is what needs root\n"
-        "from probes.collectors import open_collector\n"
+        "from probes.collectors.choose import open_collector\n"
         "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
         "c, missing = open_collector('auto')\n"
         "p = c.launch(1, ['/bin/true'], None); p.wait()\n"

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from probes.collectors import open_collector
+from probes.collectors.choose import open_collector
 from probes.packets.capture import PacketCapture
 from sessions.lab.harness import start_decoy
 from tests.backup_lab import client_path, start_receiver

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from probes.procmetrics import ProcSample, sample
+from probes.proc.metrics import ProcSample, sample
 from tests.process_watcher import ProcessWatcher
 
 MiB = 1 << 20

@@ -206,7 +206,7 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path, built_clients, sig):
 
 def test_import_rule_no_textual_outside_tui():
     code = ("import sys, sessions.cli, sessions.lab.session, sessions.output.report, "
-            "sessions.output.archive, probes.collectors, probes.packets.capture, "
+            "sessions.output.archive, probes.collectors.choose, probes.packets.capture, "
             "probes.doctor.preflight, "
             "sessions.lab.harness, sessions.cli.dispatch, sessions.cli.entry\n"
             "print('textual' in sys.modules)")

@@ -6,7 +6,7 @@ needs and does not get fails the compile.
 
 from enum import IntEnum
 
-from probes.kernel import BUSY_MIN_NS, COUNTERS
+from probes.collectors.records import BUSY_MIN_NS, COUNTERS
 
 PATH_MAX_LEN = 256     # the config map's source and client paths, NUL included
 MAX_FUNCS = 8          # uprobe slots: on_func_0 .. on_func_7 in the .bpf.c

@@ -227,6 +227,17 @@ static __always_inline struct task *tracked_task(void)
     return tasks.lookup(&tid);
 }
 
+// The calling task when it is tracked and its invocation still holds its slot, with that
+// invocation's counters (*c) and slot (*s); 0 otherwise.
+static __always_inline struct task *tracked_task_counters(struct counters **c, struct slot **s)
+{
+    struct task *t = tracked_task();
+    if (!t)
+        return 0;
+    *c = counters_of(t->slot, t->inv, s);
+    return *c && *s ? t : 0;
+}
+
 // Fields of a BTF-typed task_struct (a tp_btf argument, or bpf_get_current_task_btf()) are
 // loaded directly, not with a probe-read helper: the verifier checks each load against the
 // kernel's BTF. The task is an integer address so that BCC does not rewrite the loads into
@@ -684,30 +695,43 @@ static __always_inline void target_written(struct task *t, struct counters *c, u
         bpf_send_signal(SIGSTOP_);
 }
 
+// n bytes read from a file of this kind (FD_*), counted by what it is: the source, a socket,
+// one of the client's own files, the target. A syscall's or an io_uring request's alike.
+static __always_inline void read_from(struct counters *c, u8 kind, s64 n)
+{
+    if (kind == FD_SOURCE)
+        c->c[CTR_SOURCE_READ_BYTES] += n;
+    else if (kind == FD_SOCKET)
+        c->c[CTR_SOCK_RECV_BYTES] += n;
+    else if (kind == FD_OWN)
+        c->c[CTR_OWN_READ_BYTES] += n;
+    else if (kind == FD_TARGET)
+        c->c[CTR_TARGET_READ_BYTES] += n;
+}
+
+// n bytes written to a file of this kind: a socket, the target (file: its struct file, read
+// only for the target's), elsewhere.
+static __always_inline void written_to(struct task *t, struct counters *c, u8 kind, s64 n,
+                                       u64 file)
+{
+    if (kind == FD_SOCKET)
+        c->c[CTR_SOCK_SENT_BYTES] += n;
+    else if (kind == FD_TARGET)
+        target_written(t, c, n, file);
+    else if (kind == FD_ELSEWHERE)
+        c->c[CTR_ELSEWHERE_WRITE_BYTES] += n;
+}
+
 // Bytes moved by the read and write families: all of them, and those of the source's and of
 // sockets' descriptors. in_fd/out_fd < 0: not that direction.
 static __always_inline void moved(struct task *t, struct counters *c, s64 in_fd, s64 out_fd,
                                   s64 ret)
 {
-    if (in_fd >= 0) {
-        u8 kind = fd_kind(t, in_fd);
-        if (kind == FD_SOURCE)
-            c->c[CTR_SOURCE_READ_BYTES] += ret;
-        else if (kind == FD_SOCKET)
-            c->c[CTR_SOCK_RECV_BYTES] += ret;
-        else if (kind == FD_OWN)
-            c->c[CTR_OWN_READ_BYTES] += ret;
-        else if (kind == FD_TARGET)
-            c->c[CTR_TARGET_READ_BYTES] += ret;
-    }
+    if (in_fd >= 0)
+        read_from(c, fd_kind(t, in_fd), ret);
     if (out_fd >= 0) {
         u8 kind = fd_kind(t, out_fd);
-        if (kind == FD_SOCKET)
-            c->c[CTR_SOCK_SENT_BYTES] += ret;
-        else if (kind == FD_TARGET)
-            target_written(t, c, ret, file_of_fd(out_fd));
-        else if (kind == FD_ELSEWHERE)
-            c->c[CTR_ELSEWHERE_WRITE_BYTES] += ret;
+        written_to(t, c, kind, ret, kind == FD_TARGET ? file_of_fd(out_fd) : 0);
     }
 }
 
@@ -1068,12 +1092,10 @@ static __always_inline int is_fork(u64 nr)
 // tracked task had entered before it was tracked (the fork or exec that made it tracked) is not.
 int btf_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
-    struct task *t = tracked_task();
-    if (!t)
-        return 0;
+    struct counters *c = 0;
     struct slot *s = 0;
-    struct counters *c = counters_of(t->slot, t->inv, &s);
-    if (!c || !s)
+    struct task *t = tracked_task_counters(&c, &s);
+    if (!t)
         return 0;
     if (!t->on_since)   // running, its switch in unseen
         clock_missed(t, c, CURRENT_TASK, bpf_ktime_get_ns());
@@ -1574,12 +1596,10 @@ static __always_inline void uring_named_done(struct task *t, struct counters *c,
 // tracepoint: (struct io_ring_ctx *, void *req, cqe *).
 RAW_TRACEPOINT_PROBE(io_uring_complete)
 {
-    struct task *t = tracked_task();
-    if (!t)
-        return 0;
+    struct counters *c = 0;
     struct slot *s = 0;
-    struct counters *c = counters_of(t->slot, t->inv, &s);
-    if (!c || !s)
+    struct task *t = tracked_task_counters(&c, &s);
+    if (!t)
         return 0;
     s32 res = 0;
     u8 op = 0;
@@ -1629,38 +1649,14 @@ RAW_TRACEPOINT_PROBE(io_uring_complete)
 #endif
         c->c[CTR_READ_BYTES] += res;
         c->c[CTR_WRITE_BYTES] += res;
-        if (from == FD_SOURCE)
-            c->c[CTR_SOURCE_READ_BYTES] += res;
-        else if (from == FD_SOCKET)
-            c->c[CTR_SOCK_RECV_BYTES] += res;
-        else if (from == FD_OWN)
-            c->c[CTR_OWN_READ_BYTES] += res;
-        else if (from == FD_TARGET)
-            c->c[CTR_TARGET_READ_BYTES] += res;
-        if (kind == FD_SOCKET)
-            c->c[CTR_SOCK_SENT_BYTES] += res;
-        else if (kind == FD_TARGET)
-            target_written(t, c, res, file);
-        else if (kind == FD_ELSEWHERE)
-            c->c[CTR_ELSEWHERE_WRITE_BYTES] += res;
+        read_from(c, from, res);
+        written_to(t, c, kind, res, file);
     } else if (in) {
         c->c[CTR_READ_BYTES] += res;
-        if (kind == FD_SOURCE)
-            c->c[CTR_SOURCE_READ_BYTES] += res;
-        else if (kind == FD_SOCKET)
-            c->c[CTR_SOCK_RECV_BYTES] += res;
-        else if (kind == FD_OWN)
-            c->c[CTR_OWN_READ_BYTES] += res;
-        else if (kind == FD_TARGET)
-            c->c[CTR_TARGET_READ_BYTES] += res;
+        read_from(c, kind, res);
     } else {
         c->c[CTR_WRITE_BYTES] += res;
-        if (kind == FD_SOCKET)
-            c->c[CTR_SOCK_SENT_BYTES] += res;
-        else if (kind == FD_TARGET)
-            target_written(t, c, res, file);
-        else if (kind == FD_ELSEWHERE)
-            c->c[CTR_ELSEWHERE_WRITE_BYTES] += res;
+        written_to(t, c, kind, res, file);
     }
     end_stretch(t, c, s, bpf_ktime_get_ns());   // bytes moved: progress, as a syscall's
     return 0;

@@ -40,8 +40,7 @@ from probes.bcc.config import invocation_config
 from probes.bcc.counters import CounterSlots
 from probes.bcc.egress import CgroupHooks
 from probes.bcc.load import CollectorUnavailable, attach_btf, have_filemap, load_bpf, run_stats
-from probes.interrupts import deferred
-from probes.kernel import (
+from probes.collectors.records import (
     COUNTERS,
     ConnectEvent,
     CounterSnapshot,
@@ -50,8 +49,10 @@ from probes.kernel import (
     FileEvent,
     ProcessEvent,
 )
+from probes.interrupts import deferred
 
-__all__ = ["BccCollector", "CollectorUnavailable"]   # CollectorUnavailable: probes.collectors
+# CollectorUnavailable: for probes.collectors.choose
+__all__ = ["BccCollector", "CollectorUnavailable"]
 # What a kernel without the filemap tracepoints cannot show (reads through a mapping)
 UNMAPPED = ("source_mapped_bytes",)
 
@@ -303,7 +304,7 @@ class BccCollector:
                 "events": self._events_seen, "events_per_s": self._events_seen / elapsed}
 
     def reset(self) -> None:
-        """Ready for another session, as if new but not compiled again (probes/collectors.py
+        """Ready for another session, as if new but not compiled again (probes/collectors/choose.py
         keeps collectors): its uprobes detached (a binary rebuilt at the same path is probed
         afresh), cgroups unwatched, events of earlier invocations dropped, and every task,
         descriptor and destination the kernel side holds forgotten (a pid recycled by the

@@ -16,7 +16,7 @@ import ctypes
 import threading
 
 from probes.bcc.abi import COUNTER_SPACE, INV_SLOTS
-from probes.kernel import COUNTERS, MAXIMA
+from probes.collectors.records import COUNTERS, MAXIMA
 
 _MAXIMA = frozenset(COUNTERS.index(name) for name in MAXIMA)
 

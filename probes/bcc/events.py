@@ -1,11 +1,17 @@
 """The collector's ring-buffer records and egress maps, read into the kernel vocabulary's
-events (probes/kernel.py). Numbers (event kinds, file operations, egress call kinds) are
-probes/bcc/abi.py's, the ones the .bpf.c was compiled with."""
+events (probes/collectors/records.py). Numbers (event kinds, file operations, egress call kinds)
+are probes/bcc/abi.py's, the ones the .bpf.c was compiled with."""
 
 import socket
 
 from probes.bcc.abi import EgressKind, EventKind, FileOp
-from probes.kernel import ConnectEvent, EgressEvent, EgressTotals, FileEvent, ProcessEvent
+from probes.collectors.records import (
+    ConnectEvent,
+    EgressEvent,
+    EgressTotals,
+    FileEvent,
+    ProcessEvent,
+)
 from probes.text import decoded
 
 _PROTOCOLS = {socket.IPPROTO_TCP: "tcp", socket.IPPROTO_UDP: "udp", socket.IPPROTO_ICMP: "icmp",

@@ -142,29 +142,31 @@ def check_tracepoints() -> Capability:
     return ok(name, f"the collector's {len(tracepoints)} tracepoints have formats: {names}")
 
 
-def check_uprobes() -> Capability:
-    path = f"{TRACEFS}/uprobe_events"
-    blocked = _tracefs_blocked("uprobes", path)
+def _tracefs_file(name: str, file: str, there: str, absent: str, fix: str) -> Capability:
+    """A control file tracefs has when the kernel was built with its option: `there` follows
+    "exists", `absent` says what its absence means."""
+    path = f"{TRACEFS}/{file}"
+    blocked = _tracefs_blocked(name, path)
     if blocked:
         return blocked
     if os.path.exists(path):
-        return ok("uprobes", f"{path} exists")
-    return missing("uprobes", f"{path} absent: kernel built without CONFIG_UPROBE_EVENTS; "
-                   "the hash-work clause cannot be judged",
-                   "boot a kernel with CONFIG_UPROBE_EVENTS=y")
+        return ok(name, f"{path} exists{there}")
+    return missing(name, f"{path} absent: {absent}", fix)
+
+
+def check_uprobes() -> Capability:
+    return _tracefs_file("uprobes", "uprobe_events", "",
+                         "kernel built without CONFIG_UPROBE_EVENTS; "
+                         "the hash-work clause cannot be judged",
+                         "boot a kernel with CONFIG_UPROBE_EVENTS=y")
 
 
 def check_kprobes() -> Capability:
-    path = f"{TRACEFS}/kprobe_events"
-    blocked = _tracefs_blocked("kprobes", path)
-    if blocked:
-        return blocked
-    if os.path.exists(path):
-        return ok("kprobes", f"{path} exists (evlab does not use kprobes)")
-    return missing("kprobes", f"{path} absent: kernel built without CONFIG_KPROBES. "
-                   "evlab does not need kprobes (it uses tracepoints and uprobes); "
-                   "only stock tools like tcpconnect and bpftrace kprobe: need them",
-                   "none needed for evlab (otherwise a kernel with CONFIG_KPROBES=y)")
+    return _tracefs_file("kprobes", "kprobe_events", " (evlab does not use kprobes)",
+                         "kernel built without CONFIG_KPROBES. "
+                         "evlab does not need kprobes (it uses tracepoints and uprobes); "
+                         "only stock tools like tcpconnect and bpftrace kprobe: need them",
+                         "none needed for evlab (otherwise a kernel with CONFIG_KPROBES=y)")
 
 
 def check_netem() -> Capability:

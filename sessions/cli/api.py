@@ -21,7 +21,7 @@ from os import PathLike
 from pathlib import Path
 from typing import NoReturn
 
-from probes.collectors import CollectorUnavailable
+from probes.collectors.choose import CollectorUnavailable
 from sessions.cli.campaign import campaign_session
 from sessions.cli.headless import Outputs, record_session
 from sessions.cli.parser import UsageError, build_parser, parser_class

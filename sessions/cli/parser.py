@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from probes.boundary.limits import SandboxLimits
-from probes.collector_kinds import KINDS
+from probes.collectors.kinds import KINDS
 from sessions.spec.suites import NOISE_KINDS
 from sessions.spec.task import DEFAULT_TASK, SUITE_NAMES
 

@@ -27,7 +27,7 @@ from probes.boundary.cgroup import ClientCgroup, Layout, Limits, find_layout, re
 from probes.boundary.netns import HostNetwork, LabNetwork, Network
 from probes.boundary.sandbox import SCRATCH, Sandbox, SandboxSettings
 from probes.capability import Capability
-from probes.collectors import Collector
+from probes.collectors.choose import Collector
 from sessions.spec.named_paths import shown
 from sessions.spec.scenario import Scenario
 from sessions.stream.events import BoundaryObserved, EgressSummary, Event, SandboxSet

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from probes import procmetrics
 from probes.boundary.netns import Network
-from probes.kernel import ProcessEvent
+from probes.collectors.records import ProcessEvent
+from probes.proc import metrics as procmetrics
 from sessions.lab.lifecycle import kill_leftovers, leftovers
 from sessions.lab.observations import CLAIM_BYTES_MAX, claim_event, kernel_event, metrics_event
 from sessions.lab.parts import LabParts
@@ -34,8 +34,8 @@ METRICS_EVERY_S = 0.25  # psutil samples at 4 Hz
 KERNEL_EVENTS_MAX = 20_000   # kernel events kept per invocation (an honest client makes ~500)
 CLAIMS_MAX = 1_000           # claims kept per invocation (an honest client makes a handful)
 # Invocation ids (the collector's key for an invocation) are unique in the process, never per
-# session: a collector kept from an earlier session (probes.collectors.keep_collectors) must not
-# count anything left of that session's invocations as a new one's.
+# session: a collector kept from an earlier session (probes.collectors.choose.keep_collectors)
+# must not count anything left of that session's invocations as a new one's.
 _IDS = itertools.count(1)
 
 

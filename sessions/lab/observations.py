@@ -5,7 +5,7 @@ conversions; who owns what they describe is the scenario run's (sessions/lab/sce
 import json
 import time
 
-from probes.kernel import ConnectEvent, EgressEvent, FileEvent
+from probes.collectors.records import ConnectEvent, EgressEvent, FileEvent
 from probes.text import cleaned, decoded
 from sessions.stream.codec import fits
 from sessions.stream.events import (

@@ -5,7 +5,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from probes.collectors import Collector
+from probes.collectors.choose import Collector
 from sessions.lab.boundary import Boundary
 from sessions.lab.spawner import Spawner
 from sessions.spec.task import Task

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from probes.sockets import busy_ports
+from probes.proc.sockets import busy_ports
 from probes.tail import LineTail
 from sessions.lab.harness import Server, ServerExited, start_proxy, start_server, stop_all
 from sessions.lab.spawner import Spawner

@@ -24,7 +24,7 @@ from probes.boundary.cgroup import find_layout
 from probes.boundary.cgroup import sweep_stale as sweep_stale_cgroups
 from probes.boundary.sandbox import SandboxLimits
 from probes.capability import Capability
-from probes.collectors import Collector, open_collector
+from probes.collectors.choose import Collector, open_collector
 from probes.interrupts import deferred
 from probes.owned_tmp import make_owned_dir, sweep_stale
 from probes.pace import pace_ns

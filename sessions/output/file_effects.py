@@ -21,8 +21,9 @@ from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 PLACES = ("target", "source", "cwd", "elsewhere", "unknown")
 PLACE_LABELS = {"target": "target", "source": "source", "cwd": "work dir",
                 "elsewhere": "elsewhere", "unknown": "unknown"}
-# (label, counter, counted only with a target): the kernel's bytes (probes/kernel.py), writes
-# first; the target's (and what lands elsewhere, told apart from it) only where one is given
+# (label, counter, counted only with a target): the kernel's bytes
+# (probes/collectors/records.py), writes first; the target's (and what lands elsewhere, told
+# apart from it) only where one is given
 BYTES = (("target bytes written", "target_write_bytes", True),
          ("elsewhere bytes written", "elsewhere_write_bytes", True),
          ("source bytes read", "source_read_bytes", False),

@@ -20,8 +20,8 @@ from typing import Protocol
 
 from probes.bcc.collector import BccCollector, CollectorUnavailable
 from probes.capability import Capability
-from probes.collector_kinds import KINDS
-from probes.kernel import (
+from probes.collectors.kinds import KINDS
+from probes.collectors.records import (
     COUNTERS,
     ConnectEvent,
     CounterSnapshot,
@@ -31,7 +31,7 @@ from probes.kernel import (
     NoEgressView,
     ProcessEvent,
 )
-from probes.strace_collector import StraceCollector
+from probes.collectors.strace import StraceCollector
 
 
 class Collector(Protocol):

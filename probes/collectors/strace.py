@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from probes.capability import Capability
-from probes.kernel import (
+from probes.collectors.records import (
     COUNTERS,
     ConnectEvent,
     CounterSnapshot,

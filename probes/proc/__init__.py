@@ -1,0 +1,2 @@
+"""What /proc says about the processes the lab runs: a process tree's CPU, memory and
+descriptors (metrics.py), a network namespace's open TCP connections (sockets.py)."""
