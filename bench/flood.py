@@ -55,14 +55,6 @@ class FloodFeed(Feed):
         self._stop = threading.Event()
 
     @property
-    def scenario_ids(self) -> tuple[str, ...]:
-        return self._ids
-
-    @property
-    def model(self) -> DashboardModel:
-        return self._model
-
-    @property
     def position_text(self) -> str:
         return f"{self.published:,} events"
 

@@ -17,16 +17,18 @@ class Feed(Protocol):
     inherit the defaults for what does not apply to them (no problem, no replay controls)."""
 
     mode: str   # "live", "replay", …: shown in the header and the status line
+    _ids: tuple[str, ...]
+    _model: DashboardModel
 
     @property
     def scenario_ids(self) -> tuple[str, ...]:
         """The scenarios known before anything runs (more may start later)."""
-        ...
+        return self._ids
 
     @property
     def model(self) -> DashboardModel:
         """What to show now (a replay makes a new one when it steps back)."""
-        ...
+        return self._model
 
     @property
     def problem(self) -> str | None:

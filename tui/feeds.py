@@ -35,20 +35,13 @@ class LiveFeed(Feed):
         self.scenarios = {s.id: s for s in scenarios}
         self.autorun = autorun
         self.stream = JudgedStream()
-        self._model = DashboardModel(list(self.scenarios), self.stream)
+        self._ids = tuple(self.scenarios)
+        self._model = DashboardModel(self._ids, self.stream)
         self.staging = make_owned_dir("evlab-archive-")
         self.writer = ArchiveWriter(self.staging, self.stream.book, self.stream)
         self.lab = Lab(self.stream, self.staging, options, scenarios, grade)
         self._finished = threading.Event()
         self._started = False
-
-    @property
-    def scenario_ids(self) -> tuple[str, ...]:
-        return tuple(self.scenarios)
-
-    @property
-    def model(self) -> DashboardModel:
-        return self._model
 
     @property
     def problem(self) -> str | None:
@@ -112,14 +105,6 @@ class ReplayFeed(Feed):
         return stream
 
     @property
-    def scenario_ids(self) -> tuple[str, ...]:
-        return self._ids
-
-    @property
-    def model(self) -> DashboardModel:
-        return self._model
-
-    @property
     def position_text(self) -> str:
         state = "■ end" if self.driver.done else ("▶" if self.driver.playing else "⏸ paused")
         return (f"replay {(self.driver.t_ns - self.t0) / 1e9:.3f} s of "
@@ -171,14 +156,6 @@ class CampaignFeed(Feed):
         self._started = False
         self._engine_open = True
         self._engine_lock = threading.Lock()
-
-    @property
-    def scenario_ids(self) -> tuple[str, ...]:
-        return self._ids
-
-    @property
-    def model(self) -> DashboardModel:
-        return self._model
 
     @property
     def problem(self) -> str | None:
