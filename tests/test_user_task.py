@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,12 @@ def test_a_tasks_own_predicate_is_loaded_and_held_to_the_judges_import_contract(
               "import subprocess as s\n": "line 1 imports subprocess",
               "x = open\n": "line 1 uses open: a predicate is a pure function",
               "from . import helper\n": "line 1 imports .",
+              # the public module's evidence readings only: not a server's record log, not
+              # the core's insides
+              "from evlab.task import EventLog\n": "line 1 imports evlab.task.EventLog",
+              "from sessions.judging.judgement import PASS\n":
+                  "line 1 imports sessions.judging.judgement: a predicate may import only "
+                  "`from evlab.task import ...`",
               "def f(:\n": "cannot be read as Python"}
     for n, (text, said) in enumerate(impure.items()):
         folder = tmp_path / f"impure{n}"
@@ -277,3 +284,23 @@ def test_a_campaign_mixing_tasks_grades_each_client_on_its_own_and_ranks_tasks_a
     assert "integrity" not in kv_rows and "stored" not in backup_rows
     assert backup_rows[:2] == ["integrity", "unchanged-no-upload"], backup_rows
     assert "gate durability" in backup_rows and "gate durability" not in kv_rows, kv_rows
+
+
+def test_the_public_module_offers_what_docs_tasks_md_lists_and_a_server_loads_no_judge():
+    """evlab.task: every name the document's tables name resolves, what a predicate may import
+    is a part of it, and a server that takes its record log from it does not load the judge."""
+    import evlab.task as public
+    from sessions.spec.task_predicates import PREDICATE_NAMES
+    section = DOC.read_text().split("## The public module: `evlab.task`")[1].split("\n## ")[0]
+    named = {n for cell in re.findall(r"^\| (.*?) \|", section, re.M)
+             for n in re.findall(r"`(\w+)", cell)} - {"name"}
+    assert named and named <= set(public.__all__), named - set(public.__all__)
+    assert set(PREDICATE_NAMES) <= set(public.__all__)
+    for name in public.__all__:
+        assert getattr(public, name) is not None
+    code = ("import sys\nfrom evlab.task import EventLog, exit_with_parent\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('sessions.judging', "
+            "'sessions.cli', 'probes'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
