@@ -198,9 +198,11 @@ class _Given:
             name = getattr(check, "__name__", repr(check))
             raise self.refuse(flag, f"invalid {name} value: {text!r}") from None
 
-    def words(self, values: Iterable[Any]) -> tuple[str, ...]:
+    def words(self, values: Iterable[Any], flag: str = "") -> tuple[str, ...]:
         if isinstance(values, (str, os.PathLike)):
             values = [values]   # one name, not its letters
+        if not isinstance(values, Iterable):
+            raise self.refuse(flag, f"expected a list of words, got {values!r}")
         return tuple(os.fspath(v) if isinstance(v, os.PathLike) else str(v) for v in values)
 
     def switch(self, flag: str, value: Any, default: bool = False) -> bool:
@@ -215,7 +217,7 @@ class _Given:
 
     def lab(self, options: dict[str, Any]) -> Lab:
         noise = options.pop("noise", "")
-        noise = noise if isinstance(noise, str) else ",".join(self.words(noise or ()))
+        noise = noise if isinstance(noise, str) else ",".join(self.words(noise or (), "--noise"))
         limits = {key: self.value(flag, positive_int, options.pop(key, None))
                   for key, flag, *_ in LIMITS}
         return Lab(self.value("--collector", one_of(KINDS), options.pop("collector", None))
@@ -242,7 +244,7 @@ def run_request(scenarios: Iterable[str | os.PathLike[str]] = (), *, everything:
                 **options: Any) -> RunRequest:
     """`evlab run`'s request; options: LAB_KEYS and FILE_KEYS but report."""
     given = _Given("run")
-    names = given.words(scenarios)
+    names = given.words(scenarios, "SCENARIO")
     chosen = given.value("--suite", one_of(SUITE_NAMES), suite)
     everything = given.switch("--all", everything)
     if sum(map(bool, (names, everything, chosen))) > 1:
@@ -264,8 +266,8 @@ def grade_request(client: str | None = None, *, spec: Any = None, task: Any = No
         raise UsageError("grade: give --client 'COMMAND {host} {port} {source}' or a grade "
                          ".toml file (exactly one)")
     return GradeRequest(client, given.value("GRADE.toml", Path, spec), given.task(task),
-                        attempts, given.words(scenarios),
-                        tuple(parse_env(list(given.words(env))).items()), timeout, lab,
+                        attempts, given.words(scenarios, "--scenario"),
+                        tuple(parse_env(list(given.words(env, "--env"))).items()), timeout, lab,
                         files, jobs)
 
 
