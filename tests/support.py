@@ -8,7 +8,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from sessions.cli.plan import grade_started
+from sessions.lab.plan import grade_started
 from sessions.lab.schedule import run_session
 from sessions.lab.session import Options
 from sessions.output import document

@@ -120,3 +120,48 @@ def test_a_campaign_returns_its_board(tmp_path):
     assert result.board is not None and result.status == 0
     rank = [row["name"] for row in result.document["campaign"]["leaderboard"]]
     assert rank[0] == "rsync-delete"
+
+
+def test_the_command_line_and_the_library_make_the_same_request(tmp_path):
+    """One frozen request, built by the same code from flags or keyword arguments."""
+    import dataclasses
+
+    from sessions.cli.parser import build_parser, request_of
+    from sessions.spec.request import grade_request
+    flags = request_of(build_parser().parse_args([
+        "grade", "--headless", "--task", "mirror", "--client", " ".join(RSYNC), "--attempts",
+        "2", "--scenario", "first", "--env", "A=1", "--timeout", "5", "--noise=cpu,twin",
+        "--memory", "64", "--no-sandbox", "--deny-egress", "--jobs", "1", "--json",
+        str(tmp_path / "x.json")]))
+    keywords = grade_request(" ".join(RSYNC), task="mirror", attempts=2, scenarios=["first"],
+                             env=["A=1"], timeout=5, noise=["cpu", "twin"], memory_mib=64,
+                             sandbox=False, deny_egress=True, jobs=1, json=tmp_path / "x.json")
+    assert flags == keywords
+    assert keywords.lab.limits.memory_mib == 64 and keywords.env == (("A", "1"),)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        keywords.attempts = 3   # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("argv", "call"), [
+    (["grade", "--attempts", "x"], lambda: evlab.grade(RSYNC, attempts="x")),
+    (["grade", "--jobs", "0"], lambda: evlab.grade(RSYNC, jobs=0)),
+    (["grade", "--timeout", "1e9"], lambda: evlab.grade(RSYNC, timeout="1e9")),
+    (["grade", "--collector", "x"], lambda: evlab.grade(RSYNC, collector="x")),
+    (["grade", "--noise=cpu,zzz"], lambda: evlab.grade(RSYNC, noise=["cpu", "zzz"])),
+    (["grade", "--env", "A B=1"], lambda: evlab.grade(RSYNC, env={"A B": "1"})),
+    (["grade", "--memory", "-1"], lambda: evlab.grade(RSYNC, memory_mib=-1)),
+    (["run", "--suite=--all"], lambda: evlab.run(suite="--all")),
+    (["run", "baseline", "--suite", "seeded"], lambda: evlab.run(["baseline"], suite="seeded")),
+])
+def test_a_mistake_reads_the_same_from_the_command_line_and_the_library(argv, call, capsys):
+    from sessions.cli.dispatch import main
+    if argv[0] == "grade":
+        argv = [*argv, "--client", " ".join(RSYNC)]
+    try:
+        code = main([*argv, "--headless"])
+    except SystemExit as e:   # argparse's own refusals
+        code = e.code
+    line = capsys.readouterr().err.strip()
+    with pytest.raises(evlab.EvlabError) as raised:
+        call()
+    assert code == 2 and line == f"evlab: {raised.value}"

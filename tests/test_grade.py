@@ -17,7 +17,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sessions.cli.endings import grade_status
 from sessions.judging.judgement import is_temp
 from sessions.judging.metrics import OverallMetrics, overall_metrics, scenario_metrics
 from sessions.judging.risks import findings as risk_findings
@@ -26,6 +25,7 @@ from sessions.lab.harness import ServerStartError
 from sessions.lab.schedule import run_session
 from sessions.lab.session import Options
 from sessions.output import document
+from sessions.output.endings import grade_status
 from sessions.output.grade_report import grade_markdown
 from sessions.output.grades import grade_of
 from sessions.output.judged import JudgedStream

@@ -12,7 +12,7 @@ import pytest
 from textual.widgets import DataTable
 
 from bench.flood import FloodFeed, press_like_a_terminal, scenario_key
-from sessions.cli.plan import grade_started
+from sessions.lab.plan import grade_started
 from sessions.lab.session import Options
 from sessions.output.archive import load_archive
 from sessions.spec.client_spec import from_command

@@ -1,16 +1,18 @@
 """The dashboard as `evlab`'s front end: `evlab` alone (and `make run`) opens it on the built-in
 suite; `evlab run ...`, `evlab grade ...`, `evlab campaign FILE.toml` and `evlab replay ARCHIVE`
 without `--headless` open it too. The command line is read by sessions/cli (entry.py), which
-finds this through the `evlab.front_ends` entry point, so headless use never imports Textual.
+finds this through the `evlab.front_ends` entry point, so headless use never imports Textual;
+it hands over the request (sessions/spec/request.py), and nothing here reads the command line.
 """
 
 import sys
 from typing import TYPE_CHECKING
 
-from sessions.cli.campaign import open_campaign
-from sessions.cli.endings import summary_line
-from sessions.cli.plan import plan_of
+from sessions.campaign.opening import open_campaign
+from sessions.lab.plan import plan_of
 from sessions.output.archive import load_archive
+from sessions.output.endings import summary_line
+from sessions.spec.request import CampaignRequest, ReplayRequest, Request
 
 if TYPE_CHECKING:
     from tui.feed import Feed
@@ -40,11 +42,11 @@ def _dashboard(feed: "Feed") -> int:
     return 0
 
 
-def _campaign(args) -> int:
+def _campaign(request: CampaignRequest) -> int:
     """`evlab campaign FILE.toml` in the dashboard; on the way out, how far it got and how to
     continue it."""
     from tui.feeds import CampaignFeed
-    campaign, _options, engine, journal, resumed = open_campaign(args)
+    campaign, _options, engine, journal, resumed = open_campaign(request)
     try:
         feed = CampaignFeed(campaign, engine, journal, resumed)
     except BaseException:
@@ -57,19 +59,19 @@ def _campaign(args) -> int:
         return code
     _say(summary_line(board, journal.dir).removeprefix("evlab: "))
     if board.progress.done < board.progress.total:
-        _say(f"continue it with: evlab campaign {args.file} --dir {journal.dir} --resume")
+        _say(f"continue it with: evlab campaign {request.file} --dir {journal.dir} --resume")
     return code
 
 
-def dashboard(args) -> int:
-    """The dashboard front end (registered as `evlab.front_ends: dashboard`): parsed arguments
-    of bare `evlab`, or `run`, `grade`, `campaign`, `replay` without --headless."""
-    if args.command == "campaign":
-        return _campaign(args)
-    if args.command == "replay":
+def dashboard(request: Request) -> int:
+    """The dashboard front end (registered as `evlab.front_ends: dashboard`): the request of
+    bare `evlab`, or of `run`, `grade`, `campaign`, `replay` without --headless."""
+    if isinstance(request, CampaignRequest):
+        return _campaign(request)
+    if isinstance(request, ReplayRequest):
         from tui.feeds import ReplayFeed
-        loaded = load_archive(args.archive)
-        return _dashboard(ReplayFeed(loaded, args.archive, speed=args.speed or 1.0))
+        loaded = load_archive(request.archive)
+        return _dashboard(ReplayFeed(loaded, request.archive, speed=request.speed or 1.0))
     from tui.feeds import LiveFeed
-    plan = plan_of(args)
+    plan = plan_of(request)
     return _dashboard(LiveFeed(plan.scenarios, plan.options, grade=plan.grade))

@@ -6,27 +6,25 @@ progress lines, a printed summary line and an exit status (commands.py, campaign
                          attempts=1, archive="grade.tar.gz")
     result.success_rate, result.summary, result.verdicts(), result.archive
 
-Keyword arguments are the command line's options, spelled as Python: each is read by the same
-parser, so a value the command line refuses is refused here with the same one-line message.
+Keyword arguments are the command line's options, spelled as Python: they make the same
+request as the command line's flags (sessions/spec/request.py), checked by the same code, so a
+value the command line refuses is refused here with the same one-line message.
 Every mistake (a bad value, an unknown task or scenario, a client that cannot run, a machine
 that cannot observe, an output that cannot be written) is one EvlabError carrying the line the
 command line prints; nothing is left running or written then.
 """
 
-import argparse
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import NoReturn
 
 from probes.collectors.choose import CollectorUnavailable
 from sessions.cli.campaign import campaign_session
 from sessions.cli.headless import Outputs, record_session
-from sessions.cli.parser import UsageError, build_parser, parser_class
-from sessions.cli.plan import plan_of
 from sessions.lab.harness import ServerStartError
+from sessions.lab.plan import plan_of
 from sessions.lab.session import RunError
 from sessions.output.archive import ArchiveError
 from sessions.output.grades import ClientGrade
@@ -34,6 +32,16 @@ from sessions.output.leaderboard import Board
 from sessions.spec.campaign import CampaignError
 from sessions.spec.client_spec import ClientSpecError
 from sessions.spec.contract import ContractError
+from sessions.spec.request import (
+    OPTIONS,
+    CampaignRequest,
+    ReplayRequest,
+    Request,
+    UsageError,
+    campaign_request,
+    grade_request,
+    run_request,
+)
 from sessions.spec.scenario import ScenarioError
 from sessions.spec.task import TaskError
 from sessions.stream.events import Event
@@ -88,37 +96,50 @@ def grade(client: str | Sequence[str] | None = None, *, spec: PathArg | None = N
           timeout: float | None = None, **options) -> Result:
     """`evlab grade --headless`: the client (a command line with the task's placeholders, as a
     string or its words) or a grade file (spec), through the task's grade scenarios.
-    options: jobs, collector, packets, noise, deny_egress, sandbox, json, report, html,
-    archive, reward, ctrf, progress (called with every event, as it comes)."""
+    options: jobs, collector, packets, noise, deny_egress, sandbox, memory_mib, pids,
+    cpu_seconds, open_files, disk_mib (the sandbox's limits), json, report, html, archive,
+    reward, ctrf, progress (called with every event, as it comes)."""
     words = shlex.join(client) if client is not None and not isinstance(client, str) else client
-    return _session("grade", [str(spec)] if spec is not None else [], {
-        "--client": words, "--task": task, "--attempts": attempts, "--scenario": scenarios,
-        "--env": [f"{k}={v}" for k, v in (env or {}).items()], "--timeout": timeout}, options)
+    progress = _progress("grade", options)
+    return _session(lambda: grade_request(
+        words, spec=spec, task=task, attempts=attempts, scenarios=scenarios,
+        env=[f"{k}={v}" for k, v in (env or {}).items()], timeout=timeout, **options), progress)
 
 
 def run(scenarios: Sequence[str] = (), *, task: str | PathArg | None = None,
         suite: str | None = None, **options) -> Result:
     """`evlab run --headless`: scenarios by name (else the task's seeded suite, or `suite`)."""
-    return _session("run", list(scenarios), {"--task": task, "--suite": suite}, options)
+    progress = _progress("run", options)
+    return _session(lambda: run_request(scenarios, suite=suite, task=task, **options), progress)
 
 
 def campaign(file: PathArg, *, task: str | PathArg | None = None,
              dir: PathArg | None = None, resume: bool = False, ray: str | None = None,
              **options) -> Result:
     """`evlab campaign --headless FILE`: several clients graded and ranked."""
-    return _session("campaign", [str(file)], {"--task": task, "--dir": dir,
-                                              "--resume": resume, "--ray": ray}, options)
+    progress = _progress("campaign", options)
+    return _session(lambda: campaign_request(file, task=task, dir=dir, resume=resume, ray=ray,
+                                             **options), progress)
 
 
-def _session(command: str, positional: list[str], given: dict, options: dict) -> Result:
-    progress: Callable[[Event], None] | None = options.pop("progress", None)
-    args = _parse(command, positional, {**given, **_options(options)})
+def _progress(command: str, options: dict) -> Callable[[Event], None] | None:
+    """The progress callback, popped from options; every other option one of the command's."""
+    unknown = set(options) - OPTIONS[command] - {"progress"}
+    if unknown:
+        raise EvlabError(f"unknown option(s) {', '.join(sorted(unknown))}; evlab.{command} "
+                         f"takes {', '.join(sorted({*OPTIONS[command], 'progress'}))}")
+    return options.pop("progress", None)
+
+
+def _session(build: Callable[[], Request], progress: Callable[[Event], None] | None) -> Result:
     listen = progress or (lambda event: None)   # a library prints nothing of its own
     try:
-        if command == "campaign":
-            outputs = campaign_session(args, listen, quiet=True)
+        request = build()
+        if isinstance(request, CampaignRequest):
+            outputs = campaign_session(request, listen, quiet=True)
         else:
-            outputs = record_session(plan_of(args), args, listen, quiet=True)
+            assert not isinstance(request, ReplayRequest)
+            outputs = record_session(plan_of(request), request.files, listen, quiet=True)
     except USER_ERRORS as e:
         raise EvlabError(str(e)) from None
     return _result(outputs)
@@ -126,41 +147,3 @@ def _session(command: str, positional: list[str], given: dict, options: dict) ->
 
 def _result(o: Outputs) -> Result:
     return Result(o.status, o.summary, o.document, o.grade, o.board, o.archive_path)
-
-
-# option name -> flag; booleans are flags without a value
-_FLAGS = {"jobs": "--jobs", "collector": "--collector", "packets": "--packets",
-          "noise": "--noise", "deny_egress": "--deny-egress", "json": "--json",
-          "report": "--report", "html": "--html", "archive": "--archive", "reward": "--reward",
-          "ctrf": "--ctrf"}
-
-
-def _options(options: dict) -> dict:
-    unknown = set(options) - set(_FLAGS) - {"sandbox"}
-    if unknown:
-        raise EvlabError(f"unknown option(s) {', '.join(sorted(unknown))}; evlab takes "
-                         f"{', '.join(sorted({*_FLAGS, 'sandbox', 'progress'}))}")
-    out = {_FLAGS[k]: v for k, v in options.items() if k in _FLAGS}
-    if "--noise" in out and not isinstance(out["--noise"], str):
-        out["--noise"] = ",".join(out["--noise"])
-    if options.get("sandbox") is False:
-        out["--no-sandbox"] = True
-    return out
-
-
-def _parse(command: str, positional: list[str], flags: dict) -> argparse.Namespace:
-    argv = [command, "--headless", *positional]
-    for flag, value in flags.items():
-        if value is None or value is False or (isinstance(value, (list, tuple)) and not value):
-            continue
-        if value is True:
-            argv.append(flag)
-        elif isinstance(value, (list, tuple)):
-            argv += [f"{flag}={each}" for each in value]
-        else:
-            argv.append(f"{flag}={value}")   # a value that begins with `-` is still its value
-    return build_parser(parser_class(_refuse)).parse_args(argv)
-
-
-def _refuse(message: str) -> NoReturn:
-    raise EvlabError(message)

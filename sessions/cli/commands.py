@@ -1,19 +1,21 @@
-"""The headless commands: list, run, grade, report, replay."""
+"""The headless commands: list, run, grade, report, replay. Those that run or replay a
+session take its request (sessions/spec/request.py); tasks, list and report read their few
+arguments."""
 
 import sys
 from pathlib import Path
 
 from sessions.cli.campaign import CampaignProgress
-from sessions.cli.endings import ending
 from sessions.cli.headless import Progress, record_session
 from sessions.cli.outputs import check_outputs, deliver, write_atomic
-from sessions.cli.parser import UsageError
-from sessions.cli.plan import plan_of
+from sessions.lab.plan import plan_of
 from sessions.output import document, html, report
 from sessions.output.archive import ArchiveError, load_archive
+from sessions.output.endings import ending
 from sessions.output.grades import ClientGrade
 from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import Board
+from sessions.spec.request import GradeRequest, ReplayRequest, RunRequest, UsageError
 from sessions.spec.scenario import load_suite
 from sessions.spec.task import builtin_tasks, load_task
 from sessions.stream.evidence import EvidenceBook
@@ -43,17 +45,9 @@ def cmd_list(args=None) -> int:
     return 0
 
 
-def cmd_run(args) -> int:
-    if not args.headless:
-        raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
-    return record_session(plan_of(args), args).status
-
-
-def cmd_grade(args) -> int:
-    if not args.headless:
-        raise UsageError("sessions.cli is headless only: add --headless (`evlab grade` without "
-                         "it opens the dashboard)")
-    return record_session(plan_of(args), args).status
+def cmd_session(request: RunRequest | GradeRequest) -> int:
+    """`evlab run` or `evlab grade`, headless."""
+    return record_session(plan_of(request), request.files).status
 
 
 def untrusted(archive: Path, work):
@@ -89,12 +83,10 @@ def cmd_report(args) -> int:
     return 0
 
 
-def cmd_replay(args) -> int:
-    if not args.headless:
-        raise UsageError("sessions.cli is headless only: add --headless (the dashboard is `evlab`)")
-    if args.task:
-        load_task(args.task)   # its own predicates, found again by the record's task digest
-    loaded = load_archive(args.archive)
+def cmd_replay(request: ReplayRequest) -> int:
+    if request.task:
+        load_task(request.task)   # its own predicates, found again by the record's task digest
+    loaded = load_archive(request.archive)
     book = EvidenceBook()
 
     def rejudge() -> tuple[dict, ClientGrade | None, Board | None]:
@@ -102,10 +94,10 @@ def cmd_replay(args) -> int:
         progress = (CampaignProgress(book) if loaded.manifest.get("campaign") else
                     Progress(len(clients) if isinstance(clients, dict) else 0))
         stream = JudgedStream(progress, book=book, contracts=loaded.contracts)
-        replay(loaded.events, stream, speed=args.speed)
+        replay(loaded.events, stream, speed=request.speed)
         return document.judged(book)
 
-    doc, grade, board = untrusted(args.archive, rejudge)
+    doc, grade, board = untrusted(request.archive, rejudge)
     if loaded.partial:
         print(f"evlab: this archive is partial: {doc['end_reason']}", file=sys.stderr)
     line, status = ending(doc, grade, board)

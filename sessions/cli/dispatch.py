@@ -1,6 +1,7 @@
 """The command line read once and run: a headless command here, or the dashboard, a front end
 that registers itself under the entry-point group `evlab.front_ends` (tui/ does, as
-`dashboard`), so nothing on the headless path imports it."""
+`dashboard`), so nothing on the headless path imports it. A session's command and the
+dashboard take its request (parser.py `request_of`), not the parsed arguments."""
 
 import argparse
 import sys
@@ -10,11 +11,14 @@ from importlib.metadata import entry_points
 from probes.doctor import preflight
 from sessions.cli.api import USER_ERRORS
 from sessions.cli.campaign import cmd_campaign
-from sessions.cli.commands import cmd_grade, cmd_list, cmd_replay, cmd_report, cmd_run, cmd_tasks
-from sessions.cli.parser import UsageError, build_parser
+from sessions.cli.commands import cmd_list, cmd_replay, cmd_report, cmd_session, cmd_tasks
+from sessions.cli.parser import build_parser, request_of
+from sessions.spec.request import Request, UsageError
 
-HEADLESS = {"tasks": cmd_tasks, "list": cmd_list, "run": cmd_run, "grade": cmd_grade,
-            "report": cmd_report, "replay": cmd_replay, "campaign": cmd_campaign}
+READING: dict[str, Callable[[argparse.Namespace], int]] = {
+    "tasks": cmd_tasks, "list": cmd_list, "report": cmd_report}
+SESSIONS: dict[str, Callable] = {"run": cmd_session, "grade": cmd_session,
+                                 "replay": cmd_replay, "campaign": cmd_campaign}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,9 +38,12 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, "jobs", None) and args.jobs > 1 and not args.headless:
             raise UsageError("--jobs runs headless only (add --headless): the dashboard runs "
                              "one scenario at a time")
+        if args.command in READING:
+            return READING[args.command](args)
+        request = request_of(args)
         if wants_dashboard(args):
-            return front_end("dashboard")(args)
-        return HEADLESS[args.command](args)
+            return front_end("dashboard")(request)
+        return SESSIONS[args.command](request)
     except USER_ERRORS as e:
         print(f"evlab: {e}", file=sys.stderr)
         return 2
@@ -45,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
         return 130
 
 
-def front_end(name: str) -> Callable[[argparse.Namespace], int]:
-    """A front end's `run(args) -> exit status`, as its package registered it."""
+def front_end(name: str) -> Callable[[Request], int]:
+    """A front end's `run(request) -> exit status`, as its package registered it."""
     found = entry_points(group="evlab.front_ends", name=name)
     if not found:
         raise UsageError(f"the {name} is not installed here (make setup installs it); add "

@@ -11,16 +11,18 @@ from pathlib import Path
 
 from probes.interrupts import SIGNALS, interrupt_once
 from probes.owned_tmp import make_owned_dir
-from sessions.cli.endings import ending
 from sessions.cli.outputs import check_outputs, write_atomic, write_each
+from sessions.lab.plan import Plan
 from sessions.lab.schedule import run_session
 from sessions.output import document, harbor, html, report
 from sessions.output.archive import ArchiveWriter
+from sessions.output.endings import ending
 from sessions.output.escape import visible
 from sessions.output.grades import ClientGrade
 from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import Board
 from sessions.spec.contract import ContractError
+from sessions.spec.request import Files
 from sessions.spec.task import TaskError
 from sessions.stream.events import (
     Event,
@@ -60,24 +62,24 @@ class Progress:
                   file=sys.stderr, flush=True)
 
 
-def record_session(plan, args, progress: Consumer | None = None,
+def record_session(plan: Plan, files: Files, progress: Consumer | None = None,
                    quiet: bool = False) -> "Outputs":
-    """Run a plan (sessions/cli/plan.py) headless: what it wrote and judged (its exit status:
-    130 when interrupted)."""
+    """Run a plan (sessions/lab/plan.py) headless, writing the request's files: what it wrote
+    and judged (its exit status: 130 when interrupted)."""
     stream = JudgedStream()
-    return record(args, stream, progress or Progress(len(plan.scenarios)),
+    return record(files, stream, progress or Progress(len(plan.scenarios)),
                   lambda staging: run_session(stream, plan.scenarios, staging, plan.options,
                                               plan.grade, plan.jobs, plan.spec), quiet=quiet)
 
 
-def record(args, stream: JudgedStream, progress: Consumer, work,
+def record(files: Files, stream: JudgedStream, progress: Consumer, work,
            staging: Path | None = None, directory: Path | None = None,
            quiet: bool = False) -> "Outputs":
     """Run work(staging) headless with the outputs written whatever happens and progress
     printing its lines; the outputs (their exit status: 130 when interrupted). `directory` is
     named in the summary line (a campaign's); quiet: the summary line is kept, not printed."""
     stream.subscribe(progress)
-    with Outputs(args, stream, staging, directory, quiet) as outputs:
+    with Outputs(files, stream, staging, directory, quiet) as outputs:
         # deferred inside BCC's callbacks, where an exception would be lost (probes/interrupts.py);
         # a library caller's thread other than the main one gets no signals to defer
         main = threading.current_thread() is threading.main_thread()
@@ -96,7 +98,7 @@ class Outputs:
     (one that cannot be made is one line naming it, and the others are still written); then
     the session's summary line, and its exit status in `status`.
 
-        with Outputs(args, stream) as outputs:
+        with Outputs(files, stream) as outputs:
             work(outputs.staging)
         outputs.status            # 130 when interrupted (Ctrl-C, SIGTERM): partial results
 
@@ -104,12 +106,10 @@ class Outputs:
     (a campaign's directory keeps its own). Once written, `document`, `grade`, `board`,
     `summary` and `archive_path` are what was judged and where the archive went."""
 
-    def __init__(self, args, stream: JudgedStream, staging: Path | None = None,
+    def __init__(self, files: Files, stream: JudgedStream, staging: Path | None = None,
                  directory: Path | None = None, quiet: bool = False):
-        self.json, self.report, self.archive = (args.json, getattr(args, "report", None),
-                                                args.archive)
-        self.html = getattr(args, "html", None)
-        self.reward, self.ctrf = getattr(args, "reward", None), getattr(args, "ctrf", None)
+        self.json, self.report, self.archive = files.json, files.report, files.archive
+        self.html, self.reward, self.ctrf = files.html, files.reward, files.ctrf
         check_outputs(("--json", self.json), ("--report", self.report), ("--html", self.html),
                       ("--archive", self.archive), ("--reward", self.reward),
                       ("--ctrf", self.ctrf))

@@ -6,7 +6,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sessions.cli.parser import UsageError
+from sessions.spec.request import UsageError
 
 
 def check_outputs(*outputs: tuple[str, Path | None]) -> None:

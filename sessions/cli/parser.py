@@ -1,4 +1,5 @@
-"""evlab's command line: the parser, its examples and its one-line errors."""
+"""evlab's command line: the parser, its examples and its one-line errors, and the request
+its arguments make (`request_of`, the one place argparse's Namespace is read into a request)."""
 
 import argparse
 from collections.abc import Callable
@@ -7,6 +8,8 @@ from typing import NoReturn
 
 from probes.boundary.limits import SandboxLimits
 from probes.collectors.kinds import KINDS
+from sessions.spec import request as req
+from sessions.spec.request import LIMITS, PACKETS, Refused, Request
 from sessions.spec.suites import NOISE_KINDS
 from sessions.spec.task import DEFAULT_TASK, SUITE_NAMES
 
@@ -37,28 +40,19 @@ attempt failed, 3 a scenario had no valid attempt.
 """
 
 
-
-class UsageError(Exception):
-    """A user's mistake: printed as one line, exit status 2."""
-
-
-def _bounded_float(low: float, high: float, what: str):
-    """An argparse type: a number in [low, high] (so a replay cannot take 10^300 times as
-    long as the recording, nor a timeout outlast the machine)."""
-    def parse(text: str) -> float:
+def _argument_type(check: Callable[[str], object]) -> Callable[[str], object]:
+    """An argparse type of a request's check (sessions/spec/request.py): its words, as the
+    library's are."""
+    def parse(text: str) -> object:
         try:
-            value = float(text)
-        except ValueError:
-            value = float("nan")
-        if not low <= value <= high:   # also rejects nan and ±inf
-            raise argparse.ArgumentTypeError(f"expected {what} from {low:g} to {high:g}, "
-                                             f"got {text!r}")
-        return value
+            return check(text)
+        except Refused as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
     return parse
 
 
-SPEED = _bounded_float(0.01, 1000, "a speed")
-SECONDS = _bounded_float(0.1, 600, "seconds")
+SPEED, SECONDS = _argument_type(req.SPEED), _argument_type(req.SECONDS)
+_positive_int = _argument_type(req.positive_int)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -137,7 +131,7 @@ def _run_parser(sub) -> None:
                    "faults or grade")
     r.add_argument("--headless", action="store_true", help="no dashboard; progress lines only")
     r.add_argument("--collector", choices=KINDS, default="auto")
-    r.add_argument("--packets", choices=("on", "off", "required"), default="on")
+    r.add_argument("--packets", choices=PACKETS, default="on")
     r.add_argument("--noise", nargs="?", const=",".join(NOISE_KINDS), default="",
                    metavar="KINDS", help="ambient noise during every scenario: "
                    f"{','.join(NOISE_KINDS)} (default with --noise: all)")
@@ -207,7 +201,7 @@ def _attempt_arguments(parser, noise_help: str) -> None:
     parser.add_argument("--headless", action="store_true",
                         help="no dashboard; progress lines only")
     parser.add_argument("--collector", choices=KINDS, default="auto")
-    parser.add_argument("--packets", choices=("on", "off", "required"), default="on")
+    parser.add_argument("--packets", choices=PACKETS, default="on")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the JSON document here")
     parser.add_argument("--archive", type=Path, metavar="PATH", help="write the archive here")
     parser.add_argument("--report", type=Path, metavar="PATH",
@@ -219,14 +213,6 @@ def _attempt_arguments(parser, noise_help: str) -> None:
     _boundary_arguments(parser)
 
 
-# flag, SandboxLimits field, unit, scale; and each field's key in a grade file's [sandbox]
-LIMIT_FLAGS = (("--memory", "memory_bytes", "MiB", 1 << 20), ("--pids", "pids", "tasks", 1),
-               ("--cpu-seconds", "cpu_s", "s", 1), ("--open-files", "open_files", "files", 1),
-               ("--disk", "disk_bytes", "MiB", 1 << 20))
-TOML_KEYS = {"memory_bytes": "memory_mib", "pids": "pids", "cpu_s": "cpu_seconds",
-             "open_files": "open_files", "disk_bytes": "disk_mib"}
-
-
 def _boundary_arguments(parser) -> None:
     b = parser.add_argument_group("the client's boundary (its cgroup and sandbox)")
     b.add_argument("--deny-egress", action="store_true",
@@ -234,18 +220,29 @@ def _boundary_arguments(parser) -> None:
     b.add_argument("--no-sandbox", action="store_true",
                    help="run the client unconfined, as evlab's user (recorded and shown)")
     d = SandboxLimits()
-    for flag, field, unit, scale in LIMIT_FLAGS:
-        b.add_argument(flag, type=_positive_int, dest=f"limit_{field}", metavar=unit.upper(),
+    for key, flag, unit, field, scale in LIMITS:
+        b.add_argument(flag, type=_positive_int, dest=key, metavar=unit.upper(),
                        help=f"sandbox limit (default {getattr(d, field) // scale} {unit})")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if not 0 < value <= 1 << 40:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
+def request_of(args: argparse.Namespace) -> Request:
+    """What bare `evlab`, `run`, `grade`, `campaign` or `replay` asks for: the parsed flags
+    handed to the request's builders, which check them as they check evlab.grade/run/campaign's
+    keyword arguments."""
+    if args.command is None:
+        return req.RunRequest()   # the dashboard on the default task's seeded suite
+    if args.command == "replay":
+        return req.replay_request(args.archive, speed=args.speed, task=args.task)
+    options = {"collector": args.collector, "packets": args.packets, "noise": args.noise,
+               "sandbox": not args.no_sandbox, "deny_egress": args.deny_egress,
+               **{key: getattr(args, key) for key, *_ in LIMITS},
+               **{key: getattr(args, key) for key in req.FILE_KEYS if hasattr(args, key)}}
+    if args.command == "run":
+        return req.run_request(args.scenarios, everything=args.all, suite=args.suite,
+                               task=args.task, jobs=args.jobs, **options)
+    if args.command == "grade":
+        return req.grade_request(args.client, spec=args.spec, task=args.task,
+                                 attempts=args.attempts, scenarios=args.scenario or (),
+                                 env=args.env, timeout=args.timeout, jobs=args.jobs, **options)
+    return req.campaign_request(args.file, task=args.task, dir=args.dir, resume=args.resume,
+                                ray=args.ray, jobs=args.jobs, **options)

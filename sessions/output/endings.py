@@ -5,7 +5,7 @@ typed grade, the campaign's board).
 Exit status: 0 as declared (run: every scenario detected; grade: every valid attempt
 succeeded; campaign: every attempt judged); 1 something missed or failed; 3 nothing missed but
 evidence missing, an attempt invalid or never judged, or the session cut short; 2 usage error
-(dispatch.py); 130 interrupted (headless.py).
+(sessions/cli/dispatch.py); 130 interrupted (sessions/cli/headless.py).
 """
 
 from pathlib import Path
