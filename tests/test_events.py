@@ -104,10 +104,10 @@ def _no_kernel_scenario() -> list:
                              packets="off", contract_version="1", scenarios=("s",)),
               ScenarioStarted(1, "s", "/bin/client", "0" * 64, (), (), {}, 4000, 4001, 524288,
                               "s.toml"),
-              VerifierResult(2, "s", 0, False, False, "a" * 64, None)]
+              VerifierResult(2, "s", 0, False)]
     for n in (1, 2):
         events.append(CounterSample(3, "s", n, {}, {}, ("connects", "oncpu_ns"), final=True))
-        events.append(VerifierResult(4, "s", n, True, True, "a" * 64, "a" * 64))
+        events.append(VerifierResult(4, "s", n, True))
     events.append(PhaseChanged(5, "s", "judging"))
     return events
 

@@ -3,7 +3,7 @@ or malformed (it says inconclusive, or refuses the event, and never crashes)."""
 
 import pytest
 
-from sessions.judging.clauses.store import mismatch_rejected
+from fixture.backup.predicates import mismatch_rejected
 from sessions.spec.task import load_task
 from sessions.stream.codec import EventFormatError, from_dict
 from sessions.stream.events import ScenarioStarted, ServerRecord, VerifierResult
@@ -20,9 +20,9 @@ def _book(*events) -> EvidenceBook:
 
 def test_rejections_then_an_unverified_store_are_inconclusive_not_a_crash():
     book = _book(
-        VerifierResult(2, "s", 0, False, False, SOURCE, None, seq=2),
+        VerifierResult(2, "s", 0, False, fields={"source_sha256": SOURCE}, seq=2),
         ServerRecord(3, "s", 1, "receiver", "rejected", {"reason": "digest-mismatch"}, seq=3),
-        VerifierResult(4, "s", 1, False, False, SOURCE, None, seq=4),
+        VerifierResult(4, "s", 1, False, fields={"source_sha256": SOURCE}, seq=4),
         ServerRecord(5, "s", 2, "receiver", "connection_opened", {}, seq=5))  # no verifier
     j = mismatch_rejected(book.scenarios["s"], load_task().contract.thresholds)
     assert (j.status, j.failure_class) == ("inconclusive", "harness")

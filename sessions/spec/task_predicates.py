@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sessions.spec.task_lab import TaskError, inside
+from sessions.stream.compat import MOVED_PREDICATES
 
 # What a predicate may import: evlab's readings of the evidence, and pure standard modules
 ALLOWED = ("sessions.judging.judgement", "sessions.judging.views", "sessions.judging.fault_chance",
@@ -52,6 +53,17 @@ def load_predicates(file: Path, folder: Path, table: dict) -> dict[str, Callable
         raise TaskError(f"{file}: predicates: {source.name} defines no PREDICATES dict of "
                         "name -> function")
     return dict(predicates)
+
+
+def moved_predicates() -> dict[str, Callable]:
+    """The predicates the library once had, from the built-in task modules that have them now
+    (compat's MOVED_PREDICATES), by name."""
+    found = {}
+    for name, module in MOVED_PREDICATES.items():
+        table = getattr(importlib.import_module(module), "PREDICATES", {})
+        if name in table:
+            found[name] = table[name]
+    return found
 
 
 def _is_fixture(module) -> bool:
