@@ -8,7 +8,8 @@ from typing import NoReturn
 from probes.boundary.limits import SandboxLimits
 from probes.collector_kinds import KINDS
 from sessions.spec.suites import NOISE_KINDS
-from sessions.spec.task import DEFAULT_TASK, SUITE_NAMES
+from sessions.spec.task import SUITE_NAMES
+from sessions.stream.compat import OLD_TASK as DEFAULT_TASK  # a command naming no --task
 
 EPILOG = """examples:
   evlab tasks                                   the tasks evlab judges programs on

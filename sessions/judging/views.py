@@ -113,7 +113,7 @@ def connect_outcome(result: int) -> str:
     non-blocking and left under way (EINPROGRESS), else "failed (ERRNO)"."""
     if result == 0:
         return ""
-    return "in progress (non-blocking)" if result == EINPROGRESS else f"failed ({result})"
+    return "in progress, non-blocking" if result == EINPROGRESS else f"failed ({result})"
 
 
 def mb(n: int) -> str:

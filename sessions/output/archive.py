@@ -162,7 +162,7 @@ def manifest(book: EvidenceBook) -> dict:
                       "clients": book.campaign.clients} if book.campaign else None),
         "written_wall_ns": time.time_ns(),
         # its contracts' copies mean what they state: one an earlier evlab packed left words
-        # and thresholds out that it filled with backup's (sessions/stream/compat.py)
+        # and thresholds out that it filled in (sessions/stream/compat.py)
         "contracts": CONTRACTS_AS_STATED,
     }
 

@@ -38,7 +38,7 @@ class Vocabulary:
 @dataclass(frozen=True)
 class Thresholds:
     """The figures the predicates read, as the contract's [thresholds] states them: each the
-    task's own, measured for it (fixture/backup/contract.toml says where each of its was). One
+    task's own, measured for it (a built-in task's contract.toml says where each was). One
     the contract does not state is 0, and not in `stated`: a contract whose clauses' library
     predicates need one it does not state is refused (sessions/judging/clauses: NEEDS)."""
 

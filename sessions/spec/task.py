@@ -1,8 +1,7 @@
 """A task is a folder: its task.toml names the contract, the suites of scenarios, the client's
 command-line placeholders and the documents a client is written from (docs/tasks.md).
 
-    task = load_task()                 # the default task (DEFAULT_TASK)
-    task = load_task(DEFAULT_TASK)     # a built-in task by its id (fixture/<id>/task.toml)
+    task = load_task("fetch")          # a built-in task by its id (fixture/<id>/task.toml)
     task = load_task("path/to/task")   # a folder of your own (or its task.toml)
 
 A malformed folder is a TaskError: one line naming the file, the key and what was expected.
@@ -43,7 +42,6 @@ from sessions.stream.compat import OLD_TASK
 from sessions.stream.events import ScenarioStarted, SessionStarted
 
 TASKS_DIR = Path(__file__).resolve().parent.parent.parent / "fixture"
-DEFAULT_TASK = "backup"   # evlab's first task: what a command or an archive naming none means
 TASK_FILE = "task.toml"
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 SUITE_NAMES = ("seeded", "faults", "grade")   # grade: what `evlab grade` runs a client through
@@ -116,7 +114,9 @@ def builtin_tasks() -> list[Path]:
 
 
 def load_task(ref: str | Path | None = None) -> Task:
-    """A task by its id (a built-in one) or its folder; the default task without one."""
+    """A task by its id (a built-in one) or its folder. None: what a command, grade file or
+    campaign that names no task meant before tasks were folders (compat's OLD_TASK); the
+    command line says so in its parser."""
     return _load(_folder_of(ref).resolve())
 
 
@@ -136,7 +136,7 @@ def task_named_in(file: Path, given: str) -> str:
 
 
 def _folder_of(ref: str | Path | None) -> Path:
-    text = str(ref if ref is not None else DEFAULT_TASK)
+    text = str(ref if ref is not None else OLD_TASK)
     if _ID.match(text) and "/" not in text:
         folder = TASKS_DIR / text
         if (folder / TASK_FILE).is_file():

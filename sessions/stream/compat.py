@@ -4,7 +4,9 @@ its verifier's digests). Everything else in the core reads neutral names; this m
 the old ones: an event as it is loaded (sessions/stream/codec.py: upgrade), an archive's copy of a
 contract (ARCHIVED_*), a record that names no task (OLD_TASK)."""
 
-# The task a record naming none ran: archives from before tasks were folders judged backup
+# The task a record naming none ran (archives from before tasks were folders judged backup), and
+# what a command, grade file or campaign naming none judges, as it did then (the command line's
+# default, sessions/cli/parser.py)
 OLD_TASK = "backup"
 
 # An archived contract's [vocabulary] where it leaves a name out: the words evlab gave every
