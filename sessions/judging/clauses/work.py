@@ -74,8 +74,8 @@ def _busy(n: int, t: Thresholds, pace: float, stretch: tuple[float, float],
     """Why the longest busy stretch, or the longest before the watched input was opened, is too
     long: each (ns, allowed ns)."""
     if stretch[0] > stretch[1]:
-        over = (f" + one pass over {_input(t.names)} at {t.cpu_ns_per_byte} ns/byte" if size
-                else "")
+        over = (f" + one pass over {_input(t.names)} at {t.cpu_ns_per_byte} ns/byte"
+                if size or t.names.input else "")
         return (f"invocation {n}: ran {stretch[0] / 1e6:.1f} ms on the CPU without a syscall "
                 f"that makes progress (busy-waiting or repeated in-memory work); allowed "
                 f"{stretch[1] / 1e6:.1f} ms ({t.cpu_stretch_allowance_ns / 1e6:.0f} ms"
