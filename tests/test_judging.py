@@ -53,3 +53,22 @@ def test_a_stretch_over_its_allowance_fails_and_one_within_it_passes():
     spin = _cpu_budget(upper_ms=200)
     assert spin.status == "fail" and "ran 200.0 ms on the CPU" in spin.reason
     assert _cpu_budget(upper_ms=6).status == "pass"
+
+
+def test_a_contract_states_what_it_needs_and_an_archived_one_reads_as_it_was_judged():
+    from sessions.judging.clauses import predicates_of
+    from sessions.spec.contract import ContractError, parse_contract
+    text = ('[clauses.cpu-budget]\nholds_when = "no busy-waiting"\ndecided_by = "the kernel"\n'
+            '[clauses.unchanged-no-upload]\nholds_when = "no upload"\ndecided_by = "records"\n')
+    today = parse_contract(text, "c.toml")
+    assert (today.thresholds.stated, today.thresholds.names.transfer) == (frozenset(),
+                                                                          "transfer")
+    with pytest.raises(ContractError, match="clauses.cpu-budget: its predicate 'cpu-budget' "
+                                            "needs thresholds the contract does not state"):
+        predicates_of(parse_contract(text.split("[clauses.unchanged")[0], "c.toml"))
+    # an archive's copy from before contracts stated them: what evlab gave it then (backup's)
+    then = parse_contract(text, "tasks/x/contract.toml", archived=True)
+    t = then.thresholds
+    assert (t.cpu_waste_ns, t.request_overhead_bytes, t.names.transfer, t.names.input) == (
+        320_000_000, 512, "upload", "source")
+    assert then.predicate("unchanged-no-upload") == "unchanged-no-transfer"
