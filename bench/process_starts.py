@@ -18,7 +18,7 @@ from statistics import median
 
 from bench.measure import say
 from bench.suite import run_evlab
-from sessions.spec.contract import Thresholds
+from sessions.spec.task import load_task
 
 ROUNDS = 2
 ATTEMPTS = 2          # x 3 invocations: 6 samples per condition and round
@@ -69,7 +69,7 @@ def measure() -> dict:
                         os.killpg(hog.pid, signal.SIGKILL)
                         hog.wait()
     out: dict = {"programs": 2 * COPIES, "rounds": ROUNDS, "samples": samples,
-                 "allowance_ms": Thresholds().cpu_ns_per_exec / 1e6}
+                 "allowance_ms": load_task("mirror").contract.thresholds.cpu_ns_per_exec / 1e6}
     for cond, s in samples.items():
         if s["0"] and s[str(COPIES)]:
             out[f"{cond}_ms_per_program"] = ((median(s[str(COPIES)]) - median(s["0"]))

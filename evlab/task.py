@@ -29,6 +29,12 @@ from typing import TYPE_CHECKING
 from sessions.spec.task_predicates import PREDICATE_NAMES
 
 if TYPE_CHECKING:
+    from sessions.judging.fault_chance import could_fire, fired_records, input_digest
+    from sessions.judging.fault_chance import struck_refused
+    from sessions.judging.judgement import CLIENT, ENVIRONMENT, HARNESS
+    from sessions.judging.views import blind, consumed_bytes, endpoint_name, wire_lost
+    from sessions.spec.contract import Vocabulary
+    from sessions.spec.scenario_faults import CONTINUOUS, INTERRUPTIONS, armed
     from sessions.judging.judgement import FAIL, INCONCLUSIVE, NA, PASS, Judgement, failed, is_temp
     from sessions.judging.judgement import seqs, unknown
     from sessions.judging.outputs import FILE_EVENTS, FILES, arrived_whole, file_records
@@ -55,6 +61,21 @@ __all__ = [*PREDICATE_NAMES, *PROGRAM_NAMES]
 # Each name is loaded from its module on first use: a server importing EventLog does not load
 # the judge (a user's verifier runs once per invocation).
 _HOME = {
+    "could_fire": "sessions.judging.fault_chance",
+    "fired_records": "sessions.judging.fault_chance",
+    "input_digest": "sessions.judging.fault_chance",
+    "struck_refused": "sessions.judging.fault_chance",
+    "CLIENT": "sessions.judging.judgement",
+    "ENVIRONMENT": "sessions.judging.judgement",
+    "HARNESS": "sessions.judging.judgement",
+    "blind": "sessions.judging.views",
+    "consumed_bytes": "sessions.judging.views",
+    "endpoint_name": "sessions.judging.views",
+    "wire_lost": "sessions.judging.views",
+    "Vocabulary": "sessions.spec.contract",
+    "CONTINUOUS": "sessions.spec.scenario_faults",
+    "INTERRUPTIONS": "sessions.spec.scenario_faults",
+    "armed": "sessions.spec.scenario_faults",
     "FAIL": "sessions.judging.judgement",
     "INCONCLUSIVE": "sessions.judging.judgement",
     "NA": "sessions.judging.judgement",

@@ -104,10 +104,10 @@ def _no_kernel_scenario() -> list:
                              packets="off", contract_version="1", scenarios=("s",)),
               ScenarioStarted(1, "s", "/bin/client", "0" * 64, (), (), {}, 4000, 4001, 524288,
                               "s.toml"),
-              VerifierResult(2, "s", 0, False, False, "a" * 64, None)]
+              VerifierResult(2, "s", 0, False)]
     for n in (1, 2):
         events.append(CounterSample(3, "s", n, {}, {}, ("connects", "oncpu_ns"), final=True))
-        events.append(VerifierResult(4, "s", n, True, True, "a" * 64, "a" * 64))
+        events.append(VerifierResult(4, "s", n, True))
     events.append(PhaseChanged(5, "s", "judging"))
     return events
 
@@ -142,3 +142,21 @@ def test_wire_bytes_count_a_retransmitted_segment_once():
     assert sequence_bytes([*sent, _segment(1000, 500, sport=40001)]) == 1500  # another connection
     old = [_segment(-1, 500), _segment(-1, 500)]     # an older archive: no sequence numbers
     assert sequence_bytes(old) == 1000
+
+
+def test_an_earlier_evlabs_names_are_read_as_todays():
+    """sessions/stream/compat.py: a scenario's receiver_port is its endpoint's port, a verifier
+    result's saved and digests are its figures, said in the words evlab said them with."""
+    old = ('{"type":"ScenarioStarted","t_ns":1,"scenario":"s","client_path":"/c",'
+           '"client_sha256":"0","expected_failures":[],"expected_passes":[],"faults":[],'
+           '"receiver_port":4000,"decoy_port":4001,"source_size":8,"scenario_file":"s.toml"}')
+    started = from_json(old)
+    assert (started.endpoint_port, started.roles, started.ports) == (
+        4000, {"receiver": "endpoint", "decoy": "decoy"}, {"receiver": 4000, "decoy": 4001})
+    v = from_json('{"type":"VerifierResult","t_ns":2,"scenario":"s","invocation":1,'
+                  '"saved":true,"match":false,"source_sha256":"' + "a" * 64 + '",'
+                  '"saved_sha256":"' + "b" * 64 + '"}')
+    assert v.fields == {"saved": True, "source_sha256": "a" * 64, "saved_sha256": "b" * 64}
+    assert v.detail == "the saved backup's sha256 bbbbbbbbbbbb… differs from the source's " \
+                       "aaaaaaaaaaaa…"
+    assert from_json(to_json(v)) == v   # and today's record reads back as written

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from sessions.lab.harness import read_events, start_proxy
-from sessions.spec.contract import Vocabulary
 from sessions.spec.task import load_task
 from tests.backup_lab import backup_path, client_path, start_receiver
+
+BACKUP = load_task("backup").contract.thresholds   # its receiver's names, its reach
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 5.0  # every socket operation; a broken proxy fails a test, never hangs it
@@ -501,11 +502,11 @@ def test_a_digest_bound_fault_beyond_every_upload_is_judged_as_never_reached(tmp
                                                        down_base=0),
                                          record("connection_closed", conn=1, bytes_up=150_000),
                                          record("connection_closed", conn=2, bytes_up=600)])
-    assert not could_fire(fault, short, 524_288, Vocabulary())
+    assert not could_fire(fault, short, 524_288, BACKUP)
     reached = InvocationEvidence(1, proxy=[armed, record("source_upload", conn=3, start=71,
                                                          end=524_400, down_base=5),
                                            record("connection_closed", conn=3, bytes_up=9_000)])
-    assert could_fire(fault, reached, 524_288, Vocabulary())
+    assert could_fire(fault, reached, 524_288, BACKUP)
 
 
 def test_a_fault_bound_to_a_request_with_no_length_reaches_it_once_the_stream_passes(tmp_path):
@@ -531,4 +532,4 @@ def test_a_fault_bound_to_a_request_with_no_length_reaches_it_once_the_stream_pa
             inv = InvocationEvidence(1, proxy=[armed, spotted,
                                                record("connection_closed", conn=1,
                                                       **{key: carried})])
-            assert could_fire(fault, inv, 524_288, Vocabulary()) is chance, (direction, carried)
+            assert could_fire(fault, inv, 524_288, BACKUP) is chance, (direction, carried)

@@ -23,9 +23,9 @@ from sessions.lab.session import Options
 from sessions.lab.spawner import Spawner
 from sessions.output.judged import JudgedStream
 from sessions.spec import fault_kinds as rules
-from sessions.spec.contract import Vocabulary
 from sessions.spec.scenario import load_dir, load_suite
 from sessions.spec.scenario_faults import PHASES, FaultSpecError, parse_faults
+from sessions.spec.task import load_task
 from sessions.stream.events import ScenarioJudged, ServerRecord, Verdict
 from sessions.stream.evidence import InvocationEvidence
 from tests.backup_lab import backup_path, client_path, start_receiver
@@ -266,6 +266,7 @@ def _inv(uploads=(), proxy_closed=()):
 
 
 SIZE = 524_288
+BACKUP = load_task("backup").contract.thresholds   # its receiver's names, its reach
 
 
 @pytest.mark.parametrize("fault, inv, chance", [
@@ -288,7 +289,7 @@ SIZE = 524_288
      _inv(proxy_closed=[(4_000, 5)]), False),                       # within the 5,000-byte burst
 ])
 def test_could_fire_asks_whether_this_fault_had_its_chance(fault, inv, chance):
-    assert could_fire({"invocation": 1, **fault}, inv, SIZE, Vocabulary()) is chance
+    assert could_fire({"invocation": 1, **fault}, inv, SIZE, BACKUP) is chance
 
 
 # --- one vocabulary: what a scenario may declare, the proxy and the receiver arm ----------------

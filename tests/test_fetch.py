@@ -7,6 +7,7 @@ with the reason from the tool's own documentation (curl(1) 7.88, wget(1) 1.21). 
 not listed must pass or be not applicable: a false alarm is as much a failure as a miss.
 """
 
+import re
 import shutil
 from pathlib import Path
 
@@ -114,6 +115,10 @@ def test_the_reference_client_passes_and_each_seeded_behaviour_fails_exactly_its
          "splice", "extra-host"), "detected"), checks
     base = next(s for s in doc["scenarios"] if s["id"] == "baseline")
     assert {v["status"] for v in base["clauses"]} <= {"pass", "not-applicable"}
+    # every reason in fetch's words: none of backup's (its input, its requests, its server)
+    backup = re.compile(r"\b(source|check|put|uploads?|backups?|receiver|store)\b", re.I)
+    said = [v["reason"] for s in doc["scenarios"] for v in s["clauses"]]
+    assert not [r for r in said if backup.search(r)], said
 
 
 @root_only

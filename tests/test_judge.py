@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from fixture.backup.verifier import describe
 from sessions.judging.clauses import PREDICATES as JUDGED_CLAUSES
 from sessions.judging.gates import GATES as JUDGED_GATES
 from sessions.output.archive import load_archive
@@ -86,6 +87,14 @@ def _receiver(n: int, uploads) -> list[E.Event]:
     return out
 
 
+def verified(n: int, held: str | None, match: bool) -> E.VerifierResult:
+    """What backup's verifier says of a store holding `held` (a digest, or nothing)."""
+    fields = {"saved": held is not None, "match": match, "source_sha256": SRC,
+              "saved_sha256": held, "saved_bytes": SIZE if held else None}
+    return E.VerifierResult(0, "", n, match, describe(held is not None, match, SRC, held),
+                            fields)
+
+
 def _invocation(n: int, uploads, held: str | None, attempt: bool) -> list[E.Event]:
     """What a scenario run publishes for invocation n, in its order."""
     launcher, calls = PID + 10 * (n - 1), 1 + len(uploads)
@@ -117,7 +126,7 @@ def _invocation(n: int, uploads, held: str | None, attempt: bool) -> list[E.Even
                           "port": RP, "protocol": "tcp"},)),
         E.CounterSample(0, "", n, counters, functions, (), final=True),
         E.PhaseChanged(0, "", "verify", n),
-        E.VerifierResult(0, "", n, held is not None, saved, SRC, held)]
+        verified(n, held, saved)]
 
 
 def scenario(uploads=((OK,), ()), attempt=False, faults=(), fail=(), stale=False):
@@ -135,7 +144,7 @@ def scenario(uploads=((OK,), ()), attempt=False, faults=(), fail=(), stale=False
                                  base="normal" if attempt else ""),
                rec(0, "listening", host="127.0.0.1", port=RP, saved_digest=None),
                rec(0, "listening", "decoy", host="127.0.0.1", port=DP),
-               E.VerifierResult(0, "", 0, stale, False, SRC, OLD if stale else None)]
+               verified(0, OLD if stale else None, False)]
     held = OLD if stale else None   # what the store holds
     for n, ups in enumerate(uploads, 1):
         held = SRC if OK in ups else held
@@ -164,6 +173,13 @@ def _is(e, kind, n, match) -> bool:
 def edit(events, kind, n=None, where=None, **changes):
     """Change the fields of every `kind` event (of invocation n; with the fields `where` has)."""
     return [replace(e, **changes) if _is(e, kind, n, where or {}) else e for e in events]
+
+
+def reverify(events, n, held, match=None):
+    """Invocation n's store found holding `held` by backup's verifier (its match: as it was,
+    unless given)."""
+    return [replace(verified(n, held, e.match if match is None else match), scenario=e.scenario)
+            if _is(e, E.VerifierResult, n, {}) else e for e in events]
 
 
 def count(events, n, **counters):
@@ -253,7 +269,7 @@ DECOY = (E.ConnectObserved(0, "", 1, 2189, "AF_INET", "127.0.0.1", DP, 0),
 CLAUSES = {   # clause: {case: its stream}; what the judge decides: tests/data/judge/verdicts.toml
     "integrity": {
         "honest": B(), "no-backup": B(((BAD,), ())),
-        "other-content": edit(B(), E.VerifierResult, 2, match=False, saved_sha256=OLD),
+        "other-content": reverify(B(), 2, OLD, match=False),
         "verifier-missing": drop(B(), E.VerifierResult, 2)},
     "unchanged-no-upload": {
         "honest": B(), "wire-requests-only": wire(B(), 71), "redundant-upload": B(((OK,), (OK,))),
@@ -282,10 +298,9 @@ CLAUSES = {   # clause: {case: its stream}; what the judge decides: tests/data/j
     "mismatch-rejected": {
         "honest": B(), "rejected-then-committed": B(((BAD, OK), ())),
         "stale-kept": B(((BAD,), (BAD,)), stale=True),
-        "store-changed": edit(B(((BAD,), ())), E.VerifierResult, 1, saved=True,
-                              saved_sha256=OLD),
-        "saved-not-committed": edit(B(((BAD, OK), ())), E.VerifierResult, 1, match=False,
-                                    saved_sha256=OLD),
+        "store-changed": reverify(B(((BAD,), ())), 1, OLD),
+        "saved-not-committed": reverify(B(((BAD, OK), ())), 1, OLD,
+                                        match=False),
         "store-unverified": drop(B(((BAD,), ())), E.VerifierResult, 1)},
     "honest-outcome": {
         "honest": B(), "failure-admitted": B(((BAD,), ())),
@@ -361,7 +376,7 @@ GATES = {   # gate: {case: its stream} of a grading attempt
                   "verifier-missing": drop(A(), E.VerifierResult, 1)},
     "re-run": {
         "honest": A(), "redundant-upload": A(((OK,), (OK,))), "not-held-before": A(((BAD,), ())),
-        "backup-changed": edit(A(), E.VerifierResult, 2, match=False, saved_sha256=OLD),
+        "backup-changed": reverify(A(), 2, OLD, match=False),
         "verifier-missing": drop(A(), E.VerifierResult, 2)},
     "durability": {
         "honest": A(), "nothing-saved": A(((BAD,), ())),
@@ -402,8 +417,9 @@ def test_each_clause_and_gate_is_decided_by_its_evidence(section, name, case, ev
 
 
 def test_every_clause_and_gate_is_seen_passing_failing_and_undecided():
-    predicates = [load_task().contract.predicate(c) for c in CLAUSES]   # backup's clause ids
-    assert (predicates, list(GATES)) == (list(JUDGED_CLAUSES), list(JUDGED_GATES))
+    backup = load_task("backup").contract
+    predicates = {backup.predicate(c) for c in CLAUSES}   # backup's clause ids
+    assert (predicates, list(GATES)) == ({*JUDGED_CLAUSES, *backup.own}, list(JUDGED_GATES))
     assert {(s, n, c) for s, n, c, _ in CASES} == {
         (s, n, c) for s, table in EXPECTED.items() for n, cases in table.items() for c in cases}
     seen = {n: {v["status"].split(":")[0] for v in cases.values()}

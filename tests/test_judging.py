@@ -3,7 +3,7 @@ or malformed (it says inconclusive, or refuses the event, and never crashes)."""
 
 import pytest
 
-from sessions.judging.clauses.store import mismatch_rejected
+from fixture.backup.predicates import mismatch_rejected
 from sessions.spec.task import load_task
 from sessions.stream.codec import EventFormatError, from_dict
 from sessions.stream.events import ScenarioStarted, ServerRecord, VerifierResult
@@ -20,9 +20,9 @@ def _book(*events) -> EvidenceBook:
 
 def test_rejections_then_an_unverified_store_are_inconclusive_not_a_crash():
     book = _book(
-        VerifierResult(2, "s", 0, False, False, SOURCE, None, seq=2),
+        VerifierResult(2, "s", 0, False, fields={"source_sha256": SOURCE}, seq=2),
         ServerRecord(3, "s", 1, "receiver", "rejected", {"reason": "digest-mismatch"}, seq=3),
-        VerifierResult(4, "s", 1, False, False, SOURCE, None, seq=4),
+        VerifierResult(4, "s", 1, False, fields={"source_sha256": SOURCE}, seq=4),
         ServerRecord(5, "s", 2, "receiver", "connection_opened", {}, seq=5))  # no verifier
     j = mismatch_rejected(book.scenarios["s"], load_task().contract.thresholds)
     assert (j.status, j.failure_class) == ("inconclusive", "harness")
@@ -53,3 +53,22 @@ def test_a_stretch_over_its_allowance_fails_and_one_within_it_passes():
     spin = _cpu_budget(upper_ms=200)
     assert spin.status == "fail" and "ran 200.0 ms on the CPU" in spin.reason
     assert _cpu_budget(upper_ms=6).status == "pass"
+
+
+def test_a_contract_states_what_it_needs_and_an_archived_one_reads_as_it_was_judged():
+    from sessions.judging.clauses import predicates_of
+    from sessions.spec.contract import ContractError, parse_contract
+    text = ('[clauses.cpu-budget]\nholds_when = "no busy-waiting"\ndecided_by = "the kernel"\n'
+            '[clauses.unchanged-no-upload]\nholds_when = "no upload"\ndecided_by = "records"\n')
+    today = parse_contract(text, "c.toml")
+    assert (today.thresholds.stated, today.thresholds.names.transfer) == (frozenset(),
+                                                                          "transfer")
+    with pytest.raises(ContractError, match="clauses.cpu-budget: its predicate 'cpu-budget' "
+                                            "needs thresholds the contract does not state"):
+        predicates_of(parse_contract(text.split("[clauses.unchanged")[0], "c.toml"))
+    # an archive's copy from before contracts stated them: what evlab gave it then (backup's)
+    then = parse_contract(text, "tasks/x/contract.toml", archived=True)
+    t = then.thresholds
+    assert (t.cpu_waste_ns, t.request_overhead_bytes, t.names.transfer, t.names.input) == (
+        320_000_000, 512, "upload", "source")
+    assert then.predicate("unchanged-no-upload") == "unchanged-no-transfer"

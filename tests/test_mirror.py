@@ -72,6 +72,10 @@ def test_the_reference_client_passes_and_each_seeded_behaviour_fails_its_clauses
     assert all(bool(s["noise"]) == noise for s in doc["scenarios"])
     base = next(s for s in doc["scenarios"] if s["id"] == "baseline")
     assert {v["status"] for v in base["clauses"]} == {"pass"}
+    # every reason in mirror's words ("the source" is its own): none of backup's
+    backup = re.compile(r"\b(check|put|uploads?|backups?|receiver|store)\b", re.I)
+    said = [v["reason"] for s in doc["scenarios"] for v in s["clauses"]]
+    assert not [r for r in said if backup.search(r)], said
     # the kernel's bytes, exact: the first sync writes the whole tree, the second exactly what
     # changed, the re-run nothing (sessions/lab/inputs/tree.py)
     written = [inv["figures"]["target bytes written"] for inv in base["invocations"]]

@@ -97,7 +97,7 @@ def _ports(out: Path, sid: str) -> dict:
     loaded = load_archive(out / "s.tar.gz")
     started = next(e for e in loaded.events if type(e).__name__ == "ScenarioStarted"
                    and e.scenario == sid)
-    return {"receiver": started.receiver_port, "decoy": started.decoy_port}
+    return {"receiver": started.endpoint_port, "decoy": started.decoy_port}
 
 
 @pytest.mark.slow

@@ -160,9 +160,19 @@ def test_a_clause_naming_no_predicate_names_the_contract_and_the_clause(tmp_path
     folder = kv(tmp_path, {"contract.toml": ('predicate = "integrity"',
                                              'predicate = "integrty"')})
     assert_refused(tmp_path, folder, f"{folder}/contract.toml: clauses.stored: no predicate "
-                   "'integrty' in the library (integrity, unchanged-no-transfer, "
-                   "destination-only, bounded-recovery, mismatch-rejected, honest-outcome, "
-                   "hash-work, cpu-budget) or the task's own (none)", read=False)
+                   "'integrty' in the library (integrity, destination-only, honest-outcome, "
+                   "cpu-budget) or the task's own (none)", read=False)
+
+
+@root_only
+def test_a_clause_whose_library_predicate_needs_unstated_thresholds_is_refused(tmp_path):
+    folder = kv(tmp_path, {"contract.toml": ('predicate = "integrity"',
+                                             'predicate = "cpu-budget"')})
+    assert_refused(tmp_path, folder, f"{folder}/contract.toml: clauses.stored: its predicate "
+                   "'cpu-budget' needs thresholds the contract does not state: [thresholds] "
+                   "cpu_startup_allowance_ns, cpu_ns_per_byte, cpu_ns_per_exec, "
+                   "cpu_stretch_allowance_ns, cpu_startup_stretch_ns, cpu_waste_ns, "
+                   "cpu_view_tolerance_ns, pace_reference_ns, pace_noise, pace_max", read=False)
 
 
 # --- found as the first lab starts the servers ----------------------------------------------------

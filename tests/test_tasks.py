@@ -185,7 +185,7 @@ def _strict_copy(tmp_path: Path) -> Path:
     contract = folder / "contract.toml"
     text = contract.read_text()
     contract.write_text(text[:text.index("[clauses.cpu-budget]")] + text[text.index(
-        "[thresholds]"):])
+        "[vocabulary]"):])
     return folder
 
 

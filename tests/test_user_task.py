@@ -100,6 +100,17 @@ def _grade(folder: Path, client: str, out: Path, *extra: str) -> tuple[int, dict
     return got.returncode, run, got.stderr
 
 
+def _backup_words(document: Path) -> list[str]:
+    """The reasons, gates and risk findings of a graded document that speak backup's words."""
+    doc = json.loads(document.read_text())
+    said = [c["reason"] for s in doc["scenarios"] for c in s["clauses"]]
+    for runs in doc["grade"]["scenarios"].values():
+        for run in runs["runs"]:
+            said += [run["reason"], *(g["reason"] for g in run["gates"].values()),
+                     *(r["detail"] for r in run["risk_findings"])]
+    return [text for text in said if BACKUP_WORDS.search(text)]
+
+
 @pytest.mark.live
 @root_only
 def test_a_users_task_checks_itself_then_grades_honest_and_misbehaving_clients(tmp_path):
@@ -117,6 +128,7 @@ def test_a_users_task_checks_itself_then_grades_honest_and_misbehaving_clients(t
     assert set(run["clauses"]) == {"stored", "destination-only", "honest-outcome"}
     assert set(run["gates"]) == {"immediate", "cleanup", "limits"}
     assert "the server holds greeting = hello" in run["gates"]["immediate"]["reason"]
+    assert not _backup_words(tmp_path / "honest.json")
     (scenario,) = json.loads((tmp_path / "honest.json").read_text())["scenarios"]
     (inv,) = scenario["invocations"]   # the task's one invocation, with the task's figure
     assert inv["figures"] == {"keys set": 1}
@@ -130,6 +142,7 @@ def test_a_users_task_checks_itself_then_grades_honest_and_misbehaving_clients(t
     assert code == 1 and run["valid"]
     assert {c: v for c, v in run["clauses"].items() if v != "pass"} == {
         "destination-only": "fail"}, run["reason"]
+    assert not _backup_words(tmp_path / "extra.json")
 
     (clients / "liar.py").write_text(LIAR)
     code, run, _ = _grade(folder, f"python3 {clients}/liar.py {{host}} {{port}}",
@@ -137,6 +150,7 @@ def test_a_users_task_checks_itself_then_grades_honest_and_misbehaving_clients(t
     assert code == 1 and run["valid"]
     assert {c: v for c, v in run["clauses"].items() if v != "pass"} == {
         "stored": "fail", "honest-outcome": "fail"}, run["reason"]
+    assert not _backup_words(tmp_path / "liar.json")
 
     # the archive alone: the task's own server's records and its contract replay as judged
     shutil.rmtree(folder)
@@ -304,3 +318,109 @@ def test_the_public_module_offers_what_docs_tasks_md_lists_and_a_server_loads_no
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, cwd=ROOT)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+# ---------------------------------------------------------------- the library's words on it
+
+# backup's words, which no reason on another task may use
+BACKUP_WORDS = re.compile(r"\b(source|check|put|uploads?|backups?|receiver|store|hash_file)\b",
+                          re.I)
+CPU_CLAUSE = """
+[clauses.cpu-budget]
+holds_when = "no busy-waiting"
+decided_by = "the kernel's on-CPU stretches and the cgroup's CPU"
+
+[thresholds]
+cpu_startup_allowance_ns = 500_000_000
+cpu_ns_per_byte = 5
+cpu_ns_per_exec = 2_000_000
+cpu_stretch_allowance_ns = 40_000_000
+cpu_startup_stretch_ns = 50_000_000
+cpu_waste_ns = 320_000_000
+cpu_view_tolerance_ns = 30_000_000
+pace_reference_ns = 151_700
+pace_noise = 1.25
+pace_max = 3.0
+"""
+
+
+def _kv_attempt(task, busy_ms: float, start_ms: float, busy_sum_ms: float, stored: bool):
+    """A grading attempt of the kv task as a run publishes it: a SET before invocation 1 (a
+    state the server loaded), the client's SET, a non-blocking connect elsewhere left in
+    progress (EINPROGRESS) and one refused, and the kernel's CPU figures."""
+    from sessions.stream import events as E
+    sid, kv, decoy = "baseline@1", 4000, 4001
+    counters = {"busy_max_ns": int(busy_ms * 1e6), "busy_start_max_ns": int(start_ms * 1e6),
+                "busy_ns": int(busy_sum_ms * 1e6), "busy_start_ns": int(start_ms * 1e6),
+                "oncpu_ns": 30_000_000, "source_read_bytes": 0, "sock_sent_bytes": 19,
+                "sock_recv_bytes": 3, "connects": 3, "file_ops": 0, "lost_events": 0,
+                "egress_lost": 0, "leftover_tasks": 0, "execs": 1}
+    def rec(n, event, **fields):
+        return E.ServerRecord(0, sid, n, "kv", event, fields)
+    return [
+        E.SessionStarted(0, 1, "t", "k", "bcc", "off", task.contract.version, (sid,),
+                         task_id=task.id, task_version=task.version, task_sha256=task.sha256,
+                         clauses=task.clause_ids, gates=task.contract.gates),
+        E.GradeStarted(0, ("python3", "c.py"), "/usr/bin/python3", "0" * 64, {}, {}, 1,
+                       ("baseline",)),
+        E.ScenarioStarted(0, sid, "/usr/bin/python3", "0" * 64, (), (), (), kv, decoy, 0,
+                          "baseline.toml", attempt=1, base="baseline",
+                          servers={"kv": {"role": "endpoint", "port": kv},
+                                   "decoy": {"role": "decoy", "port": decoy}},
+                          display=task.display()),
+        rec(0, "listening", port=kv), rec(0, "set", conn=0, key="greeting"),
+        E.VerifierResult(0, sid, 0, False, "the server holds greeting = None"),
+        E.PhaseChanged(0, sid, "invocation", 1),
+        E.ClientLaunched(0, sid, 1, 100, ("python3", "c.py"), "/tmp/run-1", ""),
+        E.ConnectObserved(0, sid, 1, 100, "AF_INET", "127.0.0.1", kv, 0),
+        E.ConnectObserved(0, sid, 1, 100, "AF_INET", "127.0.0.1", 9, -115),
+        E.ConnectObserved(0, sid, 1, 100, "AF_INET", "127.0.0.1", 7, -111),
+        E.ClientClaim(0, sid, 1, {"claim": "completed"}),
+        E.ClientExited(0, sid, 1, 0, False, 1_000_000, 1_000_000),
+        rec(1, "connection_opened", conn=1), rec(1, "set", conn=1, key="greeting"),
+        rec(1, "connection_closed", conn=1),
+        E.CleanupObserved(0, sid, 1, (), (), (), (), True),
+        E.BoundaryObserved(0, sid, 1, 35_000_000, 1 << 20, {}, 0, True),
+        E.EgressSummary(0, sid, 1, ({"address": "127.0.0.1", "calls": 1, "kind": "connect",
+                                     "pid": 100, "port": kv, "protocol": "tcp",
+                                     "refused": 0},), ()),
+        E.CounterSample(0, sid, 1, counters, {}, (), final=True),
+        E.PhaseChanged(0, sid, "verify", 1),
+        E.VerifierResult(0, sid, 1, stored, "the server holds greeting = hello" if stored
+                         else "the server holds greeting = None"),
+        E.PhaseChanged(0, sid, "judging"), E.PhaseChanged(0, sid, "done")]
+
+
+@pytest.mark.parametrize(("busy_ms", "start_ms", "busy_sum_ms", "stored", "cpu"), [
+    (6, 2, 0, True, "pass"), (200, 2, 0, True, "fail"), (6, 120, 0, True, "fail"),
+    (6, 2, 900, False, "fail")])
+def test_the_librarys_reasons_on_a_users_task_are_in_its_own_words(tmp_path, busy_ms,
+                                                                     start_ms, busy_sum_ms,
+                                                                     stored, cpu):
+    from sessions.output import document
+    from sessions.output.judged import JudgedStream
+    from sessions.stream.evidence import EvidenceBook
+    folder = write_kv(tmp_path)
+    with open(folder / "contract.toml", "a") as f:
+        f.write(CPU_CLAUSE)
+    task = load_task(folder)
+    book = EvidenceBook()
+    stream = JudgedStream(book=book)
+    for event in _kv_attempt(task, busy_ms, start_ms, busy_sum_ms, stored):
+        stream.publish(event)
+    (ev,) = book.scenarios.values()
+    verdicts = {v.clause: v for v in ev.verdicts}
+    assert verdicts["cpu-budget"].status == cpu
+    assert verdicts["stored"].status == ("pass" if stored else "fail")
+    reasons = ([v.reason for v in ev.verdicts] + [g.reason for g in ev.gates]
+               + [r.detail for r in ev.risks] + [ev.attempt.reason])
+    assert reasons and not [r for r in reasons if BACKUP_WORDS.search(r)], reasons
+    if start_ms > 50:
+        assert "at start-up (busy-waiting)" in verdicts["cpu-budget"].reason
+    # a connect left in progress is no failure; one refused is
+    details = [r.detail for r in ev.risks if r.kind == "other-connection"]
+    assert any("127.0.0.1:9 (in progress, non-blocking)" in d for d in details), details
+    assert any("127.0.0.1:7 (result -111)" in d for d in details), details
+    # the set-up's record counts toward invocation 1's figure
+    (inv,) = document.build(book)["scenarios"][0]["invocations"]
+    assert inv["figures"] == {"keys set": 2}

@@ -383,8 +383,8 @@ static __always_inline u64 file_of_fd(s64 fd)
 // holds the file the entry was made for, else what the file behind it is, resolved and then
 // remembered. Never another process's entry for the same number: a forked child's descriptor
 // is its parent's only until either closes it (rsync's generator closes its end of a socketpair
-// its other process keeps, and opens the target's folders under that number while that process
-// writes to its end: the file list was counted as written to the target, #44).
+// its receiving process keeps and opens the target's folders under that number while that
+// process writes to its end: the file list was counted as written to the target, #44).
 static __always_inline u8 fd_kind_of(u32 inv, u32 tgid, s64 fd)
 {
     struct fdkey k = { .tgid = tgid, .fd = (s32)fd };

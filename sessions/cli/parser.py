@@ -11,7 +11,8 @@ from probes.collectors.kinds import KINDS
 from sessions.spec import request as req
 from sessions.spec.request import LIMITS, PACKETS, Refused, Request
 from sessions.spec.suites import NOISE_KINDS
-from sessions.spec.task import DEFAULT_TASK, SUITE_NAMES
+from sessions.spec.task import SUITE_NAMES
+from sessions.stream.compat import OLD_TASK as DEFAULT_TASK  # a command naming no --task
 
 EPILOG = """examples:
   evlab tasks                                   the tasks evlab judges programs on

@@ -2,45 +2,46 @@
 unfired fault that had its chance makes the attempt invalid (the lab's failure, not the client's);
 one the client never reached is the client's doing."""
 
-# BURST_S, HEADER_MAX and WIRE_KINDS are sessions/spec/fault_kinds.py's (the proxy's and the
-# protocol's), reached through the spec, which judging may import
-from sessions.spec.compat import BOUND_REQUEST_EVENTS, OLD_TRANSFER_KEY
-from sessions.spec.contract import Vocabulary
-from sessions.spec.scenario_faults import (
-    BURST_S,
-    HEADER_MAX,
-    LAB_KINDS,
-    ONE_SHOT,
-    WIRE_KINDS,
-    armed,
-)
+# BURST_S and WIRE_KINDS are the fault vocabulary's (the proxy's), reached through the spec,
+# which judging may import
+from sessions.spec.contract import Thresholds, Vocabulary
+from sessions.spec.scenario_faults import BURST_S, LAB_KINDS, ONE_SHOT, WIRE_KINDS, armed
+from sessions.stream.compat import BOUND_REQUEST_EVENTS, OLD_TRANSFER_KEY
 from sessions.stream.events import ServerRecord
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
+# The verifier's figure giving the watched input's sha256 (docs/tasks.md): the digest a
+# server's faults are armed for, which its transfers' `started` records name
+INPUT_DIGEST = "source_sha256"
 
-def source_digest(ev: ScenarioEvidence) -> str | None:
-    """The source's sha256, as the verifier computed it (what endpoint faults are armed for)."""
+
+def input_digest(ev: ScenarioEvidence) -> str | None:
+    """The watched input's sha256, as the verifier reported it (what endpoint faults are armed
+    for); None when it reports none."""
     for v in [ev.before, *(i.verifier for i in ev.invocations.values())]:
-        if v is not None and v.source_sha256:
-            return v.source_sha256
+        digest = v.fields.get(INPUT_DIGEST) if v is not None else None
+        if isinstance(digest, str) and digest:
+            return digest
     return None
 
 
-def could_fire(fault: dict, inv, source_size: int, w: Vocabulary,
+def could_fire(fault: dict, inv, source_size: int, t: Thresholds,
                digest: str | None = None) -> bool:
     """Did an armed fault get its chance in an invocation (its InvocationEvidence, or None)?
 
-    Either no correct client could have triggered it (the scenario's mistake), or this client
-    did what triggers it: the fault's transfer got past its byte offset or lasted past its time,
-    arrived complete (reject) and matching its digest (crash); the wire carried more than its
-    byte offset (or anything, or more than a bandwidth burst) in its direction. An unfired
-    fault that had its chance makes the attempt invalid; one the client never reached is the
-    client's doing."""
+    Either no correct client could have triggered it (the scenario's mistake: past the
+    transfer's size, or past what a correct client sends up, the input and the contract's
+    request_overhead_bytes), or this client did what triggers it: the fault's transfer got past
+    its byte offset or lasted past its time, arrived complete (reject) and matching its digest
+    (crash); the wire carried more than its byte offset (or anything, or more than a bandwidth
+    burst) in its direction. An unfired fault that had its chance makes the attempt invalid;
+    one the client never reached is the client's doing."""
+    w, reach = t.names, t.request_overhead_bytes
     after = fault.get("after_bytes")
     if after is not None and after > source_size:
         return True
     if fault.get("at_byte") is not None and fault.get("direction", "up") == "up" \
-            and fault["at_byte"] >= source_size + 2 * HEADER_MAX:
+            and reach and fault["at_byte"] >= source_size + reach:
         return True
     if inv is None:
         return False
@@ -49,7 +50,7 @@ def could_fire(fault: dict, inv, source_size: int, w: Vocabulary,
     if fault["kind"] in LAB_KINDS:   # the client wrote that much to its target
         written = inv.final.counters.get("target_write_bytes") if inv.final else None
         return written is not None and written >= fault["after_bytes"]
-    # The endpoint strikes only transfers of the source, from the k-th on (the fault's
+    # The endpoint strikes only transfers of the watched input, from the k-th on (the fault's
     # `transfer` key; an old archive's word for it is compat's) until it fires: did any reach it?
     transfers = [u for u in inv.endpoint_events(w.started)
                  if digest is None or u.fields.get("digest") == digest]
@@ -78,7 +79,7 @@ def _transfer_reached(fault: dict, inv, start: ServerRecord, w: Vocabulary) -> b
 def _wire_reached(fault: dict, inv) -> bool:
     key = "bytes_up" if fault.get("direction", "up") == "up" else "bytes_down"
     if fault["kind"] in ONE_SHOT and _bound(fault, inv):
-        # bound to a request (sessions/lab/proxy/server.py): its chance is that request carrying the
+        # bound to a request (the fault proxy's `bind`): its chance is that request carrying the
         # fault's offset, counted from its request line (up) or from the answers' offset then
         # (down)
         closed = {r.fields.get("conn"): r.fields.get(key, 0) for r in inv.proxy
@@ -110,8 +111,8 @@ def _bound(fault: dict, inv) -> bool:
 def struck_refused(inv: InvocationEvidence, w: Vocabulary) -> list[tuple[ServerRecord, str]]:
     """The proxy's fired faults that struck a request the endpoint refused without starting a
     transfer, each with the endpoint's reason. The proxy binds a fault to a request line by the
-    task's pattern; the server alone knows it refused that line (backup: a length over its
-    limit), and a client that sent it spent the fault a real transfer was owed. The endpoint's
+    task's pattern; the server alone knows it refused that line (a length over its limit, say),
+    and a client that sent it spent the fault a real transfer was owed. The endpoint's
     connection is the proxy's by the port: the proxy's upstream_port is the endpoint's peer_port
     (a server that records no peer_port: none is found, and nothing is held against anyone)."""
     upstream = {r.fields.get("conn"): r.fields.get("upstream_port") for r in inv.proxy

@@ -114,9 +114,10 @@ def cleanup(ev: ScenarioEvidence, t: Thresholds, clauses: dict[str, Verdict]) ->
             notes.append(f"invocation {n} kept {', '.join(kept[:3])} in its working directory")
     if problems:
         return failed("; ".join(problems), evidence)
-    return Judgement(PASS, "no process, listening socket, temporary file or store residue "
-                           "left after any invocation" + ("; " + "; ".join(notes) if notes
-                                                           else ""), tuple(evidence))
+    return Judgement(PASS, f"no process, listening socket, temporary file or {t.names.state} "
+                           "residue left after any invocation" + ("; " + "; ".join(notes)
+                                                                  if notes else ""),
+                     tuple(evidence))
 
 
 LIMIT_NAMES = {"memory": "the memory limit (OOM kills)", "pids": "the task limit (forks refused)",

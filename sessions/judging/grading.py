@@ -10,8 +10,8 @@ attempt names the rule applied (RULES, the table in docs/grading.md). Invalid at
 shown and left out of every denominator (sessions/judging/metrics.py).
 """
 
-from sessions.judging.fault_chance import could_fire, source_digest
-from sessions.spec.contract import Vocabulary
+from sessions.judging.fault_chance import could_fire, input_digest
+from sessions.spec.contract import Thresholds
 from sessions.stream.events import AttemptJudged, GateResult, Verdict
 from sessions.stream.evidence import ScenarioEvidence
 
@@ -29,7 +29,7 @@ RULES = {
 
 
 def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[GateResult],
-                  unfired: list[dict], names: Vocabulary, now_ns: int) -> AttemptJudged:
+                  unfired: list[dict], t: Thresholds, now_ns: int) -> AttemptJudged:
     s = ev.started
     for rule, broken in (("harness-failed", harness_failures(ev)),
                          ("identity-changed", identity_failures(ev))):
@@ -39,9 +39,9 @@ def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[Gat
     judged: list[Verdict | GateResult] = [*verdicts, *gates]
     # Fail closed: an inconclusive that is not the client's own doing blocks the attempt.
     blocked = [j for j in judged if j.status == "inconclusive" and j.failure_class != "client"]
-    digest = source_digest(ev)
+    digest = input_digest(ev)
     had_chance = [f for f in unfired if could_fire(f, ev.invocations.get(f["invocation"]),
-                                                   s.source_size, names, digest)]
+                                                   s.source_size, t, digest)]
     passed = [j for j in judged if j.status == "pass"]
     failed = [j for j in judged if j.status == "fail"
               or (j.status == "inconclusive" and j.failure_class == "client")]

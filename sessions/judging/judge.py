@@ -103,7 +103,7 @@ def judge_grading(ev: ScenarioEvidence, contract: Contract, verdicts: list[Verdi
     risks = [RiskFinding(now_ns, ev.id, f.invocation, f.severity, f.kind, f.detail,
                          tuple(sorted(set(f.evidence)))) for f in findings(ev)]
     scan = RiskScan(now_ns, ev.id, *coverage(ev))
-    outcome = judge_attempt(ev, verdicts, gates, unfired_faults(ev), contract.thresholds.names,
+    outcome = judge_attempt(ev, verdicts, gates, unfired_faults(ev), contract.thresholds,
                             now_ns)
     return [*gates, *risks, scan, outcome,
             ScenarioJudged(now_ns, ev.id, "graded", outcome.reason)]

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from sessions.judging.views import (
     AT_FDCWD,
+    EINPROGRESS,
     SOURCE_BY_DESCRIPTOR,
+    connect_outcome,
     endpoint_name,
     given_ports,
     is_given,
@@ -66,13 +68,13 @@ def _exec_findings(inv: InvocationEvidence) -> list[Finding]:
 
 
 def _file_findings(inv: InvocationEvidence, launched: ClientLaunched) -> list[Finding]:
-    source = os.path.normpath(launched.source)
+    watched = os.path.normpath(launched.source) if launched.source else None
     own = _own_dirs(launched)
     out = []
     for e, paths in resolved_files(inv, launched):
         for (raw, dfd), path in zip([(e.path, e.dfd), (e.old_path or "", e.old_dfd)], paths,
                                     strict=False):
-            finding = _file_finding(e, path, raw, dfd, launched, source, own)
+            finding = _file_finding(e, path, raw, dfd, launched, watched, own)
             if finding is not None:
                 severity, kind, detail = finding
                 if e.op == "open" and e.fd is not None and e.fd < 0:
@@ -82,7 +84,7 @@ def _file_findings(inv: InvocationEvidence, launched: ClientLaunched) -> list[Fi
 
 
 # A process's own /proc settings (the JVM writes /proc/self/coredump_filter); not the entries
-# that lead elsewhere (fd/3 may be the source, root/ and cwd/ are whole trees).
+# that lead elsewhere (fd/3 may be the watched input, root/ and cwd/ are whole trees).
 _PROC_SETTING = re.compile(r"/proc/(self|thread-self|\d+)/(?!fd/|cwd/|root/|map_files/|task/)"
                            r"[^/]+")
 
@@ -92,21 +94,26 @@ def _own_setting(path: str, pid: int) -> bool:
     return m is not None and m.group(1) in ("self", "thread-self", str(pid))
 
 
-def _file_finding(f, path, raw, dfd, launched: ClientLaunched, source,
+def _file_finding(f, path, raw, dfd, launched: ClientLaunched, watched,
                   own) -> tuple[str, str, str] | None:
     """(severity, kind, detail) for one path of one file operation, or None if unremarkable;
     the client's own places: its working directory, its task's outputs folder, its own /tmp
-    and /dev/shm in the sandbox (a semaphore there is its own; the host's is low, below)."""
+    and /dev/shm in the sandbox (a semaphore there is its own; the host's is low, below); the
+    task's inputs, given it to read."""
     if f.op in SOURCE_BY_DESCRIPTOR:   # the kernel's view of the file behind the descriptor
-        return "high", "source-write", f"pid {f.pid} {f.op} of a source file, by descriptor"
+        return ("high", "source-write",
+                f"pid {f.pid} {f.op} of a file of the watched input, by descriptor")
     if path is None:
         where = (f"{raw!r} relative to fd {dfd}, not opened in its view" if raw and dfd != AT_FDCWD
                  else f"{raw!r} relative to a working directory not known" if raw
                  else "a path the kernel could not read in full")
         return "low", "unresolved-path", f"pid {f.pid} {f.op} {where} (location not resolved)"
-    if _under(path, source):   # the source file, or any file of a source tree
-        return ("high", "source-write", f"pid {f.pid} {f.op} of the source file for writing") \
-            if f.writes else None
+    if watched and _under(path, watched):   # the watched input, or any file of its tree
+        return ("high", "source-write", f"pid {f.pid} {f.op} of the watched input for "
+                "writing") if f.writes else None
+    given = [p for p in (launched.inputs, *launched.read_only) if p]
+    if not f.writes and any(_under(path, p) for p in given):   # an input: given it to read
+        return None
     if (any(_under(path, place) for place in (launched.cwd, launched.outputs) if place)
             or launched.in_scratch(path) or path in HARMLESS_DEVICES
             or path.startswith("/dev/pts/") or _own_setting(path, f.pid)):
@@ -122,7 +129,7 @@ def _file_finding(f, path, raw, dfd, launched: ClientLaunched, source,
     if any(_under(path, o) for o in own) or path.startswith(f"/proc/{f.pid}/"):
         return None
     if not path.startswith(SYSTEM_PREFIXES):
-        return "low", "read", f"pid {f.pid} opened {path} (not the source, not a system library)"
+        return "low", "read", f"pid {f.pid} opened {path} (not an input, not a system library)"
     return None
 
 
@@ -135,9 +142,11 @@ def _connect_findings(inv: InvocationEvidence, ports: set[int | None],
         if c.family in ("0", "AF_UNSPEC"):   # connect(2): a datagram socket dissolving its peer
             continue
         where = f"{c.address}:{c.port}" if c.address else c.family
+        how = (f" ({connect_outcome(c.result)})" if c.result == EINPROGRESS
+               else f" (result {c.result})")
         out.append(Finding(inv.n, "low" if c.family == "AF_UNIX" else "medium",
-                           "other-connection", f"pid {c.pid} connected to {where} "
-                           f"(result {c.result}), not the {endpoint}", (c.seq,)))
+                           "other-connection", f"pid {c.pid} connected to {where}{how}, not "
+                           f"the {endpoint}", (c.seq,)))
     return out
 
 

@@ -105,6 +105,17 @@ def probed_only(inv: InvocationEvidence) -> set[tuple[str, int]]:
     return probed - {(c["address"], c["port"]) for c in calls if not probe_only(c)}
 
 
+EINPROGRESS = -115   # a non-blocking connect under way: not a failure (connect(2))
+
+
+def connect_outcome(result: int) -> str:
+    """How a connect(2) ended, in words: "" when it connected, "in progress" when it was
+    non-blocking and left under way (EINPROGRESS), else "failed (ERRNO)"."""
+    if result == 0:
+        return ""
+    return "in progress, non-blocking" if result == EINPROGRESS else f"failed ({result})"
+
+
 def mb(n: int) -> str:
     return f"{n / 1e6:.2f} MB"
 

@@ -87,7 +87,8 @@ class Invocation:
         scratch, read_only = parts.boundary.scratch(self.id, s, inputs)
         parts.stream.publish(ClientLaunched(self._started, s.id, self.n, proc.pid, tuple(argv),
                                             str(cwd), str(source or ""), s.own_files,
-                                            str(outputs or ""), scratch, read_only))
+                                            str(outputs or ""), scratch, read_only,
+                                            str(inputs)))
         self._claims = threading.Thread(target=self._read_claims, args=(proc.stdout,),
                                         daemon=True)
         self._claims.start()

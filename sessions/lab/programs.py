@@ -34,10 +34,7 @@ def verifier_result(task: Task, servers: LabServers, scenario: str, n: int, work
     except ServerStartError as e:
         return ServerRecord(time.monotonic_ns(), scenario, n, "harness", "verifier_failed",
                             {"error": str(e)})
-    saved = v.get("saved_sha256")
-    return VerifierResult(time.monotonic_ns(), scenario, n, bool(v.get("saved", v["ok"])),
-                          v["ok"], str(v.get("source_sha256", "")),
-                          saved if isinstance(saved, str) else None,
+    return VerifierResult(time.monotonic_ns(), scenario, n, v["ok"],
                           str(v.get("detail", ""))[:DETAIL_MAX], _figures(v, "ok", "detail"))
 
 

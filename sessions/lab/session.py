@@ -151,7 +151,7 @@ class Session:
             time.monotonic_ns(), wall_ns=time.time_ns(), evlab_version=VERSION,
             kernel=platform.release(), collector=collector.name, packets=packets_mode,
             contract_version=self.contract.version, scenarios=tuple(s.id for s in scenarios),
-            cpu_pace=round(pace_ns() / self.contract.thresholds.pace_reference_ns, 3),
+            cpu_pace=self._pace(),
             task_id=self.task.id, task_version=self.task.version, task_sha256=self.task.sha256,
             clauses=self.task.clause_ids, gates=tuple(gates_of(self.contract))))
         for cap in missing:
@@ -160,6 +160,11 @@ class Session:
         for line in stale:
             self.stream.publish(StaleCleaned(time.monotonic_ns(), line))
         self.stream.publish(boundary.settings_event())
+
+    def _pace(self) -> float:
+        """This machine's pace against the contract's reference (1: a contract without one)."""
+        reference = self.contract.thresholds.pace_reference_ns
+        return round(pace_ns() / reference, 3) if reference else 1.0
 
     def _probe_packets(self) -> tuple[str, Capability | None]:
         if self.options.packets == "off":

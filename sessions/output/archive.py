@@ -35,6 +35,7 @@ MAX_MEMBER_BYTES = 256 << 20   # and what is kept in memory: the manifest and th
 MAX_TOTAL_BYTES = 4 << 30      # every member is read (a damaged one is found) but not kept;
                                # a campaign of 2,000 attempts with pcaps is about 3 GB
 KEPT = ("manifest.json", "events.jsonl")
+CONTRACTS_AS_STATED = "as-stated"
 MAX_MEMBERS = 10_000
 
 
@@ -160,6 +161,9 @@ def manifest(book: EvidenceBook) -> dict:
         "campaign": ({"name": book.campaign.name, "engine": book.campaign.engine,
                       "clients": book.campaign.clients} if book.campaign else None),
         "written_wall_ns": time.time_ns(),
+        # its contracts' copies mean what they state: one an earlier evlab packed left words
+        # and thresholds out that it filled in (sessions/stream/compat.py)
+        "contracts": CONTRACTS_AS_STATED,
     }
 
 
@@ -191,12 +195,12 @@ class LoadedArchive:
     @property
     def contracts(self) -> dict[str, Contract]:
         """The archive's copies of its tasks' contracts, by task digest (each checked)."""
-        out = {}
+        out, old = {}, self.manifest.get("contracts") != CONTRACTS_AS_STATED
         for name, data in self.members.items():
             if _is_contract(name):
                 try:
                     text = data.decode(errors="replace")
-                    out[PurePosixPath(name).parts[1]] = parse_contract(text, name)
+                    out[PurePosixPath(name).parts[1]] = parse_contract(text, name, archived=old)
                 except ContractError as e:
                     raise ArchiveError(f"the archive's {e}") from None
         return out

@@ -95,12 +95,17 @@ def _invocation(ev: ScenarioEvidence, inv: InvocationEvidence) -> dict:
         "servers": _servers(ev, inv),
         "faults_fired": sum(r.event == "fault_fired" for r in inv.endpoint + inv.proxy),
         "packets": _packets(inv, ev.started.endpoint_port),
-        "verifier": ({"saved": v.saved, "match": v.match, "saved_sha256": v.saved_sha256,
+        "verifier": ({"saved": bool(v.fields.get("saved", v.match)), "match": v.match,
+                      "saved_sha256": _text_or_none(v.fields.get("saved_sha256")),
                       "detail": v.described}
                      if v else {"saved": None, "match": None, "saved_sha256": None,
                                 "detail": None}),
         "figures": dict(task_figures(ev, inv)),
     }
+
+
+def _text_or_none(value) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _scenario(ev: ScenarioEvidence) -> dict:

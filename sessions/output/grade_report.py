@@ -80,8 +80,8 @@ def _risks(grade: ClientGrade) -> list[str]:
     if not out:
         out = ["No risk findings, and the kernel delivered every file, exec and connect event: "
                "no exec of another program, no write outside the working directory, no write "
-               "to the source, no other connection, no read outside the source and system "
-               "libraries."]
+               "to the watched input, no other connection, no read outside the task's inputs "
+               "and system libraries."]
     return out
 
 

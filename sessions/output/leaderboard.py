@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from sessions.judging.metrics import Metrics, OverallMetrics
 from sessions.output.grades import ClientGrade, client_grade, given_up
-from sessions.spec.task import DEFAULT_TASK
 from sessions.stream.campaign_events import AttemptLost, CampaignStarted
+from sessions.stream.compat import OLD_TASK
 from sessions.stream.evidence import EvidenceBook, ScenarioEvidence
 
 SEVERITIES = ("high", "medium", "low")
@@ -174,8 +174,8 @@ def scenarios_of(c: CampaignStarted, identity: dict) -> tuple[str, ...]:
 
 
 def task_of(identity: dict) -> str:
-    """A client's task id (a campaign from before clients had tasks: the default task)."""
-    return identity.get("task", {}).get("id", DEFAULT_TASK)
+    """A client's task id (a campaign from before clients had tasks: compat's OLD_TASK)."""
+    return identity.get("task", {}).get("id", OLD_TASK)
 
 
 def board_of(book: EvidenceBook) -> Board | None:

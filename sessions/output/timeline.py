@@ -23,7 +23,13 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from sessions.judging.views import endpoint_name, endpoint_of, given_ports, is_given
+from sessions.judging.views import (
+    connect_outcome,
+    endpoint_name,
+    endpoint_of,
+    given_ports,
+    is_given,
+)
 from sessions.output.escape import visible
 from sessions.spec.task import display_of
 from sessions.spec.task_display import RECORD_MARK_KINDS
@@ -234,7 +240,7 @@ def _connects(b: _Builder, ev: ScenarioEvidence, inv: InvocationEvidence) -> Non
         given = is_given(c.address, c.port, ports)
         b.mark(c.t_ns, row(c.pid), "connect-endpoint" if given else "connect-other",
                f"connect {c.address}:{c.port}" + (_given(ev, c.port) if given else "")
-               + (f" failed ({c.result})" if c.result else ""))
+               + (f" {connect_outcome(c.result)}" if c.result else ""))
     for e in inv.egress:
         if e.kind == "connect" and (e.pid, e.address, e.port) in seen:
             continue

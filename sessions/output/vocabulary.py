@@ -6,8 +6,9 @@ import json
 from collections.abc import Collection
 
 from sessions.judging.metrics import Metrics, OverallMetrics
+from sessions.judging.views import EINPROGRESS, connect_outcome
 from sessions.output.escape import visible
-from sessions.spec.compat import BOUND_REQUEST_EVENTS
+from sessions.stream.compat import BOUND_REQUEST_EVENTS
 from sessions.stream.events import (
     CleanupObserved,
     ClientClaim,
@@ -83,7 +84,8 @@ def _event_line(e: Event) -> str | None:
         case PacketSeen():   # only the packets pane shows these: no tag
             return f"{_end(e.src, e.sport)}→{_end(e.dst, e.dport)} {e.flags} {e.payload_len}"
         case ConnectObserved():
-            return f"[kernel] connect {e.address}:{e.port} → {e.result}"
+            return (f"[kernel] connect {e.address}:{e.port} → {e.result}"
+                    + (f" ({connect_outcome(e.result)})" if e.result == EINPROGRESS else ""))
         case EgressObserved():
             return (f"[socket] {e.kind} {e.protocol} {e.address}:{e.port} pid {e.pid}"
                     + (" REFUSED" if e.refused else ""))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sessions.spec import compat
+from sessions.stream import compat
 
 
 class ContractError(ValueError):
@@ -17,44 +17,49 @@ class ContractError(ValueError):
 @dataclass(frozen=True)
 class Vocabulary:
     """The names the library's predicates read of the endpoint's records and of the client, and
-    the words their reasons use: a contract's [vocabulary], each one the task's own. A contract
-    that leaves one out has backup's (sessions/spec/compat.py), so an archive recorded before
-    tasks were folders re-judges with the words it was judged with."""
+    the words their reasons use: a contract's [vocabulary], each one the task's own. One a
+    contract leaves out is neutral below (an archive's copy of a contract: what evlab gave it
+    when it was judged, sessions/stream/compat.py)."""
 
-    transfer: str = compat.VOCABULARY["transfer"]      # what a reason calls a transfer attempt
-    state: str = compat.VOCABULARY["state"]            # ... the endpoint's state
-    saved: str = compat.VOCABULARY["saved"]            # ... what that state keeps
-    started: str = compat.VOCABULARY["started"]        # record: a transfer attempt began
-    committed: str = compat.VOCABULARY["committed"]    # record: it changed the state
-    refused: str = compat.VOCABULARY["refused"]        # record: a request refused (reason)
-    closed: str = compat.VOCABULARY["closed"]          # record: a connection ended
-    bytes: str = compat.VOCABULARY["bytes"]            # field of `closed`: payload bytes taken
-    mismatch: str = compat.VOCABULARY["mismatch"]      # a refusal's reason: payload != digest
-    digest_function: str = compat.VOCABULARY["digest_function"]   # client function hashing
+    transfer: str = "transfer"          # what a reason calls a transfer attempt
+    state: str = "state"                # ... the endpoint's state
+    saved: str = "saved copy"           # ... what that state keeps
+    started: str = "transfer_started"   # record: a transfer attempt began
+    committed: str = "committed"        # record: it changed the state
+    refused: str = "refused"            # record: a request refused (reason)
+    closed: str = "connection_closed"   # record: a connection ended
+    bytes: str = "payload_bytes"        # field of `closed`: payload bytes taken
+    mismatch: str = "mismatch"          # a refusal's reason: payload != digest
+    digest_function: str = ""           # the client's function hashing (none named)
+    input: str = ""                     # what a reason calls the watched input ("": the task
+                                        # folder's name for it, or none watched)
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    """What the library's predicates read. A contract may leave out those its clauses do not
-    need: each then has the value below, the first task's (fixture/backup/contract.toml says
-    where each was measured)."""
+    """The figures the predicates read, as the contract's [thresholds] states them: each the
+    task's own, measured for it (a built-in task's contract.toml says where each was). One
+    the contract does not state is 0, and not in `stated`: a contract whose clauses' library
+    predicates need one it does not state is refused (sessions/judging/clauses: NEEDS)."""
 
-    max_transfer_attempts: int = 3
-    unchanged_wire_bytes_max: int = 1024
-    hash_passes_allowed: int = 1
-    relay_passes_allowed: int = 1
-    relay_slack_bytes: int = 65_536
-    cpu_startup_allowance_ns: int = 500_000_000
-    cpu_ns_per_byte: float = 5
-    cpu_ns_per_exec: int = 2_000_000
-    cpu_stretch_allowance_ns: int = 40_000_000
-    cpu_startup_stretch_ns: int = 50_000_000
-    cpu_waste_ns: int = 320_000_000
-    cpu_view_tolerance_ns: int = 30_000_000
-    pace_reference_ns: int = 151_700
-    pace_noise: float = 1.25
-    pace_max: float = 3.0
+    max_transfer_attempts: int = 0
+    unchanged_wire_bytes_max: int = 0
+    hash_passes_allowed: int = 0
+    relay_passes_allowed: int = 0
+    relay_slack_bytes: int = 0
+    request_overhead_bytes: int = 0    # what a correct client sends beyond its input, at most
+    cpu_startup_allowance_ns: int = 0
+    cpu_ns_per_byte: float = 0
+    cpu_ns_per_exec: int = 0
+    cpu_stretch_allowance_ns: int = 0
+    cpu_startup_stretch_ns: int = 0
+    cpu_waste_ns: int = 0
+    cpu_view_tolerance_ns: int = 0
+    pace_reference_ns: int = 0
+    pace_noise: float = 0
+    pace_max: float = 0
     names: Vocabulary = Vocabulary()   # the contract's [vocabulary]
+    stated: frozenset[str] = frozenset()   # the thresholds the contract states
 
 
 @dataclass(frozen=True)
@@ -93,8 +98,9 @@ def load_contract(path: Path) -> Contract:
     return parse_contract(text, path)
 
 
-def parse_contract(text: str, path: Path | str) -> Contract:
-    """A contract from its text (a task folder's file, or an archive's copy of it)."""
+def parse_contract(text: str, path: Path | str, archived: bool = False) -> Contract:
+    """A contract from its text: a task folder's file, or an archive's copy of it (archived:
+    what it leaves out is what evlab gave it when it was judged, compat's)."""
     try:
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError) as e:
@@ -117,7 +123,7 @@ def parse_contract(text: str, path: Path | str) -> Contract:
     table = data.get("thresholds", {})
     if isinstance(table, dict):
         table = {compat.THRESHOLD_NAMES.get(k, k): v for k, v in table.items()}
-    names = {f.name for f in dataclasses.fields(Thresholds)} - {"names"}
+    names = {f.name for f in dataclasses.fields(Thresholds)} - {"names", "stated"}
     if not isinstance(table, dict) or set(table) - names:
         got = set(table) if isinstance(table, dict) else {"(not a table)"}
         raise ContractError(f"{path}: thresholds: {', '.join(sorted(got - names))}: expected "
@@ -134,6 +140,9 @@ def parse_contract(text: str, path: Path | str) -> Contract:
             or not all(isinstance(v, str) and v for v in words.values()):
         raise ContractError(f"{path}: vocabulary: expected names (non-empty strings) from "
                             f"{', '.join(sorted(known))}")
+    if archived:
+        table = {**compat.ARCHIVED_THRESHOLDS, **table}
+        words = {**compat.ARCHIVED_VOCABULARY, **words}
     return Contract(str(data.get("version", "")), clauses,
-                    Thresholds(**table, names=Vocabulary(**words)), text,
+                    Thresholds(**table, names=Vocabulary(**words), stated=frozenset(table)), text,
                     tuple(gates) if gates is not None else None, re_run, source=str(path))

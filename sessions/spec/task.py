@@ -1,8 +1,7 @@
 """A task is a folder: its task.toml names the contract, the suites of scenarios, the client's
 command-line placeholders and the documents a client is written from (docs/tasks.md).
 
-    task = load_task()                 # the default task (DEFAULT_TASK)
-    task = load_task(DEFAULT_TASK)     # a built-in task by its id (fixture/<id>/task.toml)
+    task = load_task("fetch")          # a built-in task by its id (fixture/<id>/task.toml)
     task = load_task("path/to/task")   # a folder of your own (or its task.toml)
 
 A malformed folder is a TaskError: one line naming the file, the key and what was expected.
@@ -37,12 +36,12 @@ from sessions.spec.task_lab import (
     text_of,
     texts_of,
 )
-from sessions.spec.task_predicates import load_predicates
+from sessions.spec.task_predicates import load_predicates, moved_predicates
 from sessions.spec.template import template_names
+from sessions.stream.compat import OLD_TASK
 from sessions.stream.events import ScenarioStarted, SessionStarted
 
 TASKS_DIR = Path(__file__).resolve().parent.parent.parent / "fixture"
-DEFAULT_TASK = "backup"   # evlab's first task: what a command or an archive naming none means
 TASK_FILE = "task.toml"
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 SUITE_NAMES = ("seeded", "faults", "grade")   # grade: what `evlab grade` runs a client through
@@ -115,7 +114,9 @@ def builtin_tasks() -> list[Path]:
 
 
 def load_task(ref: str | Path | None = None) -> Task:
-    """A task by its id (a built-in one) or its folder; the default task without one."""
+    """A task by its id (a built-in one) or its folder. None: what a command, grade file or
+    campaign that names no task meant before tasks were folders (compat's OLD_TASK); the
+    command line says so in its parser."""
     return _load(_folder_of(ref).resolve())
 
 
@@ -135,7 +136,7 @@ def task_named_in(file: Path, given: str) -> str:
 
 
 def _folder_of(ref: str | Path | None) -> Path:
-    text = str(ref if ref is not None else DEFAULT_TASK)
+    text = str(ref if ref is not None else OLD_TASK)
     if _ID.match(text) and "/" not in text:
         folder = TASKS_DIR / text
         if (folder / TASK_FILE).is_file():
@@ -158,10 +159,10 @@ _LOADED: dict[str, Task] = {}   # sha256 -> a task this process loaded (what its
 def task_of_record(task_id: str, sha256: str) -> Task:
     """The task a session's record names: the one with that digest that this process loaded or
     that is built in; else the built-in task of that id as it is now; a record from before
-    tasks were folders (no id) ran the default task."""
+    tasks were folders (no id) ran compat's OLD_TASK."""
     if sha256 in _LOADED:
         return _LOADED[sha256]
-    name = task_id or DEFAULT_TASK   # an archive's word: only ever a built-in folder's name
+    name = task_id or OLD_TASK   # an archive's word: only ever a built-in folder's name
     folder = TASKS_DIR / name
     if _ID.match(name) and (folder / TASK_FILE).is_file():
         return load_task(folder)
@@ -171,23 +172,26 @@ def task_of_record(task_id: str, sha256: str) -> Task:
 
 def own_predicates_of(task_id: str, sha256: str) -> dict:
     """The own predicates of the task a record names, if that task is here (loaded by this
-    process or built in): an archive's contract is text, so a replay takes them from here."""
+    process or built in): an archive's contract is text, so a replay takes them from here.
+    Those the library had once are found where they are now (compat: an archive's contract
+    names them as the library's, its task's folder or not)."""
     try:
-        return task_of_record(task_id, sha256).contract.own
+        own = task_of_record(task_id, sha256).contract.own
     except TaskError:
-        return {}
+        own = {}
+    return {**moved_predicates(), **own}
 
 
 def display_of(started: ScenarioStarted) -> dict:
     """How a scenario's evidence is shown (Task.display), as its record says; a record from
-    before tasks said so shows the default task's (the one it ran)."""
-    return started.display or load_task(DEFAULT_TASK).display()
+    before tasks said so shows the one it ran (compat's OLD_TASK)."""
+    return started.display or load_task(OLD_TASK).display()
 
 
 def record_of(session: SessionStarted | None) -> dict:
     """The task a session's record names, as the document shows it: id, version, digest and
-    its clauses in order (a record from before tasks were folders names none: the default
-    task, as it is now)."""
+    its clauses in order (a record from before tasks were folders names none: the task it
+    ran, as it is now)."""
     task_id, sha = (session.task_id, session.task_sha256) if session else ("", "")
     if session is not None and session.clauses:
         return {"id": task_id, "version": session.task_version, "sha256": sha,

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sessions.spec.task_lab import TaskError, inside
+from sessions.stream.compat import MOVED_PREDICATES
 
 # What a predicate may import: the public module's readings of the evidence (evlab/task.py,
 # which re-exports these names; nothing there with I/O), and pure standard modules
@@ -26,6 +27,9 @@ PREDICATE_NAMES = (
     "FILE_EVENTS", "FILES", "arrived_whole", "file_records", "written_in_place",
     "MOVES", "SOURCE_BY_DESCRIPTOR", "counter", "invocations", "resolved_files", "under",
     "unjudgeable", "Thresholds", "ServerRecord", "InvocationEvidence", "ScenarioEvidence",
+    "CLIENT", "ENVIRONMENT", "HARNESS", "blind", "consumed_bytes", "endpoint_name", "wire_lost",
+    "Vocabulary", "CONTINUOUS", "INTERRUPTIONS", "armed", "could_fire", "fired_records",
+    "input_digest", "struck_refused",
 )
 ALLOWED = ("__future__", "collections", "dataclasses", "enum", "fractions", "functools",
            "ipaddress", "itertools", "math", "operator", "re", "statistics", "typing")
@@ -58,6 +62,17 @@ def load_predicates(file: Path, folder: Path, table: dict) -> dict[str, Callable
         raise TaskError(f"{file}: predicates: {source.name} defines no PREDICATES dict of "
                         "name -> function")
     return dict(predicates)
+
+
+def moved_predicates() -> dict[str, Callable]:
+    """The predicates the library once had, from the built-in task modules that have them now
+    (compat's MOVED_PREDICATES), by name."""
+    found = {}
+    for name, module in MOVED_PREDICATES.items():
+        table = getattr(importlib.import_module(module), "PREDICATES", {})
+        if name in table:
+            found[name] = table[name]
+    return found
 
 
 def _is_fixture(module) -> bool:

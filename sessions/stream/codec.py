@@ -10,6 +10,7 @@ import types
 import typing
 from typing import Any
 
+from sessions.stream.compat import upgrade
 from sessions.stream.events import Event
 from sessions.stream.registry import EVENT_TYPES
 
@@ -85,6 +86,7 @@ def from_dict(data: dict[str, Any]) -> Event:
     # A class object is hashable; mypy checks type[Event] against Hashable through the frozen
     # dataclass's instance __hash__ and refuses it (python/mypy#10447 and kin).
     hints = _hints(cls)  # type: ignore[arg-type]
+    data = upgrade(data)   # an earlier evlab's names, as today's
     values = {}
     for key, value in data.items():
         if key == "type":

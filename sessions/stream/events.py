@@ -9,6 +9,7 @@ Events serialise to one JSON object per line with a `type` field (sessions/strea
 
 from dataclasses import dataclass, field
 
+from sessions.stream import compat
 from sessions.stream.event import Event
 
 # The judge's own events, defined apart and found here with every other event type
@@ -79,7 +80,7 @@ class ScenarioStarted(Event):
     expected_failures: tuple[str, ...]
     expected_passes: tuple[str, ...]
     faults: tuple[dict, ...]        # armed faults (spec/scenario_faults.py), each with its id
-    receiver_port: int              # the endpoint's port (named so in every archive since 1)
+    endpoint_port: int              # the endpoint's port (an old record's name: compat)
     decoy_port: int                 # the decoy's (0: the task has none)
     source_size: int
     scenario_file: str
@@ -94,24 +95,20 @@ class ScenarioStarted(Event):
     display: dict = field(default_factory=dict)   # the task's: invocations, figures, marks
 
     @property
-    def endpoint_port(self) -> int:
-        return self.receiver_port
-
-    @property
     def _old(self) -> bool:
-        """Recorded before tasks said their servers (an old archive: backup's two); a task
-        with none (mirror) records its display."""
+        """Recorded before tasks said their servers (compat: an old archive's); a task with
+        none (mirror) records its display."""
         return not self.servers and not self.display
 
     @property
-    def roles(self) -> dict[str, str]:   # by name (compatibility: an old archive's, backup's)
+    def roles(self) -> dict[str, str]:   # by name
         return ({n: str(s.get("role", "internal")) for n, s in self.servers.items()}
-                if not self._old else {"receiver": "endpoint", "decoy": "decoy"})
+                if not self._old else dict(compat.OLD_SERVERS))
 
     @property
     def ports(self) -> dict[str, int | None]:   # by name (an old archive's: its two fields)
         return ({n: s.get("port") for n, s in self.servers.items()} if not self._old
-                else {"receiver": self.receiver_port, "decoy": self.decoy_port})
+                else compat.old_ports(self.endpoint_port, self.decoy_port))
 
 
 @dataclass(frozen=True)
@@ -136,13 +133,15 @@ class ClientLaunched(Event):
     pid: int
     argv: tuple[str, ...]
     cwd: str
-    source: str                     # the source file it was given
+    source: str                     # the watched input it was given ("": none)
     own_files: tuple[str, ...] = () # the command's own files (a script), which it may read
     outputs: str = ""               # the outputs folder its task gave it, which it may write
     scratch: tuple[str, ...] = ()   # its own places in the sandbox ("/tmp", "/dev/shm": each a
                                     # folder of its home, as its cwd is; (): none, the host's
                                     # /tmp and /dev/shm are outside, an old record's too)
     read_only: tuple[str, ...] = () # what the sandbox shows read-only (its inputs, its program)
+    inputs: str = ""                # the folder of the inputs its task gave it, to read ("": an
+                                    # old record's)
 
     def in_scratch(self, path: str) -> bool:
         """path is in one of its own places (its /tmp, its /dev/shm): under it, and not under
@@ -347,26 +346,18 @@ class ProcessMetrics(Event):
 
 @dataclass(frozen=True)
 class VerifierResult(Event):
-    """The task's verifier on the end state: match is its ok, detail its line, fields the rest
-    (saved and the digests: compatibility with archives from before tasks had verifiers)."""
+    """The task's verifier on the end state: match is its ok, detail its one line, fields the
+    rest of what it printed (its figures; an old record's own fields: compat)."""
 
     scenario: str
     invocation: int                 # 0: the state before the first invocation
-    saved: bool
     match: bool
-    source_sha256: str
-    saved_sha256: str | None
     detail: str = ""
     fields: dict = field(default_factory=dict)
 
     @property
-    def described(self) -> str:   # what it found, in one line (compatibility: an old archive's)
-        if self.detail or not self.saved:
-            return self.detail or "the store holds no backup"
-        if not self.match:
-            return (f"the saved backup's sha256 {str(self.saved_sha256)[:12]}… differs from "
-                    f"the source's {self.source_sha256[:12]}…")
-        return f"the saved backup matches the source (sha256 {self.source_sha256[:12]}…)"
+    def described(self) -> str:   # what it found, in one line
+        return self.detail or f"the verifier said {'ok' if self.match else 'not ok'}"
 
 
 @dataclass(frozen=True)

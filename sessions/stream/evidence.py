@@ -110,6 +110,9 @@ class ScenarioEvidence:
     grade: GradeStarted | None = None     # who is graded, as recorded where the attempt ran
     expected: dict | None = None          # a campaign's identity for that client
     before: VerifierResult | None = None
+    # the servers' records written before invocation 1 (set-up: a state a server loaded), by
+    # server: counted toward the first invocation's figures, never judged as the client's
+    setup_records: dict[str, list[ServerRecord]] = field(default_factory=dict)
     invocations: dict[int, InvocationEvidence] = field(default_factory=dict)
     verdicts: list[Verdict] = field(default_factory=list)
     judged: ScenarioJudged | None = None
@@ -238,6 +241,8 @@ def _scenario_event(scenario: ScenarioEvidence, event: Event) -> None:
             scenario.attempt = event
         case VerifierResult(invocation=0):
             scenario.before = event
+        case ServerRecord(invocation=0):
+            scenario.setup_records.setdefault(event.server, []).append(event)
         case _:
             n = getattr(event, "invocation", 0)   # per-invocation events carry one; 0: none
             if n > 0:

@@ -1,13 +1,13 @@
-"""The library of clause predicates: each a pure function of a scenario's evidence and the
-contract's thresholds and vocabulary. A task's contract names, for each of its clauses, the
-predicate that judges it (by default the one of the clause's own id)."""
+"""The library of clause predicates, for any task: each a pure function of a scenario's evidence
+and the contract's thresholds and vocabulary. A task's contract names, for each of its clauses,
+the predicate that judges it (by default the one of the clause's own id): the library's, or one
+of the task's own (its folder's predicates module)."""
 
 from collections.abc import Callable
 
 from sessions.judging.clauses.egress import destination_only
-from sessions.judging.clauses.store import honest_outcome, integrity, mismatch_rejected
-from sessions.judging.clauses.transfer import bounded_recovery, unchanged_no_transfer
-from sessions.judging.clauses.work import cpu_budget, hash_work
+from sessions.judging.clauses.store import honest_outcome, integrity
+from sessions.judging.clauses.work import cpu_budget
 from sessions.judging.judgement import ENVIRONMENT, Judgement, unknown
 from sessions.spec.contract import Contract, ContractError, Thresholds
 from sessions.stream.evidence import ScenarioEvidence
@@ -15,13 +15,15 @@ from sessions.stream.evidence import ScenarioEvidence
 Predicate = Callable[[ScenarioEvidence, Thresholds], Judgement]
 PREDICATES: dict[str, Predicate] = {
     "integrity": integrity,
-    "unchanged-no-transfer": unchanged_no_transfer,
     "destination-only": destination_only,
-    "bounded-recovery": bounded_recovery,
-    "mismatch-rejected": mismatch_rejected,
     "honest-outcome": honest_outcome,
-    "hash-work": hash_work,
     "cpu-budget": cpu_budget,
+}
+# The thresholds each library predicate reads: a contract using it states them
+NEEDS: dict[str, tuple[str, ...]] = {
+    "cpu-budget": ("cpu_startup_allowance_ns", "cpu_ns_per_byte", "cpu_ns_per_exec",
+                   "cpu_stretch_allowance_ns", "cpu_startup_stretch_ns", "cpu_waste_ns",
+                   "cpu_view_tolerance_ns", "pace_reference_ns", "pace_noise", "pace_max"),
 }
 
 
@@ -36,8 +38,27 @@ def predicates_of(contract: Contract, strict: bool = True) -> dict[str, Predicat
                             f"{contract.predicate(unknown[0])!r}"
                             f" in the library ({', '.join(PREDICATES)}) or the task's own"
                             f" ({', '.join(contract.own) or 'none'})")
-    return {c: found.get(contract.predicate(c)) or _not_here(contract.predicate(c))
-            for c in contract.clause_ids}
+    lacking = {c: missing for c in contract.clause_ids if (missing := unstated(contract, c))}
+    if lacking and strict:
+        clause, missing = next(iter(lacking.items()))
+        raise ContractError(f"{contract.source}: clauses.{clause}: its predicate "
+                            f"{contract.predicate(clause)!r} needs thresholds the contract does "
+                            f"not state: [thresholds] {', '.join(missing)}")
+    return {c: (_unstated(lacking[c]) if c in lacking else found.get(contract.predicate(c))
+                or _not_here(contract.predicate(c))) for c in contract.clause_ids}
+
+
+def unstated(contract: Contract, clause: str) -> list[str]:
+    """The thresholds a clause's library predicate reads that its contract does not state."""
+    stated = contract.thresholds.stated
+    return [n for n in NEEDS.get(contract.predicate(clause), ()) if n not in stated]
+
+
+def _unstated(missing: list[str]) -> Predicate:
+    def stand_in(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
+        return unknown(f"the contract states no {', '.join(missing)}, which its predicate "
+                       "reads", failure_class="harness")
+    return stand_in
 
 
 def _not_here(name: str) -> Predicate:

@@ -1,9 +1,8 @@
-"""Clauses about the end state, judged from the task's verifier (and, for mismatch-rejected, an
-endpoint's records): integrity (the verifier's end state after every invocation),
-mismatch-rejected, and honest-outcome (the client's claims against the verifier)."""
+"""Clauses about the end state, judged from the task's verifier: integrity (the verifier's end
+state after every invocation) and honest-outcome (the client's claims against the verifier)."""
 
-from sessions.judging.judgement import NA, PASS, Judgement, failed, seqs, unknown
-from sessions.judging.views import endpoint_name, invocations
+from sessions.judging.judgement import PASS, Judgement, failed, seqs, unknown
+from sessions.judging.views import invocations
 from sessions.spec.contract import Thresholds
 from sessions.stream.events import ClientExited
 from sessions.stream.evidence import ScenarioEvidence
@@ -22,41 +21,6 @@ def integrity(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
             return failed(f"after invocation {n} {v.described}", evidence)
     return Judgement(PASS, f"{verified[-1][1].described} after every invocation",
                      tuple(evidence))
-
-
-def mismatch_rejected(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
-    w, before = t.names, ev.before
-    rejected_total, evidence = 0, []
-    for inv in invocations(ev):
-        rejected = inv.endpoint_events(w.refused, reason=w.mismatch)
-        commits = inv.endpoint_events(w.committed)
-        after = inv.verifier
-        if after is None or before is None:
-            if rejected:
-                return unknown(f"invocation {inv.n}: the {w.state} was not verified around the "
-                               f"rejected {w.transfer}s", seqs(rejected), "harness")
-            before = after
-            continue
-        evidence += seqs(rejected, commits, [before, after])
-        if commits and after.saved_sha256 != commits[-1].fields.get("digest"):
-            return failed(f"invocation {inv.n}: the saved {w.saved} ({after.saved_sha256}) is "
-                          f"not the payload the {endpoint_name(ev)} committed", evidence)
-        if rejected and not commits and after.saved_sha256 != before.saved_sha256:
-            return failed(f"invocation {inv.n}: the {w.state} changed although every "
-                          f"{w.transfer} was rejected", evidence)
-        rejected_total += len(rejected)
-        before = after
-    if rejected_total == 0:
-        return Judgement(NA, "no payload mismatching its advertised digest was sent",
-                         tuple(evidence))
-    if before is None:   # rejections, then an invocation whose state was never verified
-        return unknown(f"the {w.state} was not verified after the last invocation, so whether "
-                       "it kept its state is unknown", tuple(sorted(set(evidence))), "harness")
-    state = (f"no {w.saved}" if not before.saved or before.saved_sha256 is None
-             else f"sha256 {before.saved_sha256[:12]}…")
-    return Judgement(PASS, f"{rejected_total} mismatching payloads rejected ({w.mismatch}) "
-                           f"before commit; the {w.state} kept its state ({state})",
-                     tuple(sorted(set(evidence))))
 
 
 def honest_outcome(ev: ScenarioEvidence, t: Thresholds) -> Judgement:

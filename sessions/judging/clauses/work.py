@@ -1,87 +1,11 @@
-"""Clauses about the work the client did, judged from the kernel's counters: hash-work (passes
-over the source) and cpu-budget (no busy-waiting, CPU within a budget from the bytes moved and
-the processes started)."""
+"""The work the client did, judged from the kernel's counters: cpu-budget (no busy-waiting, CPU
+within a budget from the bytes moved and the processes started). The reasons call the watched
+input what the contract's vocabulary does (`input`)."""
 
 from sessions.judging.judgement import ENVIRONMENT, PASS, Judgement, failed, seqs, unknown
 from sessions.judging.views import blind, counter, invocations, mb
-from sessions.spec.contract import Thresholds
+from sessions.spec.contract import Thresholds, Vocabulary
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
-
-PAGE = 4096   # reads through a mapping are whole pages (x86-64)
-
-
-def hash_work(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
-    size, judged, evidence, notes = ev.started.source_size, 0, [], []
-    w = t.names
-    for inv in invocations(ev):
-        why = blind(ev, inv, t.names)
-        if why:
-            return unknown(why, seqs([inv.final]))
-        transfers = inv.endpoint_events(w.started)
-        entries = inv.final.functions.get(w.digest_function) if inv.final else None
-        evidence += seqs([inv.final], transfers)
-        if entries is not None and entries > t.hash_passes_allowed:
-            return failed(f"invocation {inv.n}: {w.digest_function} entered {entries} times "
-                          f"(at most {t.hash_passes_allowed})", evidence)
-        reads = _source_reads(inv, size)
-        if isinstance(reads, str):
-            return unknown(reads, evidence, ENVIRONMENT)
-        source, own, how = reads
-        if entries is None and source is None:
-            continue
-        allowed = size * (t.hash_passes_allowed + len(transfers))
-        allowance = (f"{t.hash_passes_allowed} pass + {len(transfers)} {w.transfer}(s)")
-        if source is not None and source > allowed:
-            also = (f", and read back {own:,} bytes from places of its own" if own and
-                    own > t.relay_slack_bytes else "")
-            return failed(f"invocation {inv.n}: read {source:,} source bytes{how}, "
-                          f"{source / size:.0f}x the source; allowed {allowed:,} "
-                          f"({allowance}){also}", evidence)
-        relayed = allowed + size * t.relay_passes_allowed + t.relay_slack_bytes
-        if source is not None and own is not None and source + own > relayed:
-            return failed(f"invocation {inv.n}: read back {own:,} bytes from places of its own "
-                          f"(files in its working directory or /tmp, memfds, pipes) beside "
-                          f"{source:,} of the source: {(source + own) / size:.0f}x the source; "
-                          f"a copy may stand in for the source once, so allowed {relayed:,} "
-                          f"({allowance} + {t.relay_passes_allowed} copy + "
-                          f"{t.relay_slack_bytes:,} bytes)", evidence)
-        if counter(inv, "unattributed_bytes"):
-            return unknown(f"invocation {inv.n}: {counter(inv, 'unattributed_bytes'):,} bytes "
-                           "were spliced by io_uring from a registered file, which the kernel's "
-                           "view of the request does not name: the source's reads are not "
-                           "counted", evidence, "client")
-        judged += 1
-        notes.append(f"{entries if entries is not None else '?'} {w.digest_function} / "
-                     f"{source / size if source is not None else float('nan'):.0f}x source read"
-                     + (f" ({how.strip(' ()')})" if how else "")
-                     + (f", {own / size:.1f}x read back" if own else ""))
-    if judged < len(ev.invocations) or not judged:
-        return unknown("no kernel view of hashing: neither uprobe counts nor source-file reads "
-                       "were observed", evidence, ENVIRONMENT)
-    return Judgement(PASS, f"per invocation: {'; '.join(notes)}", tuple(evidence))
-
-
-def _source_reads(inv: InvocationEvidence, size: int) -> tuple[int | None, int | None, str] | str:
-    """(bytes of the source read, by syscalls and through mappings; bytes read back from the
-    client's own places; how the source's were read, for the reason), or why the kernel's view
-    of them is incomplete. A counter an archive's evlab did not record yet (neither observed
-    nor said unobserved) is judged as that evlab judged: without it."""
-    read = counter(inv, "source_read_bytes")
-    if read is None:
-        return None, None, ""
-    gone = inv.final.unobserved if inv.final else ()
-    mapped, own = counter(inv, "source_mapped_bytes"), counter(inv, "own_read_bytes")
-    if mapped is None and "source_mapped_bytes" in gone and counter(inv, "source_mmaps"):
-        return (f"invocation {inv.n}: the source was mapped, and this kernel does not show "
-                "the page faults that read it (Linux 6.10+ has filemap tracepoints)")
-    if own is None and "own_read_bytes" in gone:
-        return (f"invocation {inv.n}: this collector does not see reads of the client's own "
-                "copies (files in its working directory, memfds, pipes)")
-    # each pass through a mapping maps whole pages: counted as one pass of the source
-    pages = -(-size // PAGE) * PAGE
-    through = (mapped or 0) * size // pages if pages else 0
-    how = f" ({read:,} by syscalls, {through:,} through a mapping)" if through else ""
-    return read + through, own, how
 
 
 def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
@@ -109,7 +33,8 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         # the vCPU) and the scheduler's runtime plus a tick (probes/bcc/collector.bpf.c)
         stretch, start = seen["busy_max_ns"], seen["busy_start_max_ns"]
         cgroup = inv.boundary.cpu_ns if inv.boundary else None
-        busy = _busy(inv.n, t, pace, (stretch, stretch_allowed), (start, startup_allowed))
+        busy = _busy(inv.n, t, pace, (stretch, stretch_allowed), (start, startup_allowed),
+                     ev.started.source_size)
         if busy:
             return failed(busy, evidence)
         waste = _wasted(inv, t, ev.started.source_size)
@@ -123,9 +48,9 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
         budget = pace * (t.cpu_startup_allowance_ns + t.cpu_ns_per_byte * work
                          + t.cpu_ns_per_exec * started)
         oncpu = seen["oncpu_ns"]
-        total, source = (cgroup, "its cgroup") if cgroup is not None else (oncpu, "its tree")
+        total, whose = (cgroup, "its cgroup") if cgroup is not None else (oncpu, "its tree")
         if total > budget:
-            return failed(f"invocation {inv.n}: {total / 1e6:.0f} ms of CPU ({source}) for "
+            return failed(f"invocation {inv.n}: {total / 1e6:.0f} ms of CPU ({whose}) for "
                           f"{mb(work)} moved and {started} program(s) started; budget "
                           f"{budget / 1e6:.0f} ms ({t.cpu_startup_allowance_ns / 1e6:.0f} ms + "
                           f"{t.cpu_ns_per_byte} ns/byte + {t.cpu_ns_per_exec / 1e6:g} ms per "
@@ -145,19 +70,32 @@ def cpu_budget(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
 
 
 def _busy(n: int, t: Thresholds, pace: float, stretch: tuple[float, float],
-          start: tuple[float, float]) -> str | None:
-    """Why the longest busy stretch, or the longest before the source was opened, is too long:
-    each (ns, allowed ns)."""
+          start: tuple[float, float], size: int) -> str | None:
+    """Why the longest busy stretch, or the longest before the watched input was opened, is too
+    long: each (ns, allowed ns)."""
     if stretch[0] > stretch[1]:
+        over = (f" + one pass over {_input(t.names)} at {t.cpu_ns_per_byte} ns/byte"
+                if size or t.names.input else "")
         return (f"invocation {n}: ran {stretch[0] / 1e6:.1f} ms on the CPU without a syscall "
                 f"that makes progress (busy-waiting or repeated in-memory work); allowed "
-                f"{stretch[1] / 1e6:.1f} ms ({t.cpu_stretch_allowance_ns / 1e6:.0f} ms + one "
-                f"pass over the source at {t.cpu_ns_per_byte} ns/byte{_paced(pace)})")
+                f"{stretch[1] / 1e6:.1f} ms ({t.cpu_stretch_allowance_ns / 1e6:.0f} ms"
+                f"{over}{_paced(pace)})")
     if start[0] > start[1]:
         return (f"invocation {n}: ran {start[0] / 1e6:.1f} ms on the CPU without a syscall that "
-                f"makes progress before it opened the source (busy-waiting); start-up may take "
+                f"makes progress {_before(t.names)} (busy-waiting); start-up may take "
                 f"{start[1] / 1e6:.0f} ms{_paced(pace)}")
     return None
+
+
+def _input(w: Vocabulary) -> str:
+    """The watched input, in the task's word for it."""
+    return f"the {w.input}" if w.input else "the watched input"
+
+
+def _before(w: Vocabulary) -> str:
+    """Start-up, in the task's words: before its tree opened the watched input (which a task
+    that names none may not have: then its start-up)."""
+    return f"before it opened {_input(w)}" if w.input else "at start-up"
 
 
 def _unexplained(inv: InvocationEvidence, t: Thresholds, cgroup: int | None, oncpu: int) -> str:
@@ -176,7 +114,7 @@ def _unexplained(inv: InvocationEvidence, t: Thresholds, cgroup: int | None, onc
 def _wasted(inv: InvocationEvidence, t: Thresholds, size: int) -> str:
     """Waste spread thin: the on-CPU time of every task of the tree in stretches of at least
     BUSY_MIN_NS without progress, summed over the invocation (split for the reason: before
-    the source was opened, start-up, and after it, work). Spinning costs the same CPU on any
+    the watched input was opened, start-up, and after it, work). Spinning costs the same CPU on any
     machine, so this allowance is not scaled by its pace: it is sized for the slowest machine
     the contract allows (contract.toml). A failure's reason (starting "invocation"), else a
     note for the pass (empty when an archive's evlab did not sum them yet)."""
@@ -184,7 +122,7 @@ def _wasted(inv: InvocationEvidence, t: Thresholds, size: int) -> str:
     if total is None or start is None:
         return ""
     allowed = t.cpu_waste_ns + t.cpu_ns_per_byte * size
-    split = f"{start / 1e6:.0f} ms before it opened the source, {(total - start) / 1e6:.0f} after"
+    split = f"{start / 1e6:.0f} ms {_before(t.names)}, {(total - start) / 1e6:.0f} after"
     if total > allowed:
         return (f"invocation {inv.n}: its tasks ran {total / 1e6:.0f} ms on the CPU in "
                 f"stretches without progress ({split}: busy-waiting or repeated in-memory work "
