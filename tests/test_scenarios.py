@@ -109,7 +109,7 @@ def test_malformed_files_name_file_key_and_expectation(tmp_path, text, key, expe
      "a byte offset"),
     ('kind = "stall"\nafter_bytes = 1\nseconds = nan', "seconds", "seconds from 0 to 600"),
     ('kind = "stall"\nafter_bytes = 1', "seconds", "seconds from 0 to 600"),
-    ('kind = "drop"\nafter_ms = 600001', "after_ms", "milliseconds into the upload"),
+    ('kind = "drop"\nafter_ms = 600001', "after_ms", "milliseconds into the transfer"),
     ('kind = "drop"\nafter_ms = 5\nafter_bytes = 5', "after_bytes", "exactly one trigger"),
     ('kind = "reset"\ndirection = "up"\nat_byte = 1\nid = "mine"', "id", "one of at_byte"),
 ])
