@@ -16,8 +16,9 @@ from sessions.output.archive import load_archive
 from sessions.output.judged import JudgedStream
 from sessions.spec.task import load_task
 from sessions.stream import events as E
+from sessions.stream.events import DERIVED
 from sessions.stream.evidence import EvidenceBook
-from sessions.stream.replay import DERIVED, replay
+from sessions.stream.replay import replay
 
 DATA = Path(__file__).parent / "data"
 SRC = "1a6e6a175daad4e3850d050d3535248db87114598835db0c5911ed7dc7ffe514"   # the source's sha256

@@ -42,12 +42,9 @@ from probes.bcc.egress import CgroupHooks
 from probes.bcc.load import CollectorUnavailable, attach_btf, have_filemap, load_bpf, run_stats
 from probes.collectors.records import (
     COUNTERS,
-    ConnectEvent,
     CounterSnapshot,
-    EgressEvent,
     EgressTotals,
-    FileEvent,
-    ProcessEvent,
+    KernelEvent,
 )
 from probes.interrupts import deferred
 
@@ -69,7 +66,7 @@ class BccCollector:
         self._attached: dict[Path, tuple[str, ...]] = {}  # binary -> symbols with a uprobe
         self._binary_of: dict[int, Path] = {}              # invocation -> its client binary
         self._probe_lock = threading.Lock()                # attach vs background detach
-        self._pending: list[ConnectEvent | EgressEvent | ProcessEvent | FileEvent] = []
+        self._pending: list[KernelEvent] = []
         self._syscall_names = syscalls.names()
         self._events_seen = 0
         self._started_ns = time.monotonic_ns()
@@ -222,7 +219,7 @@ class BccCollector:
         also a child that left the client's session with setsid()."""
         return sorted(k.value for k, v in self._bpf["tracked"].items() if v.inv == invocation)
 
-    def poll_events(self) -> list[ConnectEvent | EgressEvent | ProcessEvent | FileEvent]:
+    def poll_events(self) -> list[KernelEvent]:
         self._poll()
         out, self._pending = self._pending, []
         return out

@@ -159,6 +159,10 @@ class FileEvent:
         return bool(self.flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND))
 
 
+# what a collector's poll_events hands back, in the order the kernel reported them
+KernelEvent = ConnectEvent | ProcessEvent | FileEvent | EgressEvent
+
+
 class NoEgressView:
     """For collectors without the cgroup socket hooks: no egress is seen, and that is said."""
 

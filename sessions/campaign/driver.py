@@ -19,6 +19,7 @@ from sessions.spec.task import Task, load_task
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
 from sessions.stream.codec import EventFormatError, from_json
 from sessions.stream.events import (
+    DERIVED,
     AttemptJudged,
     Event,
     GradeStarted,
@@ -26,7 +27,6 @@ from sessions.stream.events import (
     SessionStarted,
 )
 from sessions.stream.evidence import EvidenceBook
-from sessions.stream.replay import DERIVED
 from sessions.stream.stream import EventStream
 
 CAMPAIGN_EVENTS = (CampaignStarted, AttemptDispatched, AttemptLost)

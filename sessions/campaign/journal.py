@@ -12,8 +12,7 @@ from pathlib import Path
 
 from sessions.campaign.shipping import ShippingError
 from sessions.stream.codec import EventFormatError, from_json, to_json
-from sessions.stream.events import Event, PhaseChanged, SessionEnded, SessionStarted
-from sessions.stream.replay import DERIVED
+from sessions.stream.events import DERIVED, Event, PhaseChanged, SessionEnded, SessionStarted
 
 
 class JournalError(ValueError):

@@ -365,3 +365,6 @@ class SessionEnded(Event):
     partial: bool
     reason: str                     # "complete", "interrupted: SIGTERM", "error: ..."
 
+
+# What the verdict engine derives from the observations: never replayed, judged again
+DERIVED = (Verdict, ScenarioJudged, GateResult, RiskFinding, RiskScan, AttemptJudged)

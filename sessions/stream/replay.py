@@ -9,19 +9,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from sessions.stream.events import (
-    AttemptJudged,
-    Event,
-    GateResult,
-    PhaseChanged,
-    RiskFinding,
-    RiskScan,
-    ScenarioJudged,
-    Verdict,
-)
+from sessions.stream.events import DERIVED, Event, PhaseChanged
 from sessions.stream.stream import EventStream
 
-DERIVED = (Verdict, ScenarioJudged, GateResult, RiskFinding, RiskScan, AttemptJudged)
 MAX_GAP_S = 2.0  # a long pause in the recording is shortened to this
 
 
