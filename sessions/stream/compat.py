@@ -49,9 +49,6 @@ ARCHIVED_THRESHOLDS = {
 # Thresholds renamed since: an old contract's name -> today's
 THRESHOLD_NAMES = {"max_upload_attempts": "max_transfer_attempts"}
 
-# A fault's keys renamed since (a scenario file or an archive of then): today's `transfer`
-FAULT_KEY_NAMES = {"upload": "transfer"}
-
 # Library predicates renamed since: a clause id that named one (an old contract's clauses named
 # no predicate: each was judged by the one of its id) -> today's
 PREDICATE_NAMES = {"unchanged-no-upload": "unchanged-no-transfer"}
@@ -67,6 +64,8 @@ BOUND_REQUEST_EVENTS = ("request_bound", "source_upload")
 
 # A server fault's key for the k-th transfer, as an archive recorded it before it was `transfer`
 OLD_TRANSFER_KEY = "upload"
+# A fault's keys renamed since (a scenario file or an archive of then) -> today's
+FAULT_KEY_NAMES = {OLD_TRANSFER_KEY: "transfer"}
 
 # A scenario recorded before tasks said their servers ran backup's two
 OLD_SERVERS = {"receiver": "endpoint", "decoy": "decoy"}
