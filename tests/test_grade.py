@@ -41,7 +41,7 @@ from sessions.stream.events import (
 )
 from sessions.stream.evidence import EvidenceBook, ScenarioEvidence
 from tests.backup_lab import client_path
-from tests.support import grade, runs
+from tests.support import evlab_in, grade, runs
 
 ROOT = Path(__file__).resolve().parent.parent
 PY_CLIENT = ROOT / "tests" / "clients" / "backup_client.py"
@@ -161,7 +161,7 @@ def test_cli_grade_usage_errors(tmp_path):
                  ["grade", "--headless", "--client", py_client(), "--attempts", "0"],
                  ["grade", "--headless", "--client", py_client(), "--env", "no-equals"],
                  ["grade", "--headless", "--client", py_client(), "--scenario", "nope"]):
-        r = subprocess.run([EVLAB, *args], capture_output=True, text=True, timeout=60)
+        r = evlab_in(*args)
         assert r.returncode == 2, (args, r.stderr)
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("evlab: "), r.stderr
 
@@ -496,10 +496,11 @@ def test_without_a_kernel_view_attempts_are_invalid_and_the_risk_scan_says_so(tm
 @root_only
 def test_cli_grade_writes_json_archive_and_markdown(tmp_path):
     out = tmp_path / "o"
-    r = subprocess.run([EVLAB, "grade", "--client", py_client("temp-file"), "--attempts", "2",
-                        "--scenario", "normal", "--headless", "--json", out / "g.json",
-                        "--archive", out / "g.tar.gz", "--report", out / "g.md"],
-                       capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    # the grade in this process (its collector reused); the reports and the replay of its
+    # archive are `evlab` processes of their own
+    r = evlab_in("grade", "--client", py_client("temp-file"), "--attempts", "2", "--scenario",
+                 "normal", "--headless", "--json", out / "g.json", "--archive",
+                 out / "g.tar.gz", "--report", out / "g.md", cwd=tmp_path)
     assert r.returncode == 1, r.stderr           # both attempts fail the cleanup gate
     assert "Pass@1 0.00" in r.stderr
     doc = json.loads((out / "g.json").read_text())
