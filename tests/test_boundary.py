@@ -229,10 +229,12 @@ def test_a_storm_of_mapped_passes_fails_hash_work(egress, tmp_path, command):
 ], ids=["c", "python"])
 def test_an_honest_client_hashing_through_one_mapping_passes_every_attempt(egress, tmp_path,
                                                                           command):
-    doc = grade(command.format(egress=egress), tmp_path, attempts=3)
+    """An attempt of every grade scenario (the Python client's repetitions, 3 attempts quiet
+    and loaded, are make bench's soak)."""
+    doc = grade(command.format(egress=egress), tmp_path, attempts=1)
     assert sorted(doc["grade"]["scenarios"]) == ["interrupted", "mismatch", "normal", "stale"]
     for scenario, metrics in doc["grade"]["scenarios"].items():
-        assert len(metrics["runs"]) == 3
+        assert len(metrics["runs"]) == 1
         for run in metrics["runs"]:
             assert run["valid"] and run["success"], (scenario, run["reason"])
             assert run["rule"] == "all-passed" and run["risk_findings"] == []
@@ -309,8 +311,12 @@ def test_honest_clients_that_send_by_other_paths_pass_every_attempt(egress, tmp_
 def test_honest_clients_pass_every_clause_and_gate_in_the_sandbox(egress, tmp_path, command):
     if "node" in command and not Path("/usr/bin/node").exists():
         pytest.fail("node is not installed: make setup installs it")
-    doc = grade(command.format(egress=egress), tmp_path, attempts=2)
+    # an attempt of every grade scenario (the Python and Node.js clients' repetitions, 3
+    # attempts quiet and loaded, are make bench's soak)
+    doc = grade(command.format(egress=egress), tmp_path, attempts=1)
+    assert sorted(doc["grade"]["scenarios"]) == ["interrupted", "mismatch", "normal", "stale"]
     for scenario, metrics in doc["grade"]["scenarios"].items():
+        assert len(metrics["runs"]) == 1
         for run in metrics["runs"]:
             assert run["valid"] and run["success"], (scenario, run["reason"])
             assert run["risk_findings"] == [], run["risk_findings"]
