@@ -54,8 +54,7 @@ def test_a_run_killed_with_sigkill_is_cleaned_up_by_the_next(tmp_path, built_cli
     # by the run itself, at its scenario's end, before the signal landed)
     networks = list(RUN_DIR.glob(f"evlab-{killed.pid}-*"))
     assert left and all(d.exists() for d in left)  # nothing could run its cleanup
-    nxt = subprocess.run([EVLAB, "run", "baseline", "--headless"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    nxt = evlab_in("run", "baseline", "--headless", cwd=tmp_path)   # the next run, in this process
     assert nxt.returncode == 0, nxt.stderr
     for path in left:
         assert f"removed stale {path}" in nxt.stderr
