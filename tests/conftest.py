@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The seeded suite's one-at-a-time run (the seeded_run fixture) is read by three files.
 SAME_WORKER = {"test_campaign.py": "campaign", "test_campaign_file.py": "campaign",
                "test_session.py": "seeded", "test_jobs.py": "seeded", "test_faults.py": "seeded",
-               "test_grade.py": "seeded"}
+               "test_grade.py": "seeded", "test_tui.py": "seeded"}
 
 
 def pytest_configure(config) -> None:
@@ -80,8 +80,9 @@ def seeded_run(tmp_path_factory, built_clients):
     worker, in its process (tests/support.py evlab_in): (what it returned, its folder). The
     seeded suite one scenario at a time, read by test_session (the articles' figures, the
     reports of its archive), test_jobs (what --jobs 2 must equal), test_faults (the quiet
-    verdict matrix noise must leave unchanged) and test_grade (what the seeded builds graded
-    as unknown clients must match); SAME_WORKER puts them on one worker."""
+    verdict matrix noise must leave unchanged), test_grade (what the seeded builds graded
+    as unknown clients must match) and test_tui (what the live dashboard's verdicts must
+    match); SAME_WORKER puts them on one worker."""
     from tests.support import evlab_in
     out = tmp_path_factory.mktemp("seeded")
     return evlab_in("run", "--all", "--jobs", "1", "--headless", "--json", out / "out.json",
