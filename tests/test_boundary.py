@@ -24,7 +24,7 @@ from sessions.lab.inputs.source import SIZE
 from sessions.lab.session import Options, RunError, Session
 from sessions.spec.scenario import load_dir
 from sessions.stream.stream import EventStream
-from tests.support import grade, runs
+from tests.support import evlab_in, grade, runs
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS = ROOT / "tests" / "clients"
@@ -75,9 +75,7 @@ def test_a_killed_runs_cgroups_are_swept_by_the_next(tmp_path, built_clients):
     killed.send_signal(signal.SIGKILL)
     killed.wait()
     assert mine and all(d.exists() for d in mine)
-    nxt = subprocess.run([str(ROOT / ".venv" / "bin" / "evlab"), "run", "baseline",
-                          "--headless"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120)
+    nxt = evlab_in("run", "baseline", "--headless", cwd=tmp_path)   # in this process
     assert nxt.returncode == 0, nxt.stderr
     # Any evlab's start sweeps them: usually this next run's (it says so), but under make test
     # another worker's run on the machine may have been first. Either way none is left.
