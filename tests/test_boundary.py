@@ -408,9 +408,8 @@ def test_a_client_only_root_may_reach_still_runs_at_its_own_path(tmp_path):
     run = runs(doc)[0]
     assert run["success"], run["reason"]
     client.chmod(0o600)   # but a file others may not read is refused before anything runs
-    r = subprocess.run([str(ROOT / ".venv" / "bin" / "evlab"), "grade", "--headless",
-                        "--client", f"/usr/bin/python3 {client} {{host}} {{port}} {{source}}"],
-                       capture_output=True, text=True, timeout=60)
+    r = evlab_in("grade", "--headless", "--client",
+                 f"/usr/bin/python3 {client} {{host}} {{port}} {{source}}")
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "is not readable by the sandbox user evlab-client (chmod o+r)" in r.stderr
 
