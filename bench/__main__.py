@@ -74,7 +74,8 @@ Writes bench/results.json (raw samples and medians) and bench/results.md (the ta
 printed). Progress goes to stderr. About 20-23 minutes on a 2-core machine: about 9 of them
 the jobs section (120 evlab runs), 3 make test, most of the rest strace doing readloop's
 1,000,000 reads (40-105 s a run here, depending on CPU placement), and about 75 s of
-campaigns, about 1 of the other runtimes (plus any apt-get install). Options: --only
+campaigns, about 1 of the other runtimes (plus any apt-get install), about 1 of the receiver
+fuzz. Options: --only
 overhead,suite,dashboard,grade,throughput,target,hooks,campaign,jobs,runtimes,html,floods,
 cpu,starts,soak,fuzz,tests runs some
 sections (for development).
