@@ -63,6 +63,10 @@ What is measured, each figure the median of repeated runs, each ratio of medians
    backup's reference and other-runtime clients, the tests' fetch and mirror clients) graded
    over their grade scenarios quiet, then beside a CPU hog per core and another lab running the
    seeded suite in a loop: how many verdicts (every clause and gate of every attempt) differ.
+14b. The receiver fuzz at full breadth (bench/fuzz.py): tests/test_receiver_fuzz.py's hypothesis
+   fuzzer, which `make test` runs on the same 300 examples every time, run 3 times with 1,000
+   new random examples each: whether every run passed (a failure keeps its report and its
+   @reproduce_failure blob), and each run's wall time (about 20 s a run here).
 15. The test suite (bench/make_test.py): `make test` once, set-up done: its wall time and
    whether it passed.
 
@@ -70,9 +74,10 @@ Writes bench/results.json (raw samples and medians) and bench/results.md (the ta
 printed). Progress goes to stderr. About 20-23 minutes on a 2-core machine: about 9 of them
 the jobs section (120 evlab runs), 3 make test, most of the rest strace doing readloop's
 1,000,000 reads (40-105 s a run here, depending on CPU placement), and about 75 s of
-campaigns, about 1 of the other runtimes (plus any apt-get install). Options: --only
+campaigns, about 1 of the other runtimes (plus any apt-get install), about 1 of the receiver
+fuzz. Options: --only
 overhead,suite,dashboard,grade,throughput,target,hooks,campaign,jobs,runtimes,html,floods,
-cpu,starts,soak,tests runs some
+cpu,starts,soak,fuzz,tests runs some
 sections (for development).
 """
 
@@ -92,6 +97,7 @@ from bench import (
     cpu_budget,
     exactness,
     flood,
+    fuzz,
     grade,
     hooks,
     html_shots,
@@ -114,7 +120,7 @@ HERE = Path(__file__).resolve().parent
 SECTIONS = ("overhead", "suite", "dashboard", "grade", "throughput", "target", "hooks",
             "campaign",
             "jobs", "runtimes", "html", "floods", "cpu", "starts", "soak",
-            "tests")
+            "fuzz", "tests")
 HASH_STORM_REPEATS = {"untraced": 10, "evlab": 10, "strace": 5, "bpftrace": 10,
                       "evlab-idle": 5, "bpf-floor": 5}
 READLOOP_REPEATS = {"untraced": 3, "evlab": 3, "strace": 1, "bpftrace": 3,
@@ -248,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
              "cpu": [("cpu", lambda r: r.update(cpu=cpu_budget.measure()))],
              "starts": [("starts", lambda r: r.update(starts=process_starts.measure()))],
              "soak": [("soak", lambda r: r.update(soak=soak.measure()))],
+             "fuzz": [("fuzz", lambda r: r.update(fuzz=fuzz.measure()))],
              "tests": [("tests", lambda r: r.update(tests=make_test.measure()))]}
     for section in only:
         for name, step in steps[section]:

@@ -4,6 +4,7 @@ from bench import (
     campaign,
     client_floods,
     cpu_budget,
+    fuzz,
     hooks,
     jobs,
     make_test,
@@ -143,6 +144,7 @@ def targets(results: dict) -> list[dict]:
         "yes", bool(shown))
     return (out + _campaign_targets(results.get("campaign", {}))
             + jobs.targets(results.get("jobs", {}))
+            + fuzz.targets(results.get("fuzz", {}))
             + make_test.targets(results.get("tests", {})))
 
 

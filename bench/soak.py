@@ -1,10 +1,11 @@
 """A soak (bench/__main__.py section `soak`, issue #44): do verdicts hold whatever runs beside?
 
 Every task's real tools (curl, wget, rsync, cp), its reference and honest clients (backup's C
-baseline, the Python and Node.js clients, the other runtimes of bench/runtimes.py; the tests'
-fetch and mirror clients in Python, Node.js, Tcl and Bash) are graded over the task's grade
-scenarios twice: once on a quiet machine, once beside a CPU hog on every core and another evlab
-lab (`evlab run --all` in a loop, its own collector, cgroups and namespaces). Every clause and
+baseline, the Python and Node.js clients, the Python one hashing through one mapping, the other
+runtimes of bench/runtimes.py; the tests' fetch and mirror clients in Python, Node.js, Tcl and
+Bash) are graded over the task's grade scenarios twice: once on a quiet machine, once beside a
+CPU hog on every core and another evlab lab (`evlab run --all` in a loop, its own collector,
+cgroups and namespaces). Every clause and
 gate of every attempt is compared between the two passes, the failing ones too (`cp -a` must fail
 the same clauses loaded as quiet): the figure is how many verdicts differ, whose goal is 0.
 """
@@ -34,6 +35,8 @@ SUBJECTS = [
     ("backup", "c baseline", f"{ROOT / 'fixture' / 'build' / 'client-baseline'} {BACKUP}", None),
     ("backup", "python", f"/usr/bin/python3 {CLIENTS / 'backup_client.py'} {BACKUP}", None),
     ("backup", "node", f"/usr/bin/node {CLIENTS / 'backup_client.js'} {BACKUP}", "node"),
+    ("backup", "python, one mapping",
+     f"/usr/bin/python3 {CLIENTS / 'mapped_client.py'} {BACKUP}", None),
     ("fetch", "curl -C - etag", "/usr/bin/curl -fsS --etag-compare {out}.etag --etag-save "
      "{out}.etag -o {out} {url}", "curl"),
     ("fetch", "curl --retry 3 -C -", "/usr/bin/curl -fsS --retry 3 -C - -o {out} {url}", "curl"),

@@ -18,7 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # `make test` runs the files on pytest-xdist workers, each file's tests on one worker (its
 # module fixtures, e.g. a compiled collector, are made once); files listed here share a worker.
 # Both campaign files reach for Ray ("--ray auto" must find no cluster while the other runs one).
-SAME_WORKER = {"test_campaign.py": "campaign", "test_campaign_file.py": "campaign"}
+# The seeded suite's one-at-a-time run (the seeded_run fixture) is read by three files.
+SAME_WORKER = {"test_campaign.py": "campaign", "test_campaign_file.py": "campaign",
+               "test_session.py": "seeded", "test_jobs.py": "seeded", "test_faults.py": "seeded",
+               "test_grade.py": "seeded", "test_tui.py": "seeded"}
 
 
 def pytest_configure(config) -> None:
@@ -69,6 +72,21 @@ def built_clients() -> Path:
     subprocess.run(["make", "-s", "-C", str(ROOT), "clients"], check=True)
     assert client_path("baseline").exists()
     return BUILD_DIR
+
+
+@pytest.fixture(scope="session")
+def seeded_run(tmp_path_factory, built_clients):
+    """`evlab run --all --jobs 1 --headless --json out.json --archive s.tar.gz`, once per
+    worker, in its process (tests/support.py evlab_in): (what it returned, its folder). The
+    seeded suite one scenario at a time, read by test_session (the articles' figures, the
+    reports of its archive), test_jobs (what --jobs 2 must equal), test_faults (the quiet
+    verdict matrix noise must leave unchanged), test_grade (what the seeded builds graded
+    as unknown clients must match) and test_tui (what the live dashboard's verdicts must
+    match); SAME_WORKER puts them on one worker."""
+    from tests.support import evlab_in
+    out = tmp_path_factory.mktemp("seeded")
+    return evlab_in("run", "--all", "--jobs", "1", "--headless", "--json", out / "out.json",
+                    "--archive", out / "s.tar.gz", cwd=out), out
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,14 @@
 """Helpers more than one test module uses (not a test module: tests import from here, never from
 each other)."""
 
+import contextlib
+import io
 import json
+import os
 import re
 import socket
-import subprocess
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from sessions.lab.plan import grade_started
@@ -33,12 +36,40 @@ def write_kv(where: Path) -> Path:
     return where / "kv"
 
 
+@dataclass
+class Ran:
+    """What `evlab_in` saw: as subprocess.CompletedProcess's fields of the same names."""
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def evlab_in(*args: str | Path, cwd: Path | None = None) -> Ran:
+    """`evlab ARGS` run in this process (sessions.cli.dispatch.main, what the console script
+    runs after its start-up), for a test about what a command does, not about its being a
+    process of its own: the session takes the collector the last one here closed instead of
+    compiling its own (~2 s of CPU). Its exit status (a usage error's SystemExit as the
+    console script turns it into one), stdout and stderr."""
+    from sessions.cli.dispatch import main
+    out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as e:   # argparse's usage errors and --help
+                code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    finally:
+        os.chdir(here)
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
 def evlab_run(tmp_path: Path, task: str, *args: str) -> dict:
-    """`evlab run --task TASK ARGS --headless --json PATH` as a user runs it: its JSON document,
-    once it exited 0 (every scenario judged as it declared)."""
+    """`evlab run --task TASK ARGS --headless --json PATH` (in this process, evlab_in): its
+    JSON document, once it exited 0 (every scenario judged as it declared)."""
     out = tmp_path / "run.json"
-    done = subprocess.run([EVLAB, "run", "--task", task, *args, "--headless", "--json",
-                           str(out)], capture_output=True, text=True, timeout=300)
+    done = evlab_in("run", "--task", task, *args, "--headless", "--json", out)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(out.read_text())
 

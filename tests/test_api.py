@@ -6,7 +6,6 @@ verifier reads."""
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import psutil
@@ -14,9 +13,9 @@ import pytest
 
 import evlab
 from tests.leftovers import owned_dirs
+from tests.support import evlab_in
 
 ROOT = Path(__file__).resolve().parent.parent
-EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
 root_only = pytest.mark.root(reason="grading runs the lab: BPF, mounts, the sandbox")
 RSYNC = ["/usr/bin/rsync", "-a", "--delete", "{src}/", "{dst}/"]
 
@@ -43,10 +42,9 @@ def test_the_documents_example_runs_as_written(capsys):
 def test_a_grade_is_what_the_command_line_judges_of_the_same_client(tmp_path):
     result = evlab.grade(RSYNC, task="mirror", attempts=1, scenarios=["first"],
                          reward=tmp_path / "api-reward.json")
-    done = subprocess.run([EVLAB, "grade", "--headless", "--task", "mirror", "--attempts", "1",
-                           "--scenario", "first", "--client", " ".join(RSYNC),
-                           "--reward", str(tmp_path / "cli-reward.json")],
-                          capture_output=True, text=True, timeout=300)
+    # the command line's parser and dispatch, in this process (its collector reused)
+    done = evlab_in("grade", "--headless", "--task", "mirror", "--attempts", "1", "--scenario",
+                    "first", "--client", " ".join(RSYNC), "--reward", tmp_path / "cli-reward.json")
     assert done.returncode == result.status == 0
     assert done.stderr.strip().splitlines()[-1] == result.summary
     assert result.success_rate == 1.0

@@ -21,6 +21,7 @@ from sessions.lab.proxy.rules import parse_fault
 from sessions.lab.schedule import run_session
 from sessions.lab.session import Options
 from sessions.lab.spawner import Spawner
+from sessions.output.archive import load_archive
 from sessions.output.judged import JudgedStream
 from sessions.spec import fault_kinds as rules
 from sessions.spec.scenario import load_dir, load_suite
@@ -194,15 +195,15 @@ def _matrix(events) -> dict:
 @pytest.mark.slow
 @pytest.mark.live
 @root_only
-def test_noise_leaves_the_verdict_matrix_unchanged(built_clients, tmp_path):
-    """The seeded suite judged the same with all ambient noise on as with it off."""
-    seeded = load_dir()
-    runs = {}
-    for name, noise in (("quiet", ()), ("noisy", ("traffic", "twin", "churn", "cpu"))):
-        events = []
-        run_session(JudgedStream(events.append), seeded, tmp_path / name,
-                    Options(noise=noise))
-        runs[name] = events
+def test_noise_leaves_the_verdict_matrix_unchanged(built_clients, tmp_path, seeded_run):
+    """The seeded suite judged the same with all ambient noise on as with it off (the quiet
+    run: its events as archived by conftest.py's seeded_run, once per worker)."""
+    _, out = seeded_run
+    runs = {"quiet": list(load_archive(out / "s.tar.gz").events)}
+    events: list = []
+    run_session(JudgedStream(events.append), load_dir(), tmp_path / "noisy",
+                Options(noise=("traffic", "twin", "churn", "cpu")))
+    runs["noisy"] = events
     noisy_started = [e for e in runs["noisy"] if type(e).__name__ == "ScenarioStarted"]
     assert all(set(e.noise) == {"traffic", "twin", "churn", "cpu"} for e in noisy_started)
     assert len(_matrix(runs["quiet"])) == 64

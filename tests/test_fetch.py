@@ -137,13 +137,14 @@ def test_a_real_client_is_judged_as_its_documentation_says(name, tmp_path):
 
 @root_only
 def test_an_honest_node_client_from_the_document_alone_passes_every_attempt(tmp_path):
-    """tests/clients/fetch_client.js, written from protocol.md alone: 3 attempts of every grade
+    """tests/clients/fetch_client.js, written from protocol.md alone: an attempt of every grade
     scenario, each a success, and its writes in the outputs folder its task gave it are its
-    own (no write-outside finding)."""
+    own (no write-outside finding). Its repetitions (3 attempts of each, quiet and beside a
+    CPU hog and another lab, every verdict compared) are make bench's soak."""
     node = shutil.which("node")
     assert node, "make setup installs Node.js"
-    every_attempt_succeeds(grade(f"{node} {NODE_CLIENT} {{url}} {{out}}", tmp_path, attempts=3,
-                                 task="fetch"))
+    every_attempt_succeeds(grade(f"{node} {NODE_CLIENT} {{url}} {{out}}", tmp_path, attempts=1,
+                                 task="fetch"), 1)
 
 
 def every_attempt_succeeds(doc: dict, attempts: int = 3) -> None:

@@ -30,8 +30,12 @@ def _flooded(mode: str, count: int, tmp_path: Path) -> tuple[dict, EvidenceBook]
 @pytest.mark.slow
 @pytest.mark.live
 @pytest.mark.root(reason="runs the lab")
-def test_pipelined_checks_are_capped_and_held_against_the_client(tmp_path):
-    run, book = _flooded("checks", 30_000, tmp_path)
+def test_pipelined_checks_are_capped_and_held_against_the_client(tmp_path, monkeypatch):
+    # the endpoint's cap lowered (the lab runs in this process): what is proven is that a cap
+    # holds and is held against the client, not its value; 3,000 CHECKs an invocation pass a
+    # cap of 2,000 as 30,000 passed 20,000. The flood at the real caps is bench's (floods).
+    monkeypatch.setitem(CAPS, "endpoint", 2_000)
+    run, book = _flooded("checks", 3_000, tmp_path)
     [ev] = book.scenarios.values()
     capped = [r.fields for inv in ev.invocations.values() for r in inv.harness
               if r.event == "evidence_capped"]

@@ -22,13 +22,9 @@ from sessions.judging.metrics import OverallMetrics, overall_metrics, scenario_m
 from sessions.judging.risks import findings as risk_findings
 from sessions.lab import servers as lab_servers
 from sessions.lab.harness import ServerStartError
-from sessions.lab.schedule import run_session
-from sessions.lab.session import Options
-from sessions.output import document
 from sessions.output.endings import grade_status
 from sessions.output.grade_report import grade_markdown
 from sessions.output.grades import grade_of
-from sessions.output.judged import JudgedStream
 from sessions.spec.client_spec import BASE_ENV, ClientSpecError, from_command, from_file
 from sessions.spec.scenario import load_dir, load_suite
 from sessions.stream.events import (
@@ -41,7 +37,7 @@ from sessions.stream.events import (
 )
 from sessions.stream.evidence import EvidenceBook, ScenarioEvidence
 from tests.backup_lab import client_path
-from tests.support import grade, runs
+from tests.support import evlab_in, grade, runs
 
 ROOT = Path(__file__).resolve().parent.parent
 PY_CLIENT = ROOT / "tests" / "clients" / "backup_client.py"
@@ -161,7 +157,7 @@ def test_cli_grade_usage_errors(tmp_path):
                  ["grade", "--headless", "--client", py_client(), "--attempts", "0"],
                  ["grade", "--headless", "--client", py_client(), "--env", "no-equals"],
                  ["grade", "--headless", "--client", py_client(), "--scenario", "nope"]):
-        r = subprocess.run([EVLAB, *args], capture_output=True, text=True, timeout=60)
+        r = evlab_in(*args)
         assert r.returncode == 2, (args, r.stderr)
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("evlab: "), r.stderr
 
@@ -246,12 +242,12 @@ def test_temporary_names_any_component(path, temp):
 @pytest.mark.live
 @root_only
 def test_seeded_builds_graded_as_unknown_clients_match_the_builtin_scenarios(tmp_path,
-                                                                              built_clients):
-    book = EvidenceBook()
-    run_session(JudgedStream(book=book), load_dir(), tmp_path / "builtin",
-                Options())
+                                                                              seeded_run):
+    ran, out = seeded_run   # the built-in scenarios, run once per worker (conftest.py)
+    assert ran.returncode == 0, ran.stderr
     builtin = {s["id"]: {c["id"]: c["status"] for c in s["clauses"]}
-               for s in document.build(book)["scenarios"]}
+               for s in json.loads((out / "out.json").read_text())["scenarios"]}
+    assert set(builtin) == {s.id for s in load_dir()}
     for behaviour in SEEDED:
         # retry is the honest client under a dropped first upload: the interrupted scenario
         scenario = "interrupted" if behaviour == "retry" else "normal"
@@ -496,10 +492,11 @@ def test_without_a_kernel_view_attempts_are_invalid_and_the_risk_scan_says_so(tm
 @root_only
 def test_cli_grade_writes_json_archive_and_markdown(tmp_path):
     out = tmp_path / "o"
-    r = subprocess.run([EVLAB, "grade", "--client", py_client("temp-file"), "--attempts", "2",
-                        "--scenario", "normal", "--headless", "--json", out / "g.json",
-                        "--archive", out / "g.tar.gz", "--report", out / "g.md"],
-                       capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    # the grade in this process (its collector reused); the reports and the replay of its
+    # archive are `evlab` processes of their own
+    r = evlab_in("grade", "--client", py_client("temp-file"), "--attempts", "2", "--scenario",
+                 "normal", "--headless", "--json", out / "g.json", "--archive",
+                 out / "g.tar.gz", "--report", out / "g.md", cwd=tmp_path)
     assert r.returncode == 1, r.stderr           # both attempts fail the cleanup gate
     assert "Pass@1 0.00" in r.stderr
     doc = json.loads((out / "g.json").read_text())

@@ -4,25 +4,23 @@ the format's published JSON schema (tests/data/ctrf.schema.json: ctrf-io/ctrf
 schema/ctrf.schema.json at 84ddec5, MIT licensed), one test per clause and attempt."""
 
 import json
-import subprocess
 from pathlib import Path
 
 import jsonschema
 import pytest
 
+from tests.support import evlab_in
+
 ROOT = Path(__file__).resolve().parent.parent
-EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
 SCHEMA = json.loads((ROOT / "tests" / "data" / "ctrf.schema.json").read_text())
 
 
 @pytest.mark.root(reason="grading runs the lab: BPF, mounts, the sandbox")
 def test_reward_and_ctrf_files_are_what_harbor_and_ctrf_readers_take(tmp_path):
     files = {name: tmp_path / f"{name}.json" for name in ("reward", "ctrf", "json")}
-    done = subprocess.run([EVLAB, "grade", "--headless", "--task", "mirror", "--attempts", "2",
-                           "--scenario", "first", "--client",
-                           "/usr/bin/rsync -a --inplace --delete {src}/ {dst}/",
-                           *(a for name, path in files.items() for a in (f"--{name}", path))],
-                          capture_output=True, text=True, timeout=300)
+    done = evlab_in("grade", "--headless", "--task", "mirror", "--attempts", "2", "--scenario",
+                    "first", "--client", "/usr/bin/rsync -a --inplace --delete {src}/ {dst}/",
+                    *(a for name, path in files.items() for a in (f"--{name}", path)))
     assert done.returncode == 1, done.stderr   # --inplace rewrites files in place: it fails
     doc = json.loads(files["json"].read_text())
     overall = doc["grade"]["overall"]

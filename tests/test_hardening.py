@@ -15,6 +15,7 @@ import pytest
 from probes.boundary.netns import RUN_DIR
 from probes.owned_tmp import OWNER_FILE, make_owned_dir, sweep_stale
 from tests.leftovers import loaded_prog_ids, owned_dirs, prog_ids_held, wait_gone
+from tests.support import evlab_in
 
 ROOT = Path(__file__).resolve().parent.parent
 EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
@@ -53,8 +54,7 @@ def test_a_run_killed_with_sigkill_is_cleaned_up_by_the_next(tmp_path, built_cli
     # by the run itself, at its scenario's end, before the signal landed)
     networks = list(RUN_DIR.glob(f"evlab-{killed.pid}-*"))
     assert left and all(d.exists() for d in left)  # nothing could run its cleanup
-    nxt = subprocess.run([EVLAB, "run", "baseline", "--headless"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    nxt = evlab_in("run", "baseline", "--headless", cwd=tmp_path)   # the next run, in this process
     assert nxt.returncode == 0, nxt.stderr
     for path in left:
         assert f"removed stale {path}" in nxt.stderr
@@ -77,9 +77,7 @@ def test_a_run_killed_with_sigkill_is_cleaned_up_by_the_next(tmp_path, built_cli
 def test_bad_scenario_files_get_one_line_and_change_nothing(tmp_path, text, message):
     bad = tmp_path / "bad.toml"
     bad.write_text(text)
-    out = subprocess.run([EVLAB, "run", str(bad), "--headless", "--json",
-                          str(tmp_path / "out.json")], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=60)
+    out = evlab_in("run", bad, "--headless", "--json", tmp_path / "out.json", cwd=tmp_path)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and message in out.stderr and str(bad) in out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]

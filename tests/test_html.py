@@ -12,7 +12,6 @@ archives, a hostile page, and a real `grade --html` (root: the lab).
 import dataclasses
 import json
 import re
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -35,9 +34,9 @@ from sessions.stream.events import (
 )
 from sessions.stream.evidence import EvidenceBook
 from tests.backup_lab import client_path
+from tests.support import Ran, evlab_in
 
 ROOT = Path(__file__).resolve().parent.parent
-EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
 DATA = Path(__file__).parent / "data"
 ARCHIVES = ("session.tar.gz", "campaign.tar.gz")
 HOSTILE = ("<script>alert(1)</script>\"'><img src=http://evil/x onerror=alert(2)>"
@@ -199,8 +198,8 @@ def test_the_timelines_client_text_is_escaped_and_an_empty_one_says_so():
         Timeline("s", (), (), (), 0)) == ""
 
 
-def _evlab(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([EVLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+def _evlab(*args: str, cwd: Path) -> Ran:
+    return evlab_in(*args, cwd=cwd)   # in this process: no start-up or compile each
 
 
 @pytest.mark.slow
@@ -271,10 +270,9 @@ def test_a_hostile_clients_text_runs_nothing_in_chromium(chromium, tmp_path):
 @pytest.mark.root(reason="runs the lab with the BCC collector")
 def test_grade_html_loads_in_chromium_with_the_json_documents_verdicts(
         chromium, tmp_path, built_clients):
-    done = subprocess.run(
-        [EVLAB, "grade", "--client", f"{client_path('baseline')} {{host}} {{port}} {{source}}",
-         "--attempts", "1", "--scenario", "normal", "--headless", "--json", "g.json",
-         "--html", "g.html"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = _evlab("grade", "--client", f"{client_path('baseline')} {{host}} {{port}} {{source}}",
+                  "--attempts", "1", "--scenario", "normal", "--headless", "--json", "g.json",
+                  "--html", "g.html", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     doc = json.loads((tmp_path / "g.json").read_text())
     assert doc["grade"]["overall"]["attempts"] == 1

@@ -7,7 +7,6 @@ same clients. An evlab error is an error of the sample, never a score."""
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,9 +20,9 @@ from inspect_ai.solver import Generate, TaskState, solver  # noqa: E402
 from inspect_ai.util import sandbox  # noqa: E402
 
 from evlab.scorer import evlab_scorer  # noqa: E402
+from tests.support import evlab_in  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
 CLIENTS = ROOT / "tests" / "clients"
 root_only = pytest.mark.root(reason="grading runs the lab: BPF, mounts, the sandbox")
 NODE = shutil.which("node") or "node"
@@ -54,9 +53,8 @@ def _task(scorer) -> Task:
 
 def _cli_grade(command: str, tmp_path: Path) -> dict:
     out = tmp_path / "cli.json"
-    subprocess.run([EVLAB, "grade", "--headless", "--task", "mirror", "--attempts", "1",
-                    "--scenario", "first", "--client", command, "--json", str(out)],
-                   capture_output=True, text=True, timeout=300)
+    evlab_in("grade", "--headless", "--task", "mirror", "--attempts", "1", "--scenario",
+             "first", "--client", command, "--json", out)   # in this process: no compile
     return json.loads(out.read_text())
 
 

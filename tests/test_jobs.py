@@ -38,8 +38,9 @@ def _labs() -> list:
             if "evlab-lab" in (p.info["name"] or "")]
 
 
-def test_the_seeded_suite_at_once_is_judged_as_one_at_a_time(tmp_path):
-    rc1, one = _run(tmp_path, "one", "run", "--all", "--jobs", "1")
+def test_the_seeded_suite_at_once_is_judged_as_one_at_a_time(tmp_path, seeded_run):
+    ran, out = seeded_run   # `run --all --jobs 1`, once per worker (conftest.py)
+    rc1, one = ran.returncode, json.loads((out / "out.json").read_text())
     rc2, two = _run(tmp_path, "two", "run", "--all", "--jobs", "2", "--archive",
                     str(tmp_path / "two.tar.gz"))
     assert rc1 == rc2 == 0

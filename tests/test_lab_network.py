@@ -199,8 +199,9 @@ def test_an_honest_client_on_a_dual_stack_socket_passes(egress, tmp_path, deny_e
 @pytest.mark.live
 def test_a_hostile_lab_beside_an_honest_one_changes_none_of_its_verdicts(tmp_path):
     """Two evlab processes at once: a client flooding every loopback port it can find and
-    holding every ephemeral port it can bind, beside an honest one that starts its backup while
-    the flood runs. The honest one passes everything."""
+    holding every ephemeral port it can bind (for 10 s in its first invocation; its re-run only
+    binds and holds), beside an honest one that starts its backup while the flood runs. The
+    honest one passes everything."""
     hostile = subprocess.Popen(
         [EVLAB, "grade", "--client", f"/usr/bin/python3 {REACH} flood {{host}} {{port}} "
          "{source} 10", "--attempts", "1", "--scenario", "normal", "--headless", "--json",

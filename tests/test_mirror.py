@@ -16,6 +16,8 @@ import pytest
 
 from sessions.judging.views import counter
 from sessions.lab.inputs.tree import changes
+from sessions.spec.scenario import load_suite
+from sessions.spec.task import load_task
 from sessions.stream.evidence import EvidenceBook
 from tests.support import evlab_run, grade
 
@@ -106,11 +108,15 @@ def test_rsync_and_cp_are_judged_as_their_manuals_say(name, tmp_path):
 
 @root_only
 def test_an_honest_node_client_from_the_document_alone_passes_every_attempt(tmp_path):
+    """An attempt of every grade scenario; its repetitions (3 attempts of each, quiet and
+    beside a CPU hog and another lab, every verdict compared) are make bench's soak."""
     node = shutil.which("node")
     assert node, "make setup installs Node.js"
-    doc = grade(f"{node} {NODE_CLIENT} {{src}} {{dst}}", tmp_path, attempts=3, task="mirror")
+    doc = grade(f"{node} {NODE_CLIENT} {{src}} {{dst}}", tmp_path, attempts=1, task="mirror")
+    assert set(doc["grade"]["scenarios"]) == {s.id for s in load_suite("grade", load_task(
+        "mirror"))}
     for name, sc in doc["grade"]["scenarios"].items():
-        assert [(r["valid"], r["success"]) for r in sc["runs"]] == [(True, True)] * 3, (
+        assert [(r["valid"], r["success"]) for r in sc["runs"]] == [(True, True)], (
             name, [(r["reason"]) for r in sc["runs"]])
         assert not [f for r in sc["runs"] for f in r["risk_findings"]
                     if f["kind"] in ("write-outside", "source-write")]

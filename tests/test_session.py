@@ -31,6 +31,7 @@ from tests.leftovers import (
     prog_ids_held,
     wait_gone,
 )
+from tests.support import evlab_in
 
 ROOT = Path(__file__).resolve().parent.parent
 EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
@@ -43,11 +44,11 @@ def evlab(*args, cwd, timeout=240):
 
 
 @pytest.fixture(scope="module")
-def full_run(tmp_path_factory, built_clients):
-    out = tmp_path_factory.mktemp("full")
-    result = evlab("run", "--all", "--headless", "--json", out / "out.json", "--archive",
-                   out / "s.tar.gz", cwd=out)
-    return result, out
+def full_run(seeded_run):
+    """The seeded suite run once per worker (conftest.py seeded_run, in the worker's process;
+    `evlab run --all` as a process of its own is test_hardening's, in a namespace with only
+    lo, and this file's interrupted runs)."""
+    return seeded_run
 
 
 def _scenario(doc, sid):
@@ -229,7 +230,7 @@ def test_a_hanging_client_is_killed_after_its_timeout_and_judged(tmp_path, built
                     '[client]\npath = "/bin/sleep"\nargs = ["30"]\ntimeout_s = 1\n'
                     '[expect]\nfail = ["integrity", "honest-outcome"]\n')
     started = time.monotonic()
-    result = evlab("run", hang, "--headless", "--json", tmp_path / "hang.json", cwd=tmp_path)
+    result = evlab_in("run", hang, "--headless", "--json", tmp_path / "hang.json", cwd=tmp_path)
     assert time.monotonic() - started < 20
     doc = json.loads((tmp_path / "hang.json").read_text())
     (scenario,) = doc["scenarios"]

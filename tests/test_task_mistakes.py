@@ -5,7 +5,7 @@ one thing wrong. What a folder names is checked when it is read, before any lab 
 server that dies before it listens is found as the first lab starts it."""
 
 import json
-import subprocess
+import os
 from pathlib import Path
 
 import psutil
@@ -15,7 +15,7 @@ import evlab
 from sessions.output.grades import ClientGrade
 from sessions.spec.task import TaskError, load_task
 from tests.leftovers import owned_dirs
-from tests.support import EVLAB, write_kv
+from tests.support import evlab_in, write_kv
 
 root_only = pytest.mark.root(reason="the lab's network and the client's sandbox need root")
 # no kernel view, no capture: what these tests look at is found before either matters
@@ -38,11 +38,11 @@ def kv(tmp_path: Path, edits: dict[str, tuple[str, str]] | None = None,
 
 
 def evlab_cli(tmp_path: Path, *argv: str) -> tuple[int, str, str, int]:
-    """The command line as a user runs it in tmp_path: (status, stdout, stderr, its pid)."""
-    proc = subprocess.Popen([EVLAB, *argv], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    out, err = proc.communicate(timeout=120)
-    return proc.returncode, out, err, proc.pid
+    """The command line in tmp_path, run in this process (evlab_in: the parser and dispatch the
+    console script runs, without its start-up each time): (status, stdout, stderr, the pid whose
+    temporary folders are evlab's)."""
+    done = evlab_in(*argv, cwd=tmp_path)
+    return done.returncode, done.stdout, done.stderr, os.getpid()
 
 
 def assert_refused(tmp_path: Path, folder: Path, line: str, read: bool = True,

@@ -16,7 +16,7 @@ from sessions.spec.contract import ContractError
 from sessions.spec.scenario import ScenarioError, load_suite
 from sessions.spec.task import TaskError, builtin_tasks, folder_sha256, load_task
 from sessions.stream.evidence import EvidenceBook
-from tests.support import grade, runs
+from tests.support import evlab_in, grade, runs
 
 ROOT = Path(__file__).resolve().parent.parent
 BACKUP = ROOT / "fixture" / "backup"
@@ -132,7 +132,7 @@ def test_a_task_evlab_cannot_use_is_one_line_naming_the_file_and_key(tmp_path, f
     with pytest.raises(TaskError) as e:
         load_task(folder)
     assert says in str(e.value) and "\n" not in str(e.value)
-    out = subprocess.run([EVLAB, "list", "--task", str(folder)], capture_output=True, text=True)
+    out = evlab_in("list", "--task", folder)
     assert (out.returncode, out.stdout) == (2, "")
     assert out.stderr.startswith("evlab: ") and says in out.stderr and out.stderr.count("\n") == 1
 
@@ -155,9 +155,9 @@ def test_a_clause_naming_no_predicate_of_the_library_is_refused(tmp_path):
     with pytest.raises(ContractError, match="contract.toml: clauses.cpu-budget: no predicate "
                                             "'cpu-budgett' in the library"):
         predicates_of(load_task(folder).contract)
-    out = subprocess.run([EVLAB, "grade", "--task", str(folder), "--client",
-                          f"{ROOT}/fixture/build/client-baseline {{host}} {{port}} {{source}}",
-                          "--headless"], capture_output=True, text=True, cwd=tmp_path)
+    out = evlab_in("grade", "--task", folder, "--client",
+                   f"{ROOT}/fixture/build/client-baseline {{host}} {{port}} {{source}}",
+                   "--headless", cwd=tmp_path)
     assert (out.returncode, out.stdout) == (2, "") and out.stderr.count("\n") == 1
     assert "no predicate 'cpu-budgett'" in out.stderr
 
@@ -213,11 +213,11 @@ def test_a_users_task_is_judged_on_its_own_contract(tmp_path):
 def test_an_archive_replays_on_the_contract_it_was_judged_by_with_its_folder_gone(tmp_path):
     folder = _strict_copy(tmp_path)
     archive, first, second = tmp_path / "s.tar.gz", tmp_path / "1.json", tmp_path / "2.json"
-    graded = subprocess.run(
-        [EVLAB, "grade", "--task", str(folder), "--client",
-         f"{ROOT}/fixture/build/client-redundant-upload {{host}} {{port}} {{source}}",
-         "--attempts", "1", "--scenario", "normal", "--headless", "--archive", str(archive),
-         "--json", str(first)], capture_output=True, text=True, cwd=tmp_path)
+    graded = evlab_in(   # in this process; the replay and report below are processes of their own
+        "grade", "--task", folder, "--client",
+        f"{ROOT}/fixture/build/client-redundant-upload {{host}} {{port}} {{source}}",
+        "--attempts", "1", "--scenario", "normal", "--headless", "--archive", archive,
+        "--json", first, cwd=tmp_path)
     assert graded.returncode == 1, graded.stderr   # it uploads what the receiver has
     shutil.rmtree(folder)   # the replay has only the archive
     replayed = subprocess.run([EVLAB, "replay", str(archive), "--headless"],
@@ -254,8 +254,7 @@ def test_a_campaigns_task_is_checked_before_anything_runs(tmp_path):
     file = tmp_path / "campaign.toml"
     file.write_text(CAMPAIGN.format(build=ROOT / "fixture" / "build").replace(
         'task = "my-backup"', 'task = "nowhere"'))
-    out = subprocess.run([EVLAB, "campaign", str(file), "--headless"], capture_output=True,
-                         text=True, cwd=tmp_path)
+    out = evlab_in("campaign", file, "--headless", cwd=tmp_path)
     assert (out.returncode, out.stderr.count("\n")) == (2, 1)
     assert "campaign.task: no task 'nowhere'" in out.stderr
     assert not (tmp_path / "evlab-campaign-strict").exists() and folder.is_dir()
@@ -268,8 +267,7 @@ def test_a_local_campaign_runs_every_client_on_its_task(tmp_path):
     file = tmp_path / "campaign.toml"
     file.write_text(CAMPAIGN.format(build=ROOT / "fixture" / "build"))
     doc_path = tmp_path / "doc.json"
-    out = subprocess.run([EVLAB, "campaign", str(file), "--headless", "--json", str(doc_path)],
-                         capture_output=True, text=True, cwd=tmp_path)
+    out = evlab_in("campaign", file, "--headless", "--json", doc_path, cwd=tmp_path)
     assert out.returncode == 0, out.stderr   # every attempt ran (a campaign ranks, not fails)
     doc = json.loads(doc_path.read_text())
     assert doc["task"]["id"] == "strict-backup" and doc["task"]["sha256"] == \

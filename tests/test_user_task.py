@@ -1,7 +1,10 @@
 """A task written from docs/tasks.md alone: the test writes the `kv/` folder exactly as the
 document gives it (a key-value server of its own, a verifier, a contract of three clauses), then
 checks the task (its seeded suite), grades an honest client and two misbehaving ones on it, and
-replays the archive with the folder gone."""
+replays the archive with the folder gone. The commands that open a lab run in this process
+(tests/support.py evlab_in: the collector is reused, not compiled again); the replays and reports
+of an archive whose folder is gone are `evlab` processes of their own, so nothing this process
+loaded from the folder can stand in for it."""
 
 import json
 import re
@@ -14,7 +17,7 @@ import pytest
 
 from sessions.spec.scenario import load_suite
 from sessions.spec.task import TaskError, load_task
-from tests.support import write_kv
+from tests.support import evlab_in, write_kv
 
 ROOT = Path(__file__).resolve().parent.parent
 EVLAB = str(ROOT / ".venv" / "bin" / "evlab")
@@ -92,9 +95,8 @@ def test_the_documents_task_loads_with_its_own_server_and_verifier(tmp_path):
 
 
 def _grade(folder: Path, client: str, out: Path, *extra: str) -> tuple[int, dict, str]:
-    got = subprocess.run([EVLAB, "grade", "--task", str(folder), "--client", client,
-                          "--attempts", "1", "--headless", "--json", str(out), *extra],
-                         capture_output=True, text=True, cwd=out.parent, timeout=120)
+    got = evlab_in("grade", "--task", folder, "--client", client, "--attempts", "1",
+                   "--headless", "--json", out, *extra, cwd=out.parent)
     doc = json.loads(out.read_text())
     (run,) = doc["grade"]["scenarios"]["baseline"]["runs"]
     return got.returncode, run, got.stderr
@@ -115,9 +117,7 @@ def _backup_words(document: Path) -> list[str]:
 @root_only
 def test_a_users_task_checks_itself_then_grades_honest_and_misbehaving_clients(tmp_path):
     folder = write_kv(tmp_path)
-    checked = subprocess.run([EVLAB, "run", "--task", str(folder), "--suite", "seeded",
-                              "--headless"], capture_output=True, text=True, cwd=tmp_path,
-                             timeout=120)
+    checked = evlab_in("run", "--task", folder, "--suite", "seeded", "--headless", cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
     assert "1 detected, 0 missed, 0 inconclusive of 1" in checked.stderr
 
@@ -232,8 +232,7 @@ def test_a_campaign_naming_a_scenario_one_clients_task_lacks_is_one_line(tmp_pat
     (tmp_path / "liar.py").write_text(LIAR)
     file = tmp_path / "mixed.toml"
     file.write_text(MIXED.format(build=ROOT / "fixture" / "build", scenario="normal"))
-    out = subprocess.run([EVLAB, "campaign", str(file), "--headless"], capture_output=True,
-                         text=True, cwd=tmp_path, timeout=60)
+    out = evlab_in("campaign", file, "--headless", cwd=tmp_path)
     assert (out.returncode, out.stderr.count("\n")) == (2, 1), out.stderr
     assert "campaign.scenarios: unknown grade scenario 'normal' of task kv" in out.stderr
     assert not list(tmp_path.glob("evlab-campaign-*"))
@@ -251,9 +250,8 @@ def test_a_campaign_mixing_tasks_grades_each_client_on_its_own_and_ranks_tasks_a
     text = MIXED.format(build=ROOT / "fixture" / "build", scenario="x").replace(
         'scenarios = ["x"]\n', "")   # each task's whole grade suite
     file.write_text(text)
-    out = subprocess.run([EVLAB, "campaign", str(file), "--headless", "--json", "doc.json",
-                          "--archive", "mixed.tar.gz", "--report", "mixed.md"],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    out = evlab_in("campaign", file, "--headless", "--json", "doc.json", "--archive",
+                   "mixed.tar.gz", "--report", "mixed.md", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     board = json.loads((tmp_path / "doc.json").read_text())["campaign"]
     assert board["tasks"] == ["backup", "kv"]

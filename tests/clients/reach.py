@@ -18,7 +18,8 @@ tests/clients/hostile.py) unless the mode says otherwise.
   flood     for TARGETS[0] seconds: a byte to every listener it can find in /proc/net/tcp{,6}
             and every port of 127.0.0.1 and ::1 in the ephemeral range, every ephemeral port it
             can bind held, and a flood of connections to PORT; then an honest backup. Its claim
-            says when it began and ended (wall clock) so a test can check the overlap.
+            says when it began and ended (wall clock) so a test can check the overlap. Once the
+            receiver holds the source (a re-run) it binds and holds what it can, floods no time.
   honest-slow  sleep TARGETS[0] seconds, then an honest backup (a victim beside `flood`)
   junk-first   no recovery logic, but two uploads first to absorb a one-shot fault: 100,000
                bytes under another digest, then 1,000 bytes under the source's (cut off); then
@@ -140,6 +141,14 @@ def flood(seconds: float, port: int) -> dict:
     return tries
 
 
+def holds(host: str, port: int, source: str) -> bool:
+    """Whether the receiver already has the source (its CHECK answered HAVE)."""
+    digest = hashlib.sha256(open(source, "rb").read()).hexdigest()
+    with socket.create_connection((host, port), timeout=20) as s:
+        s.sendall(f"CHECK {digest}\n".encode())
+        return s.makefile("rb").readline().strip() == b"HAVE"
+
+
 def junk_first(host: str, port: int, source: str) -> dict:
     data = open(source, "rb").read()
     tries = {}
@@ -181,7 +190,8 @@ def main() -> int:
             tries["upload"] = e.strerror or type(e).__name__
         claim(claim="reach", mode=mode, tries=tries, receiver=receiver)
     elif mode == "flood":
-        claim(claim="reach", mode=mode, tries=flood(float(targets[0]), port))
+        seconds = 0.0 if holds(host, port, source) else float(targets[0])
+        claim(claim="reach", mode=mode, tries=flood(seconds, port))
         ok = backup(host, port, source)
     elif mode == "junk-first":
         claim(claim="reach", mode=mode, tries=junk_first(host, port, source))
