@@ -196,16 +196,18 @@ def _matrix(events) -> dict:
 @pytest.mark.live
 @root_only
 def test_noise_leaves_the_verdict_matrix_unchanged(built_clients, tmp_path, seeded_run):
-    """The seeded suite judged the same with all ambient noise on as with it off (the quiet
-    run: its events as archived by conftest.py's seeded_run, once per worker)."""
+    """The seeded suite judged the same with ambient noise on as with it off (the quiet run:
+    its events as archived by conftest.py's seeded_run, once per worker). The noise is files,
+    twins and traffic; CPU load beside the lab is make bench's soak (a hog per core beside
+    repeated grades), and the CPU spinners' own work is tests/test_noise.py's."""
     _, out = seeded_run
     runs = {"quiet": list(load_archive(out / "s.tar.gz").events)}
     events: list = []
     run_session(JudgedStream(events.append), load_dir(), tmp_path / "noisy",
-                Options(noise=("traffic", "twin", "churn", "cpu")))
+                Options(noise=("traffic", "twin", "churn")))
     runs["noisy"] = events
     noisy_started = [e for e in runs["noisy"] if type(e).__name__ == "ScenarioStarted"]
-    assert all(set(e.noise) == {"traffic", "twin", "churn", "cpu"} for e in noisy_started)
+    assert all(set(e.noise) == {"traffic", "twin", "churn"} for e in noisy_started)
     assert len(_matrix(runs["quiet"])) == 64
     assert _matrix(runs["noisy"]) == _matrix(runs["quiet"])
     assert all(e.instrument_check == "detected" for e in runs["noisy"]
