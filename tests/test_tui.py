@@ -152,16 +152,28 @@ async def test_replay_steps_and_rejudges_like_the_recording():
 # --- snapshots -------------------------------------------------------------------------
 
 async def _settle(pilot):
-    """Let the redraw timer draw, then pin every pane to its end, as a following user sees it
-    (a pane's scroll position before its first layout would otherwise depend on timing)."""
-    await pilot.pause(0.5)
+    """Wait until the redraw timer has drawn what the model holds, with the view on the
+    running scenario (a fixed wait pictured the scenario before it under load), then pin every
+    pane to its end, as a following user sees it (a pane's scroll position before its first
+    layout would otherwise depend on timing)."""
+    await _until(pilot, _drawn)
     pilot.app.action_follow()
     await pilot.pause(0.3)
+
+
+def _drawn(app) -> bool:
+    model = app.feed.model
+    running = next((sid for sid, status in model.statuses() if status == "running"), None)
+    return (app._drawn_key == (model.generation, model.version, app.selected, app.filter_text)
+            and running in (None, app.selected))
 
 
 async def _step_to(pilot, boundaries: int):
     for _ in range(boundaries):
         await pilot.press("right_square_bracket")
+        # the redraw a user stepping sees between two steps: the view follows a scenario
+        # while it runs, and a loaded machine's timer may skip the steps it ran in
+        pilot.app.refresh_view()
     await _settle(pilot)
 
 
@@ -189,10 +201,19 @@ def test_snapshot_small_terminal_collapses(snap_compare):
 @pytest.mark.slow
 def test_snapshot_evidence_screen(snap_compare):
     async def open_evidence(pilot):
-        await _step_to(pilot, 40)
+        await _step_to(pilot, 40)   # retry judged, as the test below asserts
         pilot.app.open_evidence("integrity")
+        await _until(pilot, lambda app: isinstance(app.screen, EvidenceScreen))
         await pilot.pause(0.3)
     assert snap_compare(replay_app(), terminal_size=(120, 40), run_before=open_evidence)
+
+
+async def _until(pilot, done, seconds: float = 30.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if done(pilot.app):
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"the dashboard did not get there within {seconds} s")
 
 
 # --- panels: data down, messages up -----------------------------------------------------
