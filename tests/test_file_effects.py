@@ -27,11 +27,12 @@ HOME, SRC, OUT = "/w/run-1", "/w/inputs/src", "/w/outputs"
 LONG = "/w/outputs/" + "x" * 300   # past what the kernel reads of a path: not resolved
 
 
-def _evidence(files, outputs=OUT, counters=None, scratch=((), ())) -> ScenarioEvidence:
+def _evidence(files, outputs=OUT, counters=None, scratch=((), ()), source=SRC
+              ) -> ScenarioEvidence:
     started = ScenarioStarted(0, "s", "/bin/client", "0" * 64, (), (), (), 0, 0, 0, "")
     ev = ScenarioEvidence(started, "bcc", "on", [])
     inv = ev.invocation(1)
-    inv.launched = ClientLaunched(0, "s", 1, 10, ("/bin/client",), HOME, SRC, (), outputs,
+    inv.launched = ClientLaunched(0, "s", 1, 10, ("/bin/client",), HOME, source, (), outputs,
                                   *scratch)
     inv.processes = [ProcessObserved(1, "s", 1, "fork", 10, child_pid=11, seq=1)]
     inv.files = [FileObserved(t, "s", 1, pid, op, path, writes, dfd, old, seq=t)
@@ -110,6 +111,13 @@ def test_without_an_outputs_folder_there_is_no_target_and_missing_evidence_is_no
     assert e.count("elsewhere") == 1 and e.elsewhere == ("/w/outputs/y",)   # a folder like any
     assert [label for label, _ in rows([e])] == ["source", "work dir", "elsewhere", "unknown",
                                                  "source bytes read"]
+    # a task that watches no input (fetch's shape) has no source: no row, never 0
+    (e,) = file_effects(_evidence(FILES[4:7], source=""))
+    assert e.count("source") is None and e.bytes["source_read_bytes"] is None
+    assert e.ops["source"] == {} and e.count("elsewhere") == 2   # what was the source's is not
+    assert [label for label, _ in rows([e])] == [
+        "target", "work dir", "elsewhere", "unknown", "target bytes written",
+        "elsewhere bytes written", "target bytes read"]
     (lost,) = file_effects(_evidence(FILES, counters={"file_ops": 30, "lost_events": 0}))
     assert lost.gap == f"{len(FILES)} of the kernel's 30 file events arrived"
     assert lost.bytes["target_write_bytes"] is None   # not observed, never 0

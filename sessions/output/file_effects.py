@@ -9,7 +9,8 @@ its two names are in (moved out of the source into the target: both); any other 
 where its path is (a hard link's old name is left as it was).
 
 One projection for the dashboard's file-effects pane and the reports. A task that gives no
-outputs folder has no target: its target figures are None, never 0."""
+outputs folder has no target, one that watches no input no source: their figures are None,
+never 0, and their rows are left out."""
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,13 +22,13 @@ from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 PLACES = ("target", "source", "cwd", "elsewhere", "unknown")
 PLACE_LABELS = {"target": "target", "source": "source", "cwd": "work dir",
                 "elsewhere": "elsewhere", "unknown": "unknown"}
-# (label, counter, counted only with a target): the kernel's bytes
-# (probes/collectors/records.py), writes first; the target's (and what lands elsewhere, told
-# apart from it) only where one is given
-BYTES = (("target bytes written", "target_write_bytes", True),
-         ("elsewhere bytes written", "elsewhere_write_bytes", True),
-         ("source bytes read", "source_read_bytes", False),
-         ("target bytes read", "target_read_bytes", True))
+# (label, counter, the place it needs): the kernel's bytes (probes/collectors/records.py),
+# writes first; the target's (and what lands elsewhere, told apart from it) only where one is
+# given, the source's only where the task watches an input
+BYTES = (("target bytes written", "target_write_bytes", "target"),
+         ("elsewhere bytes written", "elsewhere_write_bytes", "target"),
+         ("source bytes read", "source_read_bytes", "source"),
+         ("target bytes read", "target_read_bytes", "target"))
 ELSEWHERE_KEPT = 3   # paths kept of those changed elsewhere (the rest: a count)
 OP_WORDS = {"open": "open for writing"}
 
@@ -42,10 +43,15 @@ class InvocationEffects:
     has_target: bool                  # its task gave it an outputs folder
     observed: bool                    # the collector delivers file events
     gap: str = ""                     # why the counts are incomplete ("": they are not)
+    has_source: bool = True           # its task watches an input (the source)
+
+    def given(self, place: str) -> bool:
+        """The place is the invocation's: a target and a source only where its task gave one."""
+        return {"target": self.has_target, "source": self.has_source}.get(place, True)
 
     def count(self, place: str) -> int | None:
-        """How many operations landed there; None: not observed, or no target to land in."""
-        if not self.observed or (place == "target" and not self.has_target):
+        """How many operations landed there; None: not observed, or no such place."""
+        if not self.observed or not self.given(place):
             return None
         return sum(self.ops[place].values())
 
@@ -80,13 +86,12 @@ def invocation_effects(inv: InvocationEvidence) -> InvocationEffects | None:
             ops[place][e.op] = ops[place].get(e.op, 0) + 1
         elsewhere.update((path, None) for place, path in where
                          if place == "elsewhere" and path is not None)
-    has_target = bool(launched.outputs)
+    has = {"target": bool(launched.outputs), "source": bool(launched.source)}
     return InvocationEffects(
         inv.n, ops,
-        {name: _counter(inv, name) if has_target or not with_target else None
-         for _, name, with_target in BYTES},
+        {name: _counter(inv, name) if has[place] else None for _, name, place in BYTES},
         tuple(list(elsewhere)[:ELSEWHERE_KEPT]), max(0, len(elsewhere) - ELSEWHERE_KEPT),
-        has_target, _observed(inv), _gap(inv))
+        has["target"], _observed(inv), _gap(inv), has["source"])
 
 
 def _place(path: str | None, launched: ClientLaunched) -> str:
@@ -94,7 +99,7 @@ def _place(path: str | None, launched: ClientLaunched) -> str:
         return "unknown"
     if launched.outputs and under(path, launched.outputs):
         return "target"   # first: an outputs folder inside the working directory is the target
-    if under(path, launched.source):
+    if launched.source and under(path, launched.source):   # "": the task watches no input
         return "source"
     if under(path, launched.cwd) or launched.in_scratch(path):
         return "cwd"   # its own /tmp and /dev/shm in the sandbox: folders of its home, as cwd
@@ -134,12 +139,14 @@ def rows(effects: Sequence[InvocationEffects], count: int | None = None
     only where a target was given. An invocation with no effects (not launched yet): None."""
     by_n = {e.n: e for e in effects}
     ns = range(1, (count or max(by_n, default=0)) + 1)
-    target = has_target(effects)
+    # nothing launched yet: the places every invocation has, and the source
+    shown = [p for p in PLACES
+             if (any(e.given(p) for e in effects) if effects else p != "target")]
     out: list[tuple[str, list[int | None]]] = [
         (PLACE_LABELS[p], [by_n[n].count(p) if n in by_n else None for n in ns])
-        for p in PLACES if target or p != "target"]
+        for p in shown]
     out += [(label, [by_n[n].bytes.get(name) if n in by_n else None for n in ns])
-            for label, name, with_target in BYTES if target or not with_target]
+            for label, name, place in BYTES if place in shown]
     return out
 
 
