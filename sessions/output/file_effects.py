@@ -129,14 +129,11 @@ def _gap(inv: InvocationEvidence) -> str:
     return ""
 
 
-def has_target(effects: Sequence[InvocationEffects]) -> bool:
-    return any(e.has_target for e in effects)
-
-
 def rows(effects: Sequence[InvocationEffects], count: int | None = None
          ) -> list[tuple[str, list[int | None]]]:
-    """(label, a value per invocation 1..count): the places, then the bytes; the target's rows
-    only where a target was given. An invocation with no effects (not launched yet): None."""
+    """(label, a value per invocation 1..count): the places, then the bytes; the target's and
+    the source's rows only where one was given. An invocation with no effects (not launched
+    yet): None."""
     by_n = {e.n: e for e in effects}
     ns = range(1, (count or max(by_n, default=0)) + 1)
     # nothing launched yet: the places every invocation has, and the source
