@@ -5,7 +5,9 @@ another name, then renamed or moved into place — never written in place under 
 A `files` record is one of FILE_EVENTS with `name` (its path in the outputs folder) and, for
 a name that appears, `ino` (its inode as the record was read) and `symlink` (it is a symbolic
 link); `renamed` names the `old` path too; `overflow` and `folder_gone` mean the view is
-incomplete from there on.
+incomplete from there on. A target (a folder output of its own filesystem) also has, as each
+invocation begins, a `present` record: the `names` it holds and their `inodes` (`truncated`
+when there were more than the lab lists).
 """
 
 from sessions.judging.judgement import PASS, Judgement, failed, seqs, unknown
@@ -15,7 +17,7 @@ from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
 FILES = "files"   # the records' name in the evidence (inv.records[FILES])
 FILE_EVENTS = ("created", "written", "closed_write", "renamed", "moved_in", "moved_out",
-               "deleted", "overflow", "folder_gone")
+               "deleted", "overflow", "folder_gone", "present")
 LOST = ("overflow", "folder_gone")
 ARRIVALS = ("renamed", "moved_in", "created")
 
