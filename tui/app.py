@@ -44,6 +44,9 @@ REFRESH_S = 0.2   # 5 redraws a second at most
 # the dashboard's own keys (its list, panes, filter): not on the leaderboard or the timeline
 DASHBOARD_ONLY = ("move", "run_all", "filter", "follow", "show", "timeline")
 COMPACT_BELOW = (100, 32)
+# keys 1-5, in order: the verdicts or one evidence pane (by its widget id)
+PANELS = {"verdicts": "Verdicts", "packets": "Packets", "events": "Events", "claims": "Claims",
+          "effects": "File effects"}
 
 
 class EvlabApp(App):
@@ -60,11 +63,8 @@ class EvlabApp(App):
         Binding("minus", "speed(0.5)", "Slower", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("end", "follow", "Follow"),
-        Binding("1", "show('verdicts')", "Verdicts", show=False),
-        Binding("2", "show('packets')", "Packets", show=False),
-        Binding("3", "show('events')", "Events", show=False),
-        Binding("4", "show('claims')", "Claims", show=False),
-        Binding("5", "show('effects')", "File effects", show=False),
+        *(Binding(str(n), f"show('{panel}')", label, show=False)
+          for n, (panel, label) in enumerate(PANELS.items(), 1)),
         Binding("t", "timeline", "Timeline"),
         Binding("e", "export", "Export"),
         Binding("g", "grade", "Grade"),
