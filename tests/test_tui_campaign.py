@@ -195,8 +195,10 @@ async def test_the_campaign_source_shows_progress_exports_and_stops_its_engine(
     app = EvlabApp(feed)
     try:
         async with app.run_test(size=(140, 40)) as pilot:
+            # the engine's second dispatch drawn (after the first attempt came back)
             await wait_for(pilot, lambda: isinstance(app.screen, LeaderboardScreen)
-                           and "1 running" in screen_text(app, "#campaign-progress"))
+                           and "node-b: 0 done, 1 running" in screen_text(
+                               app, "#campaign-progress"))
             progress = screen_text(app, "#campaign-progress")
             assert "1/2 attempts done" in progress and "0 queued" in progress
             assert "node-a: 1 done" in progress and "node-b: 0 done, 1 running" in progress
