@@ -116,6 +116,15 @@ def exerciser(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def operator(tmp_path_factory) -> Path:
+    """tests/programs/operator.c: a subject that signals and truncates as the test says."""
+    out = tmp_path_factory.mktemp("bin") / "operator"
+    subprocess.run(["gcc", "-O2", "-Wall", "-Werror", "-o", str(out),
+                    str(ROOT / "tests" / "programs" / "operator.c")], check=True)
+    return out
+
+
+@pytest.fixture(scope="session")
 def data_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("data") / "data.bin"
     path.write_bytes(os.urandom(200_000))

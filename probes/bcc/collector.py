@@ -33,6 +33,7 @@ from pathlib import Path
 
 from probes import syscalls
 from probes.bcc import events as bcc_events
+from probes.bcc import operations as bcc_ops
 from probes.bcc import uprobes as bcc_uprobes
 from probes.bcc.abi import FUNC_BASE, MAX_FUNCS, SYSCALL_BASE
 from probes.bcc.btf import detach
@@ -83,6 +84,8 @@ class BccCollector:
             self._hooks = CgroupHooks(self._bpf)
             self._bpf["events"].open_ring_buffer(self._guarded(self._on_event))
             self._bpf["file_events"].open_ring_buffer(self._guarded(self._on_file_event))
+            self._bpf["ops"].open_ring_buffer(self._guarded(self._on_op))
+            self._watches = bcc_ops.Watches(self._bpf)
         except BaseException:
             detach(self._links)
             _close(self._uprobe_prog)
@@ -142,6 +145,15 @@ class BccCollector:
 
     def unwatch_cgroup(self, invocation: int) -> None:
         self._hooks.unwatch(invocation)
+
+    def watch_processes(self, invocation: int, pids: dict[str, int]) -> bool:
+        """Watch these processes (by name: a server's) and what they fork for the invocation:
+        their starts and ends, and every signal they are sent, are its records."""
+        self._watches.watch(invocation, pids)
+        return True
+
+    def unwatch_processes(self, invocation: int) -> None:
+        self._watches.unwatch(invocation)
 
     def egress(self, invocation: int) -> EgressTotals:
         return bcc_events.egress_totals(self._bpf, invocation)
@@ -210,6 +222,7 @@ class BccCollector:
         unobserved = () if self._filemap else UNMAPPED
         for name in unobserved:
             counters.pop(name, None)
+        counters["lost_events"] += self._watches.lost(invocation)   # its watches' records
         return CounterSnapshot(time.monotonic_ns(), invocation, counters, functions, syscalls,
                                unobserved)
 
@@ -317,6 +330,7 @@ class BccCollector:
             self._uprobe_links, self._attached, self._binary_of = [], {}, {}
         self._poll()
         self._forget(_SESSION_TABLES)
+        self._watches.forget()
         self._slots = CounterSlots(self._bpf)
         self._pending, self._events_seen = [], 0
         self._started_ns = time.monotonic_ns()
@@ -347,10 +361,14 @@ class BccCollector:
         self._events_seen += 1
         self._pending.append(bcc_events.file_event(self._bpf["file_events"].event(data)))
 
+    def _on_op(self, ctx, data, size) -> None:
+        self._events_seen += 1
+        self._pending.append(bcc_ops.operation(self._bpf["ops"].event(data), self._watches.names))
+
 
 # What the kernel side holds for a session's invocations and their tasks (collector.bpf.c).
 _SESSION_TABLES = ("inv_config", "tasks", "tracked", "pending_exec", "fd_kinds",
-                   "live", "roots", "cg_inv", "egress_allow", "egress", "flows")
+                   "live", "roots", "cg_inv", "egress_allow", "egress", "flows", "fatal")
 
 
 def _uprobe_multi(bpf) -> int | None:
