@@ -255,3 +255,14 @@ class NoEgressView:
 
     def egress(self, invocation) -> None:
         return None
+
+
+class NoProcessWatch:
+    """For collectors that cannot watch given processes (a server's): their starts, ends and
+    the signals sent to them are not seen, and that is said (Capability "process-watch")."""
+
+    def watch_processes(self, invocation, pids) -> bool:
+        return False
+
+    def unwatch_processes(self, invocation) -> None:
+        pass
