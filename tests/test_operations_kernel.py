@@ -26,15 +26,17 @@ def collector():
     c.close()
 
 
-def run(collector, argv, client, watch: dict[str, int] | None = None):
+def run(collector, argv, client, watch: dict[str, int] | None = None, then=None):
     """argv tracked as one invocation (in a session of its own, as the lab launches); the
-    operations it made, and its final counters."""
+    operations it made (once `then`, if given, has returned)."""
     inv = next(_ids)
     if watch:
         collector.watch_processes(inv, watch)
     with collector.launching(inv, Path(client), None):
         proc = subprocess.Popen([str(a) for a in argv], start_new_session=True)
     assert proc.wait() == 0
+    if then is not None:
+        then()
     final = collector.finish(inv)
     events = [e for e in collector.poll_events() if e.invocation == inv
               and isinstance(e, SignalEvent | TruncateEvent | LifeEvent)]
@@ -150,7 +152,7 @@ def test_a_watched_process_signalled_by_the_tree_is_named_and_its_end_names_the_
     server = subprocess.Popen(["sh", "-c", "sleep 30 & wait"], start_new_session=True)
     try:
         inv_events = run(collector, ["/bin/kill", "-TERM", str(server.pid)], "/bin/kill",
-                         watch={"app": server.pid})
+                         watch={"app": server.pid}, then=server.wait)   # it ends after kill
     finally:
         os.killpg(server.pid, signal.SIGKILL)   # its sleep, forked before it was watched
         server.wait()

@@ -39,6 +39,7 @@ from probes.bcc.abi import FUNC_BASE, MAX_FUNCS, SYSCALL_BASE
 from probes.bcc.btf import detach
 from probes.bcc.config import invocation_config
 from probes.bcc.counters import CounterSlots
+from probes.bcc.detaching import detach_all
 from probes.bcc.egress import CgroupHooks
 from probes.bcc.load import CollectorUnavailable, attach_btf, have_filemap, load_bpf, run_stats
 from probes.collectors.records import (
@@ -339,7 +340,7 @@ class BccCollector:
     def close(self) -> None:
         with self._probe_lock:
             if self._bpf is not None:
-                _detach_all(self._bpf, self._links, self._uprobe_links)
+                detach_all(self._bpf, self._links, self._uprobe_links)
                 _close(self._uprobe_prog)
                 self._links, self._uprobe_links, self._uprobe_prog = [], [], None
                 self._bpf.cleanup()
@@ -381,28 +382,3 @@ def _uprobe_multi(bpf) -> int | None:
 def _close(fd: int | None) -> None:
     if fd is not None:
         os.close(fd)
-
-
-def _detach_all(bpf, links: list[tuple[int, int]], uprobe_links: list[int]) -> None:
-    """Detach every program at once: a detach that waits in the kernel for an RCU grace period
-    (~0.07 s: a classic uprobe's, a perf-event tracepoint's) overlaps the others' side by side.
-    Raw tracepoints and uprobe_multi links, which the collector uses, detach in ~0.2 ms.
-    `links`: the tp_btf programs (bcc_btf.py), `uprobe_links` the uprobe_multi links
-    (bcc_uprobes.py), which BCC does not know of."""
-    jobs = ([(bpf.detach_uprobe_event, name) for name in list(bpf.uprobe_fds)]
-            + [(bpf.detach_tracepoint, tp) for tp in list(bpf.tracepoint_fds)]
-            + [(bpf.detach_raw_tracepoint, tp) for tp in list(bpf.raw_tracepoint_fds)]
-            + [(detach, [link]) for link in links]
-            + [(os.close, link) for link in uprobe_links])
-    threads = [threading.Thread(target=_quietly, args=job, name="evlab-detach") for job in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-
-
-def _quietly(detach, name) -> None:
-    try:
-        detach(name)
-    except Exception:
-        pass  # cleanup() after it detaches whatever is left, and says so
