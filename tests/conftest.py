@@ -106,13 +106,24 @@ def egress() -> Path:
         shutil.rmtree(where)
 
 
+def _program(tmp_path_factory, name: str, *flags: str) -> Path:
+    """tests/programs/NAME.c built."""
+    out = tmp_path_factory.mktemp("bin") / name
+    subprocess.run(["gcc", "-O2", *flags, "-o", str(out),
+                    str(ROOT / "tests" / "programs" / f"{name}.c")], check=True)
+    return out
+
+
 @pytest.fixture(scope="session")
 def exerciser(tmp_path_factory) -> Path:
     """tests/programs/exerciser.c: a subject whose every syscall the test controls."""
-    out = tmp_path_factory.mktemp("bin") / "exerciser"
-    subprocess.run(["gcc", "-O2", "-g", "-pthread", "-o", str(out),
-                    str(ROOT / "tests" / "programs" / "exerciser.c")], check=True)
-    return out
+    return _program(tmp_path_factory, "exerciser", "-g", "-pthread")
+
+
+@pytest.fixture(scope="session")
+def operator(tmp_path_factory) -> Path:
+    """tests/programs/operator.c: a subject that signals and truncates as the test says."""
+    return _program(tmp_path_factory, "operator", "-Wall", "-Werror")
 
 
 @pytest.fixture(scope="session")

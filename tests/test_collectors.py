@@ -23,7 +23,7 @@ _ids = itertools.count(1)
 def strace():
     collector, missing = open_collector("strace", functions=("hash_file",))
     assert collector.name == "strace"
-    assert {m.name for m in missing} == {"function-counts", "sched"}
+    assert {m.name for m in missing} == {"function-counts", "sched", "operations"}
     yield collector
     collector.close()
 

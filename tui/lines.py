@@ -15,6 +15,7 @@ from sessions.stream.events import (
     ServerRecord,
     VerifierResult,
 )
+from sessions.stream.operations import ProcessLife, SignalObserved, TruncateObserved
 
 PACKETS, EVENTS, CLAIMS = "packets", "events", "claims"
 PANES = (PACKETS, EVENTS, CLAIMS)
@@ -28,6 +29,8 @@ def pane_of(event: Event) -> str | None:
         case ServerRecord() if event.event != "payload_progress":
             return EVENTS
         case ConnectObserved() | EgressObserved():
+            return EVENTS
+        case SignalObserved() | TruncateObserved() | ProcessLife():
             return EVENTS
         case ProcessObserved() | ClientClaim() | ClientExited() | RiskFinding():
             return CLAIMS

@@ -37,6 +37,10 @@ MARKS = {
     "connect-other": ("↗", "bold magenta", "other connect"),
     "reject": ("✗", "bold red", "reject"),
     "fault": ("!", "bold white on red", "fault"),
+    "signal": ("⚑", "bold magenta", "signal"),
+    "truncate": ("✂", "bold red", ""),   # (the legend has room for one more word)
+    "server-start": ("+", "cyan", ""),
+    "server-exit": ("×", "bold red", ""),
 }
 SPANS = {   # span kind -> glyph, style, words; a later kind is drawn over an earlier one
     "invocation": ("┈", "dim", "running"),

@@ -4,7 +4,7 @@ kinds, sizes. The .bpf.c defines none of them itself, so the two cannot drift ap
 needs and does not get fails the compile.
 """
 
-from enum import IntEnum
+from enum import IntEnum, IntFlag
 
 from probes.collectors.records import BUSY_MIN_NS, COUNTERS
 
@@ -17,6 +17,8 @@ FUNC_BASE = 100
 SYSCALL_BASE = 128
 SYSCALL_SLOTS = 1024
 COUNTER_SPACE = SYSCALL_BASE + SYSCALL_SLOTS
+# Watch ids (processes the lab watches: probes/bcc/operations.py), a power of two
+WATCH_SLOTS = 256
 # Invocations with counters at once (launched or cgroup-watched, not yet finished): each has one
 # slot of COUNTER_SPACE u64 per CPU (9 KiB).
 INV_SLOTS = 32
@@ -63,6 +65,33 @@ class FileOp(IntEnum):
     DUP = 23
 
 
+class OpsKind(IntEnum):
+    """`kind` of a record in the `ops` ring buffer (operations.bpf.c)."""
+    SIGNAL = 1        # a signal the tree sent, one per process or thread it reached
+    KILL_CALL = 2     # a call of the kill family, as asked, and its result
+    TRUNCATE = 3      # a truncation (truncate, ftruncate, open O_TRUNC, fallocate)
+    STARTED = 4       # a watched process forked another
+    EXIT = 5          # a process of the tree's own, or a watched one, ended
+
+
+class Trunc(IntEnum):
+    """How a file was truncated (`code` of an OpsKind.TRUNCATE record)."""
+    PATH = 1          # truncate(2): by path
+    FD = 2            # ftruncate(2)
+    OPEN = 3          # an open with O_TRUNC of an existing regular file
+    FALLOCATE = 4     # fallocate(2) punching a hole, collapsing or zeroing a range
+
+
+class OpsFlag(IntFlag):
+    """`flags` bits of an `ops` record."""
+    GROUP = 1         # signal: to the whole thread group
+    OWN = 2           # signal: its target is of the sender's own tree; exit: the tree's own
+    WATCHED = 4       # signal: its target is watched (watch: which); exit: a watched process
+    SENDER = 8        # exit: a signal ended it and its sender is known
+    NO_INODE = 16     # truncation: by path, its file not reachable at the call's return
+    UNCOUNTED = 32    # truncation: the process's own writable opens not all counted
+
+
 class EgressKind(IntEnum):
     """How a cgroup socket hook saw a destination."""
     CONNECT = 1
@@ -75,9 +104,13 @@ assert SYSCALL_SLOTS & (SYSCALL_SLOTS - 1) == 0   # a power of two: the mask kee
 
 def cflags() -> list[str]:
     flags = [f"-DCTR_{name.upper()}={i}" for i, name in enumerate(COUNTERS)]
-    for prefix, enum in (("EV", EventKind), ("FOP", FileOp), ("EG", EgressKind)):
+    for prefix, enum in (("EV", EventKind), ("FOP", FileOp), ("EG", EgressKind),
+                         ("OPS", OpsKind), ("TRUNC", Trunc)):
         flags += [f"-D{prefix}_{member.name}={member.value}" for member in enum]
+    flags += [f"-D{'TRUNCF' if flag >= OpsFlag.NO_INODE else 'SIGF'}_{flag.name}={flag.value}"
+              for flag in OpsFlag]
     return flags + [f"-DCTR_SYSCALL_BASE={SYSCALL_BASE}", f"-DCTR_FUNC_BASE={FUNC_BASE}",
                     f"-DSYSCALL_SLOTS={SYSCALL_SLOTS}", f"-DMAX_FUNCS={MAX_FUNCS}",
                     f"-DCOUNTER_SPACE={COUNTER_SPACE}", f"-DINV_SLOTS={INV_SLOTS}",
+                    f"-DWATCH_SLOTS={WATCH_SLOTS}",
                     f"-DBUSY_MIN_NS={BUSY_MIN_NS}ULL", f"-DPATH_MAX_LEN={PATH_MAX_LEN}"]

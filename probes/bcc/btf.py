@@ -30,6 +30,7 @@ def btf_id(tracepoint: str) -> int:
 
 
 BTF_KIND_STRUCT, BTF_KIND_UNION = 4, 5
+BTF_MODIFIERS = (8, 9, 10, 11, 18)   # typedef, volatile, const, restrict, type tag
 
 
 def member_offsets(*fields: tuple[str, ...]) -> list[int | None]:
@@ -71,6 +72,8 @@ def _member(libbpf, btf, type_id: int, name: bytes) -> tuple[int, int] | None:
     if type_id <= 0:
         return None
     t = libbpf.btf__type_by_id(btf, type_id)   # name_off, info, size, then members
+    while (t[1] >> 24) & 0x1f in BTF_MODIFIERS:   # a const struct path, say: the struct
+        t = libbpf.btf__type_by_id(btf, t[2])
     info = t[1]
     if (info >> 24) & 0x1f not in (BTF_KIND_STRUCT, BTF_KIND_UNION):
         return None

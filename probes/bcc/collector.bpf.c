@@ -946,6 +946,8 @@ static __always_inline void duplicated(struct task *t, struct counters *c, s64 o
     emit_file(t, c, &f, FOP_DUP, fd);
 }
 
+#include "operations.bpf.c"
+
 // What a tracked task's syscall did, from its result and its arguments (still in the saved
 // registers at exit). Only the syscalls below: every other one was just counted.
 static __always_inline void syscall_done(struct task *t, struct counters *c, struct slot *s,
@@ -1026,6 +1028,10 @@ static __always_inline void syscall_done(struct task *t, struct counters *c, str
         opened(t, c, s, &f, 1, ret);
         return;
     }
+    case __NR_kill: case __NR_tkill: case __NR_tgkill: case __NR_rt_sigqueueinfo:
+    case __NR_rt_tgsigqueueinfo: case __NR_pidfd_send_signal:
+        kill_called(t, regs, nr, ret);
+        return;
     case __NR_unlink: case __NR_rmdir: case __NR_mkdir: case __NR_truncate: case __NR_chdir:
     case __NR_fchdir: case __NR_unlinkat: case __NR_mkdirat:
     case __NR_rename: case __NR_renameat: case __NR_renameat2:
@@ -1115,6 +1121,8 @@ int btf_sys_exit(struct bpf_raw_tracepoint_args *ctx)
     if (is_progress(nr))
         end_stretch(t, c, s, bpf_ktime_get_ns());
     syscall_done(t, c, s, regs, nr, ret);
+    if (truncating(nr))   // apart: one copy of its descriptor-table walk for the verifier
+        truncation_done(t, regs, nr, ret);
     return 0;
 }
 
@@ -1201,6 +1209,7 @@ RAW_TRACEPOINT_PROBE(sched_process_fork)
         }
         return 0;
     }
+    watched_fork(ctx->args[1]);
     // A process the launcher forked while armed, and whatever it forks in turn (the sandbox's
     // launcher chain: a shell, setpriv, bwrap and its pid-namespace init), waits for the exec
     // of the client's path.
@@ -1346,9 +1355,11 @@ RAW_TRACEPOINT_PROBE(sched_process_exit)
         pending_exec.delete(&tid);
     }
     struct task *t = tracked_task();
+    struct launch *l = tracked.lookup(&tid);
+    if ((u8)ctx->args[1])   // group_dead: the process ends (the tree's own, or a watched one)
+        process_ended(l ? l->inv : 0, l ? l->slot : 0, bpf_get_current_pid_tgid() >> 32);
     if (t)
         task_ended(t);
-    struct launch *l = tracked.lookup(&tid);
     if (!l)
         return 0;
     u32 inv = l->inv, slot = l->slot;
@@ -1694,6 +1705,7 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
 TRACEPOINT_PROBE(sched, sched_process_exit)
 TRACEPOINT_PROBE(irq, softirq_entry)
 TRACEPOINT_PROBE(irq, softirq_exit)
+TRACEPOINT_PROBE(signal, signal_generate)
 */
 
 // --- Egress, at the socket layer of the client's cgroup -------------------------------------

@@ -33,11 +33,13 @@ from pathlib import Path
 
 from probes import syscalls
 from probes.bcc import events as bcc_events
+from probes.bcc import operations as bcc_ops
 from probes.bcc import uprobes as bcc_uprobes
 from probes.bcc.abi import FUNC_BASE, MAX_FUNCS, SYSCALL_BASE
 from probes.bcc.btf import detach
 from probes.bcc.config import invocation_config
 from probes.bcc.counters import CounterSlots
+from probes.bcc.detaching import detach_all
 from probes.bcc.egress import CgroupHooks
 from probes.bcc.load import CollectorUnavailable, attach_btf, have_filemap, load_bpf, run_stats
 from probes.collectors.records import (
@@ -83,6 +85,8 @@ class BccCollector:
             self._hooks = CgroupHooks(self._bpf)
             self._bpf["events"].open_ring_buffer(self._guarded(self._on_event))
             self._bpf["file_events"].open_ring_buffer(self._guarded(self._on_file_event))
+            self._bpf["ops"].open_ring_buffer(self._guarded(self._on_op))
+            self._watches = bcc_ops.Watches(self._bpf)
         except BaseException:
             detach(self._links)
             _close(self._uprobe_prog)
@@ -142,6 +146,15 @@ class BccCollector:
 
     def unwatch_cgroup(self, invocation: int) -> None:
         self._hooks.unwatch(invocation)
+
+    def watch_processes(self, invocation: int, pids: dict[str, int]) -> bool:
+        """Watch these processes (by name: a server's) and what they fork for the invocation:
+        their starts and ends, and every signal they are sent, are its records."""
+        self._watches.watch(invocation, pids)
+        return True
+
+    def unwatch_processes(self, invocation: int) -> None:
+        self._watches.unwatch(invocation)
 
     def egress(self, invocation: int) -> EgressTotals:
         return bcc_events.egress_totals(self._bpf, invocation)
@@ -210,6 +223,7 @@ class BccCollector:
         unobserved = () if self._filemap else UNMAPPED
         for name in unobserved:
             counters.pop(name, None)
+        counters["lost_events"] += self._watches.lost(invocation)   # its watches' records
         return CounterSnapshot(time.monotonic_ns(), invocation, counters, functions, syscalls,
                                unobserved)
 
@@ -317,6 +331,7 @@ class BccCollector:
             self._uprobe_links, self._attached, self._binary_of = [], {}, {}
         self._poll()
         self._forget(_SESSION_TABLES)
+        self._watches.forget()
         self._slots = CounterSlots(self._bpf)
         self._pending, self._events_seen = [], 0
         self._started_ns = time.monotonic_ns()
@@ -325,7 +340,7 @@ class BccCollector:
     def close(self) -> None:
         with self._probe_lock:
             if self._bpf is not None:
-                _detach_all(self._bpf, self._links, self._uprobe_links)
+                detach_all(self._bpf, self._links, self._uprobe_links)
                 _close(self._uprobe_prog)
                 self._links, self._uprobe_links, self._uprobe_prog = [], [], None
                 self._bpf.cleanup()
@@ -347,10 +362,14 @@ class BccCollector:
         self._events_seen += 1
         self._pending.append(bcc_events.file_event(self._bpf["file_events"].event(data)))
 
+    def _on_op(self, ctx, data, size) -> None:
+        self._events_seen += 1
+        self._pending.append(bcc_ops.operation(self._bpf["ops"].event(data), self._watches.names))
+
 
 # What the kernel side holds for a session's invocations and their tasks (collector.bpf.c).
 _SESSION_TABLES = ("inv_config", "tasks", "tracked", "pending_exec", "fd_kinds",
-                   "live", "roots", "cg_inv", "egress_allow", "egress", "flows")
+                   "live", "roots", "cg_inv", "egress_allow", "egress", "flows", "fatal")
 
 
 def _uprobe_multi(bpf) -> int | None:
@@ -363,28 +382,3 @@ def _uprobe_multi(bpf) -> int | None:
 def _close(fd: int | None) -> None:
     if fd is not None:
         os.close(fd)
-
-
-def _detach_all(bpf, links: list[tuple[int, int]], uprobe_links: list[int]) -> None:
-    """Detach every program at once: a detach that waits in the kernel for an RCU grace period
-    (~0.07 s: a classic uprobe's, a perf-event tracepoint's) overlaps the others' side by side.
-    Raw tracepoints and uprobe_multi links, which the collector uses, detach in ~0.2 ms.
-    `links`: the tp_btf programs (bcc_btf.py), `uprobe_links` the uprobe_multi links
-    (bcc_uprobes.py), which BCC does not know of."""
-    jobs = ([(bpf.detach_uprobe_event, name) for name in list(bpf.uprobe_fds)]
-            + [(bpf.detach_tracepoint, tp) for tp in list(bpf.tracepoint_fds)]
-            + [(bpf.detach_raw_tracepoint, tp) for tp in list(bpf.raw_tracepoint_fds)]
-            + [(detach, [link]) for link in links]
-            + [(os.close, link) for link in uprobe_links])
-    threads = [threading.Thread(target=_quietly, args=job, name="evlab-detach") for job in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-
-
-def _quietly(detach, name) -> None:
-    try:
-        detach(name)
-    except Exception:
-        pass  # cleanup() after it detaches whatever is left, and says so

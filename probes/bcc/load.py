@@ -24,6 +24,17 @@ from probes.bcc.btf import member_offsets
 from probes.capability import Capability
 
 BPF_SOURCE = Path(__file__).with_name("collector.bpf.c")
+# Its operations (signals, truncations, process lifetimes), a file of their own put in at its
+# `#include` line here: BCC rewrites map calls (`table.lookup(...)`) in its main text only.
+OPS_SOURCE = Path(__file__).with_name("operations.bpf.c")
+
+
+def bpf_text() -> str:
+    include = f'#include "{OPS_SOURCE.name}"\n'
+    text = BPF_SOURCE.read_text()
+    if include not in text:
+        raise OSError(f"{BPF_SOURCE.name} does not include {OPS_SOURCE.name}")
+    return text.replace(include, OPS_SOURCE.read_text(), 1)
 EXIT_FORMAT = Path("/sys/kernel/tracing/events/sched/sched_process_exit/format")
 IO_URING_COMPLETE = Path("/sys/kernel/tracing/events/io_uring/io_uring_complete")
 # Faults that map file pages (reads through a mapping): Linux 6.10+ (collector.bpf.c: mapped_in)
@@ -46,6 +57,15 @@ FILE_MACROS = ("TASK_FILES_OFF", "FILES_FDT_OFF", "FDT_FD_OFF", "FDT_MAX_FDS_OFF
                "SB_DEV_OFF", "TASK_FLAGS_OFF", "TASK_TGID_OFF", "IOKIOCB_FILE_OFF",
                "IOKIOCB_OPCODE_OFF", "SB_MAGIC_OFF", "MAPPING_HOST_OFF", "INODE_NLINK_OFF",
                "FILE_MODE_OFF")
+
+
+# Operations (operations.bpf.c): a truncated file's writers and name, a process's exit code
+# and comm.
+OPS_FIELDS = (("inode", "i_writecount"), ("task_struct", "exit_code"), ("task_struct", "comm"),
+              ("file", "f_path", "dentry"), ("dentry", "d_name", "name"),
+              ("task_struct", "group_leader"), ("task_struct", "start_time"))
+OPS_MACROS = ("INODE_WRITECOUNT_OFF", "TASK_EXIT_CODE_OFF", "TASK_COMM_OFF", "FILE_DENTRY_OFF",
+              "DENTRY_NAME_OFF", "TASK_LEADER_OFF", "TASK_START_OFF")
 
 
 # io_uring SPLICE and TEE requests: their input descriptor (the output is the request's file).
@@ -232,22 +252,24 @@ def _compile():
     try:
         pid, runtime, filename, cmd, fd_in, flags, *files = member_offsets(
             ("task_struct", "pid"), ("task_struct", "se", "sum_exec_runtime"),
-            ("linux_binprm", "filename"), *SPLICE_FIELDS, *FILE_FIELDS)
+            ("linux_binprm", "filename"), *SPLICE_FIELDS, *FILE_FIELDS, *OPS_FIELDS)
         splice_in = splice_flags = -1
         if cmd is not None and fd_in is not None and flags is not None:
             splice_in, splice_flags = cmd + fd_in, cmd + flags
         if pid is None or filename is None or None in files:
-            missing = [".".join(f) for f, o in zip(FILE_FIELDS, files, strict=True) if o is None]
+            missing = [".".join(f) for f, o in zip(FILE_FIELDS + OPS_FIELDS, files, strict=True)
+                       if o is None]
             raise OSError("the kernel's BTF does not describe task_struct.pid, "
                           "linux_binprm.filename" + "".join(f", {m}" for m in missing))
         if "group_dead" not in EXIT_FORMAT.read_text():   # the raw tracepoint's second argument
             raise OSError("this kernel's sched_process_exit tracepoint has no group_dead "
                           "argument (a newer kernel has it)")
-        return BPF(src_file=str(BPF_SOURCE), cflags=cflags() + [
+        return BPF(text=bpf_text(), cflags=cflags() + [
             f"-DTASK_PID_OFF={pid}",
             f"-DTASK_RUNTIME_OFF={runtime if runtime is not None else -1}",
             f"-DBPRM_FILENAME_OFF={filename}",
-            *(f"-D{name}={offset}" for name, offset in zip(FILE_MACROS, files, strict=True)),
+            *(f"-D{name}={offset}"
+              for name, offset in zip(FILE_MACROS + OPS_MACROS, files, strict=True)),
             f"-DHAVE_IO_URING={int(IO_URING_COMPLETE.exists())}",
             *optional_flags(NAMING_FIELDS, "HAVE_IO_URING_NAMING"),
             *optional_flags(PROC_FIELDS, "HAVE_PROC_OWN"),

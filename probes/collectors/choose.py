@@ -27,6 +27,7 @@ from probes.collectors.records import (
     EgressTotals,
     KernelEvent,
     NoEgressView,
+    NoProcessWatch,
 )
 from probes.collectors.strace import StraceCollector
 
@@ -43,6 +44,8 @@ class Collector(Protocol):
                      allowed: list[tuple[str, int]], deny: bool,
                      refused: list[tuple[str, int]] = ...) -> bool: ...
     def unwatch_cgroup(self, invocation: int) -> None: ...
+    def watch_processes(self, invocation: int, pids: dict[str, int]) -> bool: ...
+    def unwatch_processes(self, invocation: int) -> None: ...
     def egress(self, invocation: int) -> EgressTotals | None: ...
     def snapshot(self, invocation: int) -> CounterSnapshot: ...
     def stop_after(self, invocation: int, nbytes: int) -> bool: ...
@@ -81,6 +84,12 @@ class BccLauncher:
 
     def egress(self, invocation):
         return self._bcc.egress(invocation)
+
+    def watch_processes(self, invocation, pids):
+        return self._bcc.watch_processes(invocation, pids)
+
+    def unwatch_processes(self, invocation):
+        self._bcc.unwatch_processes(invocation)
 
     def snapshot(self, invocation):
         return self._bcc.snapshot(invocation)
@@ -135,7 +144,7 @@ def _reuse(functions: tuple[str, ...]) -> BccLauncher | None:
     return None
 
 
-class NoCollector(NoEgressView):
+class NoCollector(NoEgressView, NoProcessWatch):
     """No kernel view at all: every counter is unobserved."""
 
     name = "none"

@@ -159,8 +159,89 @@ class FileEvent:
         return bool(self.flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND))
 
 
+@dataclass(frozen=True)
+class SignalEvent:
+    """A signal of the tree's: sent (`target` set: one per process or thread it reached, from
+    the kernel's signal_generate), or a call of the kill family as asked (`target` None)."""
+
+    t_ns: int
+    invocation: int
+    pid: int             # the sender
+    tid: int
+    comm: str
+    syscall: str         # kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo,
+                         # pidfd_send_signal
+    asked: int           # the pid as given: a pid, 0 (its own group), -pgid, -1 (every
+                         # process it may signal); pidfd_send_signal: the pidfd
+    asked_tid: int       # tgkill, rt_tgsigqueueinfo: the tid as given (else 0)
+    signal: int          # the signal's number (0: a probe, nothing sent)
+    result: int          # a call: 0 or -errno; sent: 0 delivered, 1 ignored, 2 already
+                         # pending, 3 queue overflow, 4 delivered without its info
+    target: int | None = None       # sent: the process reached (its tgid, the kernel's pid)
+    target_tid: int | None = None
+    target_comm: str = ""
+    group: bool = False             # to the whole thread group
+    own: bool = False               # the target is of the sender's own tree
+    watch: int = 0                  # the target is watched: the watch's id (0: not watched)
+    server: str = ""                # ... and the name the lab gave that watch
+
+
+@dataclass(frozen=True)
+class TruncateEvent:
+    """A truncation by the tree: truncate, ftruncate, an open with O_TRUNC of an existing
+    regular file, fallocate taking data away; and whether another process had the file open
+    for writing as the call returned."""
+
+    t_ns: int
+    invocation: int
+    pid: int
+    tid: int
+    comm: str
+    how: str             # truncate, ftruncate, open, fallocate
+    name: str            # the file's name (its last component); truncate: the path as given
+    fd: int              # ftruncate, fallocate, open: the descriptor (-1: by path)
+    length: int          # the new length (fallocate: the offset)
+    length2: int         # fallocate: the range's length
+    mode: int            # fallocate: its mode; open: its flags
+    result: int          # 0 (open: the descriptor) or -errno
+    inode: int | None    # the file, by inode and filesystem (None: by path, not reachable)
+    dev: int | None
+    writers: int | None  # i_writecount at the return: struct files open for writing on it
+    own: int | None      # of those, the truncating process's own
+    counted: bool        # its own were all counted (a descriptor table past the bound: no)
+
+    @property
+    def others_writing(self) -> bool | None:
+        """Another process held it open for writing as the call returned (None: not known)."""
+        if self.writers is None or self.own is None or not self.counted:
+            return None
+        return self.writers - self.own > 0
+
+
+@dataclass(frozen=True)
+class LifeEvent:
+    """A process began (a watched process forked it) or ended (the tree's own, or watched),
+    and, when a signal ended it, who sent that signal."""
+
+    t_ns: int
+    invocation: int
+    kind: str            # started, exited
+    pid: int
+    comm: str
+    own: bool            # the tree's own process (else a watched one)
+    watch: int = 0
+    server: str = ""
+    parent: int = 0      # started: the process that forked it
+    status: int | None = None       # exited: the wait status (exit code << 8, or the signal)
+    signal: int = 0                 # exited: the signal that ended it (0: it exited itself)
+    sender: int | None = None       # ... and its sender's tgid (None: not seen)
+    sender_invocation: int = 0      # ... the sender's invocation (0: not of a tracked tree)
+    code: int = 0                   # ... the signal's si_code (0x80: the kernel's own)
+
+
 # what a collector's poll_events hands back, in the order the kernel reported them
-KernelEvent = ConnectEvent | ProcessEvent | FileEvent | EgressEvent
+KernelEvent = (ConnectEvent | ProcessEvent | FileEvent | EgressEvent | SignalEvent
+               | TruncateEvent | LifeEvent)
 
 
 class NoEgressView:
@@ -174,3 +255,14 @@ class NoEgressView:
 
     def egress(self, invocation) -> None:
         return None
+
+
+class NoProcessWatch:
+    """For collectors that cannot watch given processes (a server's): their starts, ends and
+    the signals sent to them are not seen, and that is said (Capability "process-watch")."""
+
+    def watch_processes(self, invocation, pids) -> bool:
+        return False
+
+    def unwatch_processes(self, invocation) -> None:
+        pass

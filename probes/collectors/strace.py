@@ -21,9 +21,9 @@ from probes.collectors.records import (
     COUNTERS,
     ConnectEvent,
     CounterSnapshot,
-    EgressEvent,
-    FileEvent,
+    KernelEvent,
     NoEgressView,
+    NoProcessWatch,
     ProcessEvent,
 )
 from probes.owned_tmp import make_owned_dir
@@ -65,7 +65,7 @@ class _Trace:
         self.tail = LineTail(self.path)
 
 
-class StraceCollector(NoEgressView):
+class StraceCollector(NoEgressView, NoProcessWatch):
     name = "strace"
 
     def __init__(self, functions: tuple[str, ...] = ()):
@@ -85,6 +85,12 @@ class StraceCollector(NoEgressView):
                            "use the BCC collector: run as root after `make setup`"),
                 Capability("sched", False,
                            "the strace collector cannot see context switches or on-CPU time",
+                           "use the BCC collector: run as root after `make setup`"),
+                Capability("operations", False,
+                           "the strace collector sees the kill family's calls and the "
+                           "truncating calls as asked, not each process a signal reached, "
+                           "whether another process had a truncated file open for writing, "
+                           "nor the servers' processes",
                            "use the BCC collector: run as root after `make setup`")]
 
     def prepare(self, clients) -> None:
@@ -113,8 +119,8 @@ class StraceCollector(NoEgressView):
     def live_tasks(self, invocation: int) -> list[int] | None:
         return None   # strace sees a tree's exits only once it has stopped tracing it
 
-    def poll_events(self) -> list[ConnectEvent | ProcessEvent | FileEvent | EgressEvent]:
-        out: list[ConnectEvent | ProcessEvent | FileEvent | EgressEvent] = []
+    def poll_events(self) -> list[KernelEvent]:
+        out: list[KernelEvent] = []
         for trace in self._traces.values():
             self._parse_new(trace)
             out += trace.events

@@ -67,6 +67,7 @@ class Invocation:
         self._claims: threading.Thread | None = None
         self._started = 0
         self.poll_s = POLL_S          # how often its run is asked to pump (and strike)
+        self.roles = {spec.name: spec.role for spec in parts.task.servers}
 
     def launch(self, argv: list[str], cwd: Path, source: Path | None, inputs: Path, port: int,
                network: Network, behind: int | None = None,
@@ -194,7 +195,7 @@ class Invocation:
         if self.kernel_events >= KERNEL_EVENTS_MAX:
             return
         self.kernel_events += 1
-        self.parts.stream.publish(kernel_event(e, self.scenario.id, self.n))
+        self.parts.stream.publish(kernel_event(e, self.scenario.id, self.n, self.roles))
 
     def _note_exit(self, e) -> None:
         """Processes of the tree that were still running when the launched one ended: in the

@@ -5,8 +5,16 @@ conversions; who owns what they describe is the scenario run's (sessions/lab/sce
 import json
 import time
 
-from probes.collectors.records import ConnectEvent, EgressEvent, FileEvent
+from probes.collectors.records import (
+    ConnectEvent,
+    EgressEvent,
+    FileEvent,
+    LifeEvent,
+    SignalEvent,
+    TruncateEvent,
+)
 from probes.text import cleaned, decoded
+from sessions.lab.operations import operation_event
 from sessions.stream.codec import fits
 from sessions.stream.events import (
     ClientClaim,
@@ -34,7 +42,10 @@ def final_sample(final, scenario: str, n: int, overhead: dict) -> CounterSample:
                          target_files={str(ino): b for ino, b in final.target_files.items()})
 
 
-def kernel_event(e, scenario: str, n: int) -> Event:
+def kernel_event(e, scenario: str, n: int, roles: dict[str, str] | None = None) -> Event:
+    """roles: the task's servers' roles by name (a signal's target, a server's exit)."""
+    if isinstance(e, SignalEvent | TruncateEvent | LifeEvent):
+        return operation_event(e, scenario, n, roles or {})
     if isinstance(e, EgressEvent):
         return EgressObserved(e.t_ns, scenario, n, e.pid, e.kind, e.family, e.protocol,
                               e.address, e.port, e.refused)

@@ -4,8 +4,8 @@ A network of its own (probes/boundary/netns.py), in it the task's inputs and a f
 its servers (sessions/lab/servers.py: the task's, and a wire-fault proxy when armed), a packet
 capture on their ports, ambient noise if asked; the task's verifier, then each invocation
 against the same servers, each followed by the verifier; for a grading attempt the task's
-lifecycle checks; then teardown in `finally`, so an
-exception, Ctrl-C or SIGTERM leaves no process, port, cgroup, network, mount or temp directory.
+lifecycle checks; then teardown in `finally`, so an exception, Ctrl-C or SIGTERM leaves no
+process, port, cgroup, network, mount or temp directory.
 
     ScenarioRun(parts, invocations, scenario).run()
 """
@@ -46,11 +46,7 @@ from sessions.lab.teardown import run_every
 from sessions.spec.digest import sha256_of
 from sessions.spec.named_paths import own_digest
 from sessions.spec.scenario import Scenario
-from sessions.stream.events import (
-    PhaseChanged,
-    ScenarioStarted,
-    ServerRecord,
-)
+from sessions.stream.events import PhaseChanged, ScenarioStarted, ServerRecord
 
 SETTLE_S = 3.0          # how long to wait for the servers to finish with a client's connections
 SETTLE_POLL_S = 0.002   # how often the records are read while a connection is still open
@@ -233,6 +229,8 @@ class ScenarioRun:
         if self.target_faults is not None:
             inv.poll_s = self.target_faults.arm(n, inv.id) or inv.poll_s
         cwd = parts.boundary.workdir(self.home / f"run-{n}")
+        # the servers' processes while it runs: their ends and the client's signals to them
+        parts.collector.watch_processes(inv.id, servers.pids())
         inv.launch(argv, cwd, self.files.source, self.home / "inputs", port, self.network,
                    behind=self._endpoint_port() if servers.proxy is not None else None,
                    outputs=self.files.folder, target=self.files.target)
@@ -252,6 +250,7 @@ class ScenarioRun:
             self.stream.publish(server_event("lab", record, s.id, n))
         final = parts.collector.finish(inv.id)
         self.pump(inv)
+        parts.collector.unwatch_processes(inv.id)
         servers.tails.pop("proxy", None)
         for event in self.caps.records(s.id, n):
             self.stream.publish(event)
@@ -375,6 +374,7 @@ class ScenarioRun:
         yield lambda: parts.boundary.forget(self.scenario)
         if last is not None:
             yield lambda: parts.boundary.abandon(parts.collector, last.id)
+            yield lambda: parts.collector.unwatch_processes(last.id)   # not the lab's stop
         yield from (part.stop for part in (self.noise, self.capture) if part is not None)
         if self.servers is not None:   # every server and a proxy stop side by side
             yield self.servers.close

@@ -91,6 +91,7 @@ def _invocation(ev: ScenarioEvidence, inv: InvocationEvidence) -> dict:
         "timed_out": inv.exited.timed_out if inv.exited else None,
         "claims": [c.claim for c in inv.claims],
         "kernel": _kernel(inv),
+        "operations": _operations(ev, inv),
         "boundary": _boundary(inv),
         "servers": _servers(ev, inv),
         "faults_fired": sum(r.event == "fault_fired" for r in inv.endpoint + inv.proxy),
@@ -102,6 +103,22 @@ def _invocation(ev: ScenarioEvidence, inv: InvocationEvidence) -> dict:
                                 "detail": None}),
         "figures": dict(task_figures(ev, inv)),
     }
+
+
+def _operations(ev: ScenarioEvidence, inv: InvocationEvidence) -> dict:
+    """The kernel's operations of the invocation (null: not observed, a collector other than
+    BCC): the kill family's calls as asked, each signal sent, each truncation, each end of its
+    tree's processes and each start and end of a server's."""
+    if ev.collector != "bcc":
+        return {"signal_calls": None, "signals": None, "truncations": None, "processes": None}
+
+    def fields(e) -> dict:
+        return {k: v for k, v in vars(e).items() if k not in ("scenario", "invocation", "seq")}
+
+    return {"signal_calls": [fields(s) for s in inv.signals if s.target is None],
+            "signals": [fields(s) for s in inv.signals if s.target is not None],
+            "truncations": [fields(t) for t in inv.truncations],
+            "processes": [fields(p) for p in inv.lives]}
 
 
 def _text_or_none(value) -> str | None:

@@ -31,12 +31,14 @@ from sessions.judging.views import (
     is_given,
 )
 from sessions.output.escape import visible
+from sessions.output.operation_words import life_label, signal_label, truncate_label
 from sessions.spec.task import display_of
 from sessions.spec.task_display import RECORD_MARK_KINDS
 from sessions.stream.evidence import EvidenceBook, InvocationEvidence, ScenarioEvidence
 
 MARK_KINDS = ("exec", "exit", *RECORD_MARK_KINDS, "connect-endpoint", "connect-other", "claim",
-              "invocation-start", "invocation-end")
+              "invocation-start", "invocation-end", "signal", "truncate", "server-start",
+              "server-exit")
 SPAN_KINDS = ("invocation", "alive", "busy", "connection")
 LABEL_MAX = 160   # characters of a label (a claim can be long)
 
@@ -91,6 +93,7 @@ def timeline_of(ev: ScenarioEvidence) -> Timeline:
         root = _processes(b, inv)
         _invocation(b, inv, root)
         _connects(b, ev, inv)
+        _operations(b, inv)
     roles, endpoint = ev.started.roles, endpoint_of(ev)
     if endpoint is not None:
         b.rows.append(endpoint)   # the endpoint's row is there even when it recorded nothing
@@ -249,6 +252,24 @@ def _connects(b: _Builder, ev: ScenarioEvidence, inv: InvocationEvidence) -> Non
         b.mark(e.t_ns, row(e.pid), "connect-endpoint" if given else "connect-other",
                f"{what} {e.protocol} {e.address}:{e.port} (socket layer)"
                + (" REFUSED" if e.refused else ""))
+
+
+def _operations(b: _Builder, inv: InvocationEvidence) -> None:
+    """Signals the tree sent and truncations it made (on the sender's row), and the servers'
+    processes begun and ended (on the server's row)."""
+    def row(pid: int) -> str:
+        return b.by_pid.get(pid) or b.row(pid, "", inv.n)
+
+    for s in inv.signals:
+        if s.target is not None:
+            b.mark(s.t_ns, row(s.pid), "signal", signal_label(s))
+    for t in inv.truncations:
+        b.mark(t.t_ns, row(t.pid), "truncate", truncate_label(t))
+    for life in inv.lives:
+        if life.whose == "server":
+            b.rows.append(life.server)
+            kind = "server-start" if life.kind == "started" else "server-exit"
+            b.mark(life.t_ns, life.server, kind, life_label(life))
 
 
 def _given(ev: ScenarioEvidence, port: int | None) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Collection
 from sessions.judging.metrics import Metrics, OverallMetrics
 from sessions.judging.views import EINPROGRESS, connect_outcome
 from sessions.output.escape import visible
+from sessions.output.operation_words import life_label, signal_label, truncate_label
 from sessions.stream.compat import BOUND_REQUEST_EVENTS
 from sessions.stream.events import (
     CleanupObserved,
@@ -24,6 +25,7 @@ from sessions.stream.events import (
     ServerRecord,
     VerifierResult,
 )
+from sessions.stream.operations import ProcessLife, SignalObserved, TruncateObserved
 
 # status -> (symbol, word): clause and gate verdicts, a scenario's instrument check, a grading
 # attempt's outcome, and a scenario's place in the queue
@@ -108,6 +110,12 @@ def _event_line(e: Event) -> str | None:
             return f"[harness] {e.check} {'ok' if e.ok else 'NOT ok'}: {e.detail}"
         case RiskFinding():
             return f"[risk] {e.severity} {e.kind}: {e.detail}"
+        case SignalObserved():
+            return f"[kernel] pid {e.pid} {signal_label(e)}"
+        case TruncateObserved():
+            return f"[kernel] pid {e.pid} {truncate_label(e)}"
+        case ProcessLife():
+            return f"[kernel] {life_label(e)}"
     return None
 
 

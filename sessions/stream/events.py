@@ -366,5 +366,12 @@ class SessionEnded(Event):
     reason: str                     # "complete", "interrupted: SIGTERM", "error: ..."
 
 
+# The kernel's operations, defined apart and found here with every other event type
+from sessions.stream.operations import (  # noqa: E402, F401
+    ProcessLife,
+    SignalObserved,
+    TruncateObserved,
+)
+
 # What the verdict engine derives from the observations: never replayed, judged again
 DERIVED = (Verdict, ScenarioJudged, GateResult, RiskFinding, RiskScan, AttemptJudged)

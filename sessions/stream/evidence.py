@@ -39,6 +39,7 @@ from sessions.stream.events import (
     Verdict,
     VerifierResult,
 )
+from sessions.stream.operations import ProcessLife, SignalObserved, TruncateObserved
 
 
 @dataclass
@@ -53,6 +54,9 @@ class InvocationEvidence:
     boundary: BoundaryObserved | None = None
     processes: list[ProcessObserved] = field(default_factory=list)
     files: list[FileObserved] = field(default_factory=list)
+    signals: list[SignalObserved] = field(default_factory=list)       # calls and signals sent
+    truncations: list[TruncateObserved] = field(default_factory=list)
+    lives: list[ProcessLife] = field(default_factory=list)   # its processes' ends, the servers'
     cleanup: CleanupObserved | None = None
     packets: list[PacketSeen] = field(default_factory=list)
     packet_stats: PacketStats | None = None
@@ -138,7 +142,8 @@ class ScenarioEvidence:
 # Per-invocation records, by event type: (attribute, keep every one or only the latest)
 _INVOCATION_LISTS = {ConnectObserved: "connects", EgressObserved: "egress",
                      ProcessObserved: "processes", FileObserved: "files",
-                     PacketSeen: "packets", ClientClaim: "claims"}
+                     PacketSeen: "packets", ClientClaim: "claims", SignalObserved: "signals",
+                     TruncateObserved: "truncations", ProcessLife: "lives"}
 _INVOCATION_LATEST = {EgressSummary: "egress_summary", BoundaryObserved: "boundary",
                       ClientLaunched: "launched", CleanupObserved: "cleanup",
                       PacketStats: "packet_stats", ClientExited: "exited",
