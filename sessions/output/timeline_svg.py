@@ -43,6 +43,10 @@ MARKS = {
     "reject": ("cross", "#cf222e", "reject"),
     "fault": ("star", "#e36209", "fault fired"),
     "claim": ("square", "#8250df", "client claim"),
+    "signal": ("triangle", "#bf3989", "signal sent"),
+    "truncate": ("cross", "#9a6700", "file truncated"),
+    "server-start": ("tick", "#1a7f37", "server process starts"),
+    "server-exit": ("cross", "#24292f", "server process ends"),
 }
 _OTHER = ("circle", "#6e7781", None)
 
