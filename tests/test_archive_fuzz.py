@@ -7,6 +7,7 @@ import contextlib
 import gzip
 import io
 import json
+import os
 import resource
 import tarfile
 import typing
@@ -21,6 +22,9 @@ from sessions.stream.codec import _hints
 from sessions.stream.registry import EVENT_TYPES
 
 DATA = Path(__file__).parent / "data" / "session.tar.gz"
+# the same 60 broken events every run (derandomized); `make bench` (its fuzz section) draws 1,000
+# new ones a time (EVLAB_FUZZ_EXAMPLES=1000, random), where the breadth of the search is the point
+FUZZ_EXAMPLES = int(os.environ.get("EVLAB_FUZZ_EXAMPLES", "60"))
 with tarfile.open(DATA) as _tar:
     MEMBERS = {m.name: _tar.extractfile(m).read() for m in _tar if m.isfile()}
 EVENTS = MEMBERS["events.jsonl"].decode().splitlines()
@@ -91,7 +95,8 @@ def _refused(path: Path) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, database=None, print_blob=True,
+          derandomize="EVLAB_FUZZ_EXAMPLES" not in os.environ,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(event=broken_event(), at=st.integers(0, len(EVENTS)))
 def test_an_event_with_a_field_of_the_wrong_type_is_refused(tmp_path, event, at):

@@ -139,33 +139,22 @@ def cluster():
             os.environ["RAY_TMPDIR"] = before
 
 
-def test_the_same_campaign_on_a_ray_cluster_gives_the_same_verdicts(cluster, local_doc,
-                                                                    tmp_path):
+def test_the_same_campaign_on_a_ray_cluster_two_labs_a_node_gives_the_same_verdicts(
+        cluster, local_doc, tmp_path):
+    """The local campaign's twelve attempts on the cluster, two labs at once on each node (one
+    lab a node is what the next tests run): every verdict the same, and its archive replays."""
     c, _ = cluster
-    rc, doc = _run(tmp_path, _campaign(tmp_path, CAMPAIGN), "--ray", c.address,
+    rc, doc = _run(tmp_path, _campaign(tmp_path, CAMPAIGN), "--ray", c.address, "--jobs", "2",
                    "--archive", str(tmp_path / "c.tar.gz"))
     assert rc == 0
     assert doc["campaign"]["engine"] == f"ray {c.address}"
     nodes = doc["campaign"]["progress"]["nodes"]
     assert len(nodes) == 2 and sum(n["done"] for n in nodes.values()) == 12
     assert _verdicts(doc) == _verdicts(local_doc)
-    assert cli.main(["replay", str(tmp_path / "c.tar.gz"), "--headless"]) == 0
-
-
-def test_two_labs_at_once_on_each_ray_node_judge_as_one_at_a_time(cluster, local_doc,
-                                                                  tmp_path):
-    c, _ = cluster
-    text = CAMPAIGN.replace('scenarios = ["normal", "interrupted"]', 'scenarios = ["normal"]')
-    text = text.replace('[[client]]\nname = "py-honest"\n'
-                        'command = "python3 client.py {host} {port} {source}"\n', "")
-    rc, doc = _run(tmp_path, _campaign(tmp_path, text), "--ray", c.address, "--jobs", "2")
-    assert rc == 0
-    expected = {k: v for k, v in _verdicts(local_doc).items()
-                if k.split(":")[0] in ("c-baseline", "c-redundant") and ":normal@" in k}
-    assert _verdicts(doc) == expected and len(expected) == 4
-    # four labs, two per node, took the four attempts at once
+    # four labs, two per node, took the first four attempts at once
     at_once = _dispatched_at_once(tmp_path / "dir")
     assert len(at_once) == 4 and sorted(collections.Counter(at_once).values()) == [2, 2]
+    assert cli.main(["replay", str(tmp_path / "c.tar.gz"), "--headless"]) == 0
 
 
 def test_a_file_changed_on_its_way_to_a_node_makes_the_attempt_invalid(cluster, tmp_path,

@@ -15,12 +15,13 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from probes.boundary import netns
 from probes.boundary.netns import RUN_DIR, LabNetwork
 from sessions.judging.views import same_host
-from tests.support import grade, runs
+from tests.support import evlab_in, grade, runs
 
 ROOT = Path(__file__).resolve().parent.parent
 REACH = ROOT / "tests" / "clients" / "reach.py"
@@ -198,20 +199,23 @@ def test_an_honest_client_on_a_dual_stack_socket_passes(egress, tmp_path, deny_e
 @pytest.mark.slow
 @pytest.mark.live
 def test_a_hostile_lab_beside_an_honest_one_changes_none_of_its_verdicts(tmp_path):
-    """Two evlab processes at once: a client flooding every loopback port it can find and
-    holding every ephemeral port it can bind (for 10 s in its first invocation; its re-run only
-    binds and holds), beside an honest one that starts its backup while the flood runs. The
-    honest one passes everything."""
+    """Two labs at once, one in another evlab process: a client flooding every loopback port
+    it can find and holding every ephemeral port it can bind (for 5 s in its first invocation;
+    its re-run only binds and holds), beside an honest one (this process's lab) that starts its
+    backup once the flood runs. The honest one passes everything."""
     hostile = subprocess.Popen(
         [EVLAB, "grade", "--client", f"/usr/bin/python3 {REACH} flood {{host}} {{port}} "
-         "{source} 10", "--attempts", "1", "--scenario", "normal", "--headless", "--json",
+         "{source} 5", "--attempts", "1", "--scenario", "normal", "--headless", "--json",
          str(tmp_path / "hostile.json")], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)   # its flood has begun (set-up takes well under that)
-    honest = subprocess.run(
-        [EVLAB, "grade", "--client", f"/usr/bin/python3 {REACH} honest-slow {{host}} {{port}} "
-         "{source} 0.5", "--attempts", "1", "--scenario", "normal", "--headless", "--json",
-         str(tmp_path / "honest.json")], cwd=tmp_path, capture_output=True, text=True,
-        timeout=300)
+    deadline = time.monotonic() + 120   # its client runs (placeholders filled): the flood begins
+    while not any(f"{REACH} flood" in cmd and "{host}" not in cmd
+                  for cmd in (" ".join(p.info["cmdline"] or ())
+                              for p in psutil.process_iter(["cmdline"]))):
+        assert hostile.poll() is None and time.monotonic() < deadline, "no flood began"
+        time.sleep(0.05)
+    honest = evlab_in("grade", "--client", f"/usr/bin/python3 {REACH} honest-slow {{host}} "
+                      "{port} {source} 0.5", "--attempts", "1", "--scenario", "normal",
+                      "--headless", "--json", tmp_path / "honest.json", cwd=tmp_path)
     _, hostile_err = hostile.communicate(timeout=300)
     victim = json.loads((tmp_path / "honest.json").read_text())
     flood = json.loads((tmp_path / "hostile.json").read_text())
