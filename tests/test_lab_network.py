@@ -203,6 +203,10 @@ def test_a_hostile_lab_beside_an_honest_one_changes_none_of_its_verdicts(tmp_pat
     it can find and holding every ephemeral port it can bind (for 5 s in its first invocation;
     its re-run only binds and holds), beside an honest one (this process's lab) that starts its
     backup once the flood runs. The honest one passes everything."""
+    honest = ("grade", "--client", f"/usr/bin/python3 {REACH} honest-slow {{host}} {{port}} "
+              "{source} 0.5", "--attempts", "1", "--scenario", "normal", "--headless")
+    # this process's collector compiled first (and kept): its lab starts at once beside the flood
+    assert evlab_in(*honest, cwd=tmp_path).returncode == 0
     hostile = subprocess.Popen(
         [EVLAB, "grade", "--client", f"/usr/bin/python3 {REACH} flood {{host}} {{port}} "
          "{source} 5", "--attempts", "1", "--scenario", "normal", "--headless", "--json",
@@ -213,13 +217,11 @@ def test_a_hostile_lab_beside_an_honest_one_changes_none_of_its_verdicts(tmp_pat
                               for p in psutil.process_iter(["cmdline"]))):
         assert hostile.poll() is None and time.monotonic() < deadline, "no flood began"
         time.sleep(0.05)
-    honest = evlab_in("grade", "--client", f"/usr/bin/python3 {REACH} honest-slow {{host}} "
-                      "{port} {source} 0.5", "--attempts", "1", "--scenario", "normal",
-                      "--headless", "--json", tmp_path / "honest.json", cwd=tmp_path)
+    beside = evlab_in(*honest, "--json", tmp_path / "honest.json", cwd=tmp_path)
     _, hostile_err = hostile.communicate(timeout=300)
     victim = json.loads((tmp_path / "honest.json").read_text())
     flood = json.loads((tmp_path / "hostile.json").read_text())
-    assert honest.returncode == 0, honest.stderr
+    assert beside.returncode == 0, beside.stderr
     run = runs(victim)[0]
     assert run["valid"] and run["success"], run["reason"]
     assert run["risk_findings"] == []
