@@ -1,8 +1,9 @@
 """The operations clauses (service-kept, signals-as-allowed, no-live-truncate) and the validity
 rule for a server the client ended, on hand-made event streams: what the BCC collector's
 operations probes record (tests/test_operations_kernel.py checks those against the kernel).
-An operable service the client reaches (issue 46, item 1) is not built yet, so no client of a
-real lab can signal a server: these streams are what such a run records."""
+Each verdict here, including the ones no real run can give on demand (events lost, no
+operations probes, a server that died by another's signal), is checked on the streams such a
+run records; tests/test_operations_lab.py runs real clients against a real service."""
 
 import pytest
 
