@@ -17,6 +17,10 @@ a predicates file may import only the names of PREDICATE_NAMES):
   shapes: sessions/judging/outputs.py), and the reusable check `arrived_whole(ev, name)` ("the
   file was written under another name, then renamed into place");
 - the verdict: `Judgement`, PASS, NA, `failed`, `unknown`, `seqs`, `is_temp`;
+- the kernel's operations (`.signals`, `.truncations`, `.lives` of an invocation:
+  `SignalObserved`, `TruncateObserved`, `ProcessLife`, whose each process was: OWN, SERVER,
+  OTHER), what the client's tree did to the servers (`program_acts`, `Act`, `watched_pids`),
+  whether the kernel saw it all (`operations_unseen`), the contract's `Operations`;
 - the contract's words (`Vocabulary`), the endpoint and the views' gaps, the faults a scenario
   armed and whether each had its chance to fire (`armed`, `could_fire`, ...).
 
@@ -32,12 +36,14 @@ from typing import TYPE_CHECKING
 from sessions.spec.task_predicates import PREDICATE_NAMES
 
 if TYPE_CHECKING:
+    from sessions.judging.clauses.operations import operations_unseen
     from sessions.judging.fault_chance import could_fire, fired_records, input_digest
     from sessions.judging.fault_chance import struck_refused
     from sessions.judging.judgement import CLIENT, ENVIRONMENT, HARNESS, FAIL, INCONCLUSIVE, NA
     from sessions.judging.judgement import PASS, Judgement, failed, is_temp, seqs, unknown
     from sessions.judging.outputs import FILE_EVENTS, FILES, arrived_whole, file_records
     from sessions.judging.outputs import written_in_place
+    from sessions.judging.server_acts import Act, program_acts, watched_pids
     from sessions.judging.views import blind, consumed_bytes, endpoint_name, wire_lost, MOVES
     from sessions.judging.views import SOURCE_BY_DESCRIPTOR, counter, invocations, resolved_files
     from sessions.judging.views import under, unjudgeable
@@ -47,18 +53,23 @@ if TYPE_CHECKING:
     from sessions.lab.verifier_cli import verifier_main
     from sessions.spec.contract import Vocabulary, Thresholds
     from sessions.spec.digest import sha256_of
+    from sessions.spec.operations_table import Operations
     from sessions.spec.fault_kinds import HEADER_MAX, SERVER_KINDS, TRIGGERED, FaultError, check
     from sessions.spec.scenario_faults import CONTINUOUS, INTERRUPTIONS, armed
     from sessions.stream.events import ServerRecord
     from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
+    from sessions.stream.operations import OTHER, OWN, SERVER, ProcessLife, SignalObserved
+    from sessions.stream.operations import TruncateObserved
 
 # where each name lives: it is loaded from there on first use, so a server importing EventLog
 # does not load the judge (a user's verifier runs once per invocation)
 _MODULES = {
+    "sessions.judging.clauses.operations": "operations_unseen",
     "sessions.judging.fault_chance": "could_fire fired_records input_digest struck_refused",
     "sessions.judging.judgement": "CLIENT ENVIRONMENT HARNESS FAIL INCONCLUSIVE NA PASS Judgement "
                                   "failed is_temp seqs unknown",
     "sessions.judging.outputs": "FILE_EVENTS FILES arrived_whole file_records written_in_place",
+    "sessions.judging.server_acts": "Act program_acts watched_pids",
     "sessions.judging.views": "blind consumed_bytes endpoint_name wire_lost MOVES "
                               "SOURCE_BY_DESCRIPTOR counter invocations resolved_files under "
                               "unjudgeable",
@@ -68,10 +79,12 @@ _MODULES = {
     "sessions.lab.verifier_cli": "verifier_main",
     "sessions.spec.contract": "Vocabulary Thresholds",
     "sessions.spec.digest": "sha256_of",
+    "sessions.spec.operations_table": "Operations",
     "sessions.spec.fault_kinds": "HEADER_MAX SERVER_KINDS TRIGGERED FaultError check",
     "sessions.spec.scenario_faults": "CONTINUOUS INTERRUPTIONS armed",
     "sessions.stream.events": "ServerRecord",
     "sessions.stream.evidence": "InvocationEvidence ScenarioEvidence",
+    "sessions.stream.operations": "OTHER OWN SERVER ProcessLife SignalObserved TruncateObserved",
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names.split()}
 __all__ = list(_HOME)

@@ -1,19 +1,30 @@
 """Grading any client: one attempt's outcome.
 
 An attempt is *invalid* only when evlab, not the client, decided it: its own machinery failed
-by itself (a server that could not start or died without an injected crash, a proxy that
-failed), what it runs changed under it (identity), an armed fault had its chance and did not
-fire, or a clause or gate is inconclusive for a harness or environment reason (a capability
-this machine lacks; judgement.py says whose doing each inconclusive is, and an unknown cause is
+by itself (a server that could not start or died without an injected crash and with no act
+of the client's tree behind it, a proxy that failed), what it runs changed under it
+(identity), an armed fault had its chance and did not fire, or a clause or gate is
+inconclusive for a harness or environment reason (a capability this machine lacks;
+judgement.py says whose doing each inconclusive is, and an unknown cause is
 the client's). Everything else the client's behaviour causes is judged against it. Each
 attempt names the rule applied (RULES, the table in docs/grading.md). Invalid attempts are
 shown and left out of every denominator (sessions/judging/metrics.py).
 """
 
 from sessions.judging.fault_chance import could_fire, input_digest
+from sessions.judging.judgement import CLIENT, HARNESS
+from sessions.judging.server_acts import Act, explains, program_acts
 from sessions.spec.contract import Thresholds
 from sessions.stream.events import AttemptJudged, GateResult, Verdict
 from sessions.stream.evidence import ScenarioEvidence
+
+# the lab's records of a failure that a server the client ended or stopped explains
+ACTED_ON = ("verifier_failed", "upstream_failed")
+
+
+def _acted_on(event: str) -> bool:
+    return event in ACTED_ON or event.endswith("_restarted")
+
 
 # The rule that decided an attempt, by the first that applies, in this order.
 RULES = {
@@ -23,7 +34,8 @@ RULES = {
     "evidence-missing": "invalid: a clause or gate inconclusive for a harness or environment "
                         "reason",
     "client-failed": "valid, failed: a clause or gate failed, or was inconclusive by the "
-                     "client's doing",
+                     "client's doing (what the lab could not do once the client's tree had "
+                     "ended or stopped a server is the client's doing)",
     "all-passed": "valid, success: every clause and gate passed or did not apply",
 }
 
@@ -37,14 +49,17 @@ def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[Gat
             return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, False, False, None,
                                  "invalid: " + "; ".join(broken), rule)
     judged: list[Verdict | GateResult] = [*verdicts, *gates]
-    # Fail closed: an inconclusive that is not the client's own doing blocks the attempt.
-    blocked = [j for j in judged if j.status == "inconclusive" and j.failure_class != "client"]
+    acts = program_acts(ev)
+    # Fail closed: an inconclusive that is not the client's own doing blocks the attempt; once
+    # the client's tree ended or stopped a server, what the lab then could not check is its doing
+    blocked = [j for j in judged if j.status == "inconclusive"
+               and _whose(j.failure_class, acts) != CLIENT]
     digest = input_digest(ev)
     had_chance = [f for f in unfired if could_fire(f, ev.invocations.get(f["invocation"]),
                                                    s.source_size, t, digest)]
     passed = [j for j in judged if j.status == "pass"]
     failed = [j for j in judged if j.status == "fail"
-              or (j.status == "inconclusive" and j.failure_class == "client")]
+              or (j.status == "inconclusive" and _whose(j.failure_class, acts) == CLIENT)]
     score = len(passed) / (len(passed) + len(failed)) if passed or failed else None
     if had_chance or blocked:
         why = [f"{f['kind']} fault armed for invocation {f['invocation']} never fired"
@@ -54,7 +69,7 @@ def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[Gat
                              "invalid: " + "; ".join(why),
                              "fault-unfired" if had_chance else "evidence-missing")
     if failed:
-        hung = timed_out(ev)
+        hung = timed_out(ev) + [f"its tree: {a.line}" for a in acts[:1]]
         return AttemptJudged(now_ns, s.scenario, s.base, s.attempt, True, False, score,
                              "failed: " + ", ".join(_name(j) for j in failed)
                              + (f" ({'; '.join(hung)})" if hung else ""), "client-failed")
@@ -66,12 +81,14 @@ def judge_attempt(ev: ScenarioEvidence, verdicts: list[Verdict], gates: list[Gat
 def harness_failures(ev: ScenarioEvidence) -> list[str]:
     """What went wrong in the lab itself, from its own records: a server that could not start,
     a server that died without an injected crash, a proxy that failed or lost its upstream."""
-    out = []
+    out, acts = [], program_acts(ev)
     for n in sorted(ev.invocations):
         inv = ev.invocations[n]
         crashed = any(r.fields.get("fault") == "crash" for r in inv.endpoint
                       if r.event == "fault_fired")
-        for r in inv.harness:
+        for r in [*inv.harness, *inv.proxy]:
+            if _acted_on(r.event) and explains(acts, n, r) is not None:
+                continue   # the client's tree ended or stopped that server: its failure
             if r.event == "start_failed":
                 out.append(str(r.fields.get("error")))
             elif r.event == "verifier_failed":
@@ -79,12 +96,17 @@ def harness_failures(ev: ScenarioEvidence) -> list[str]:
                            f"{r.fields.get('error')}")
             elif r.event.endswith("_restarted") and not crashed:
                 out.append(f"invocation {n}: the {r.event.removesuffix('_restarted')} died "
-                           f"without an injected crash (exit {r.fields.get('exit_status')})")
-        for r in inv.proxy:
-            if r.event == "proxy_error" or (r.event == "upstream_failed" and not crashed):
+                           f"with no injected crash and no act of the client's tree behind it "
+                           f"(exit {r.fields.get('exit_status')})")
+            elif r.event == "proxy_error" or (r.event == "upstream_failed" and not crashed):
                 out.append(f"invocation {n}: wire proxy {r.event} {r.fields.get('error', '')}"
                            .rstrip())
     return [f"harness: {line}" for line in out]
+
+
+def _whose(failure_class: str | None, acts: list[Act]) -> str | None:
+    """Whose doing an inconclusive is, once the client's tree ended or stopped a server."""
+    return CLIENT if acts and failure_class == HARNESS else failure_class
 
 
 def timed_out(ev: ScenarioEvidence) -> list[str]:

@@ -42,8 +42,9 @@ def instrument_check(verdicts: list[Verdict], unfired: Sequence[dict] = (),
                      expected_invalid: bool = False,
                      harness: Sequence[str] = ()) -> tuple[str, str]:
     """detected: every verdict is what the scenario declared; missed: one is not; invalid: an
-    armed fault never fired, so the attempt says nothing about the client. Evidence missing
-    says the lab's own first failure (harness_failures: a verifier that printed no result),
+    armed fault never fired, or the lab failed by itself (harness_failures: a server that died
+    with no act of the client behind it), so the attempt says nothing about the client.
+    Evidence missing says the lab's own first failure (a verifier that printed no result),
     which is what the task's author has to fix."""
     if unfired:
         names = ", ".join(f"{f['kind']} ({f['id']}, invocation {f['invocation']})"
@@ -53,6 +54,10 @@ def instrument_check(verdicts: list[Verdict], unfired: Sequence[dict] = (),
         return "invalid", f"armed fault(s) never fired: {names}"
     if expected_invalid:
         return "missed", "declared invalid, but every armed fault fired"
+    unknown = [v.clause for v in verdicts if v.status == INCONCLUSIVE]
+    if harness and not unknown:   # judged on a lab that failed by itself: it says nothing
+        return "invalid", ("the lab failed by itself: "
+                           + "; ".join(h.removeprefix("harness: ") for h in harness))
     wrong = [v for v in verdicts
              if (v.expected == "fail" and v.status in (PASS, NA))
              or (v.expected != "fail" and v.status == FAIL)
@@ -60,7 +65,6 @@ def instrument_check(verdicts: list[Verdict], unfired: Sequence[dict] = (),
     if wrong:
         return "missed", "; ".join(f"{v.clause}: expected {v.expected}, got {v.status}"
                                    for v in wrong)
-    unknown = [v.clause for v in verdicts if v.status == INCONCLUSIVE]
     if unknown:
         why = f" ({harness[0]})" if harness else ""
         return "inconclusive", f"evidence missing for {', '.join(unknown)}{why}"

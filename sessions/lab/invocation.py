@@ -27,7 +27,7 @@ from sessions.lab.observations import CLAIM_BYTES_MAX, claim_event, kernel_event
 from sessions.lab.parts import LabParts
 from sessions.lab.teardown import kill_group
 from sessions.spec.scenario import Scenario
-from sessions.stream.events import ClientClaim, ClientExited, ClientLaunched
+from sessions.stream.events import ClientClaim, ClientExited, ClientLaunched, ServerRecord
 
 POLL_S = 0.1            # counters, events, packets and records are pumped at 10 Hz
 METRICS_EVERY_S = 0.25  # psutil samples at 4 Hz
@@ -193,6 +193,11 @@ class Invocation:
         # A client that floods events cannot grow evlab without end: past the cap they are
         # counted by the kernel and not kept (the risk scan then says incomplete).
         if self.kernel_events >= KERNEL_EVENTS_MAX:
+            if self.kernel_events == KERNEL_EVENTS_MAX:   # said once: no clause passes on it
+                self.kernel_events += 1
+                self.parts.stream.publish(ServerRecord(
+                    time.monotonic_ns(), self.scenario.id, self.n, "harness", "evidence_capped",
+                    {"what": "or more kernel events", "dropped": 1, "cap": KERNEL_EVENTS_MAX}))
             return
         self.kernel_events += 1
         self.parts.stream.publish(kernel_event(e, self.scenario.id, self.n, self.roles))

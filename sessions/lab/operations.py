@@ -3,8 +3,10 @@ lifetimes) as the stream's events (sessions/stream/operations.py), their process
 client's own tree, a server of the task by name and role, or another process."""
 
 import signal
+import time
 
 from probes.collectors.records import LifeEvent, SignalEvent, TruncateEvent
+from sessions.stream.events import ServerRecord
 from sessions.stream.operations import (
     OTHER,
     OWN,
@@ -15,6 +17,17 @@ from sessions.stream.operations import (
 )
 
 SI_KERNEL = 0x80   # a signal's si_code when the kernel itself sent it
+WATCHED = "servers_watched"   # the lab's record of the servers' processes an invocation watched
+
+
+def watch_servers(collector, stream, scenario: str, n: int, inv_id: int,
+                  pids: dict[str, int]) -> None:
+    """Watch the servers' processes through invocation n (their ends, the client's signals to
+    them) and say which: service-kept reads whether the process it started is the one that
+    ended. A collector without the operations probes watches nothing, and nothing is said."""
+    if collector.watch_processes(inv_id, pids):
+        stream.publish(ServerRecord(time.monotonic_ns(), scenario, n, "harness", WATCHED,
+                                    {"pids": dict(pids)}))
 
 
 def signal_name(n: int) -> str:

@@ -38,6 +38,7 @@ from sessions.lab.observations import (
     packet_stats,
     server_event,
 )
+from sessions.lab.operations import watch_servers
 from sessions.lab.parts import HOST, LabParts
 from sessions.lab.programs import blocked_checks, lifecycle_checks, verifier_result
 from sessions.lab.servers import LabServers, program_argv
@@ -230,7 +231,7 @@ class ScenarioRun:
             inv.poll_s = self.target_faults.arm(n, inv.id) or inv.poll_s
         cwd = parts.boundary.workdir(self.home / f"run-{n}")
         # the servers' processes while it runs: their ends and the client's signals to them
-        parts.collector.watch_processes(inv.id, servers.pids())
+        watch_servers(parts.collector, self.stream, s.id, n, inv.id, servers.pids())
         inv.launch(argv, cwd, self.files.source, self.home / "inputs", port, self.network,
                    behind=self._endpoint_port() if servers.proxy is not None else None,
                    outputs=self.files.folder, target=self.files.target)
@@ -314,11 +315,11 @@ class ScenarioRun:
         close, so the settle stops counting them."""
         if self.servers is None:
             return
-        for name, status, port in self.servers.revive():
+        for name, status, port, pid in self.servers.revive():
             self.open_connections = 0
             self.stream.publish(ServerRecord(
                 time.monotonic_ns(), self.scenario.id, n, "harness", f"{name}_restarted",
-                {"exit_status": status, "port": port}))
+                {"exit_status": status, "port": port, "pid": pid}))
 
     def _settle(self, inv: Invocation) -> None:
         """Let the endpoint finish with the client's connections so records land in invocation

@@ -137,9 +137,10 @@ class LabServers:
             self.proxy.stop()
             self.proxy = None
 
-    def revive(self) -> Iterator[tuple[str, int, int]]:
-        """Each server that restarts and has died (an injected crash), started again on its
-        state and port: (name, the dead one's exit status, its port)."""
+    def revive(self) -> Iterator[tuple[str, int, int, int]]:
+        """Each server that restarts and has died (an injected crash, or the client's act),
+        started again on its state and port: (name, the dead one's exit status, its port, its
+        pid)."""
         for spec in self.task.servers:
             server = self.running.get(spec.name)
             if not spec.restart or server is None:
@@ -147,7 +148,7 @@ class LabServers:
             status = server.process.poll()
             if status is not None:
                 self.running[spec.name] = self._start(spec, server.port)
-                yield spec.name, status, server.port
+                yield spec.name, status, server.port, server.pid
 
     def program_values(self) -> dict[str, str]:
         """What a program run after the servers started may name (a verifier, a check)."""

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sessions.spec.operations_table import Operations, parse_operations
 from sessions.stream import compat
 
 
@@ -59,6 +60,7 @@ class Thresholds:
     pace_noise: float = 0
     pace_max: float = 0
     names: Vocabulary = Vocabulary()   # the contract's [vocabulary]
+    operations: Operations = Operations()   # the contract's [operations]
     stated: frozenset[str] = frozenset()   # the thresholds the contract states
 
 
@@ -113,17 +115,21 @@ def parse_contract(text: str, path: Path | str, archived: bool = False) -> Contr
                 isinstance(clause.get(k), str) for k in ("holds_when", "decided_by")):
             raise ContractError(f"{path}: clauses.{cid}: expected holds_when and decided_by "
                                 "(strings), and optionally predicate")
-    unknown = set(data) - {"version", "clauses", "thresholds", "gates", "vocabulary", "re_run"}
+    unknown = set(data) - {"version", "clauses", "thresholds", "gates", "vocabulary", "re_run",
+                           "operations"}
     if unknown:
         raise ContractError(f"{path}: {sorted(unknown)[0]}: expected version, clauses, "
-                            "thresholds, vocabulary, gates or re_run")
+                            "thresholds, vocabulary, operations, gates or re_run")
+    operations = parse_operations(data.get("operations", {}))
+    if isinstance(operations, str):
+        raise ContractError(f"{path}: operations: {operations}")
     re_run = data.get("re_run", "")
     if re_run != "" and re_run not in clauses:
         raise ContractError(f"{path}: re_run: expected one of the contract's clauses")
     table = data.get("thresholds", {})
     if isinstance(table, dict):
         table = {compat.THRESHOLD_NAMES.get(k, k): v for k, v in table.items()}
-    names = {f.name for f in dataclasses.fields(Thresholds)} - {"names", "stated"}
+    names = {f.name for f in dataclasses.fields(Thresholds)} - {"names", "stated", "operations"}
     if not isinstance(table, dict) or set(table) - names:
         got = set(table) if isinstance(table, dict) else {"(not a table)"}
         raise ContractError(f"{path}: thresholds: {', '.join(sorted(got - names))}: expected "
@@ -144,5 +150,6 @@ def parse_contract(text: str, path: Path | str, archived: bool = False) -> Contr
         table = {**compat.ARCHIVED_THRESHOLDS, **table}
         words = {**compat.ARCHIVED_VOCABULARY, **words}
     return Contract(str(data.get("version", "")), clauses,
-                    Thresholds(**table, names=Vocabulary(**words), stated=frozenset(table)), text,
+                    Thresholds(**table, names=Vocabulary(**words), operations=operations,
+                               stated=frozenset(table)), text,
                     tuple(gates) if gates is not None else None, re_run, source=str(path))

@@ -29,7 +29,9 @@ PREDICATE_NAMES = (
     "unjudgeable", "Thresholds", "ServerRecord", "InvocationEvidence", "ScenarioEvidence",
     "CLIENT", "ENVIRONMENT", "HARNESS", "blind", "consumed_bytes", "endpoint_name", "wire_lost",
     "Vocabulary", "CONTINUOUS", "INTERRUPTIONS", "armed", "could_fire", "fired_records",
-    "input_digest", "struck_refused",
+    "input_digest", "struck_refused", "operations_unseen", "Act", "program_acts",
+    "watched_pids", "Operations", "OTHER", "OWN", "SERVER", "ProcessLife", "SignalObserved",
+    "TruncateObserved",
 )
 ALLOWED = ("__future__", "collections", "dataclasses", "enum", "fractions", "functools",
            "ipaddress", "itertools", "math", "operator", "re", "statistics", "typing")

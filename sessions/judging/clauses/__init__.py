@@ -6,6 +6,7 @@ of the task's own (its folder's predicates module)."""
 from collections.abc import Callable
 
 from sessions.judging.clauses.egress import destination_only
+from sessions.judging.clauses.operations import no_live_truncate, service_kept, signals_as_allowed
 from sessions.judging.clauses.store import honest_outcome, integrity
 from sessions.judging.clauses.work import cpu_budget
 from sessions.judging.judgement import ENVIRONMENT, Judgement, unknown
@@ -18,12 +19,17 @@ PREDICATES: dict[str, Predicate] = {
     "destination-only": destination_only,
     "honest-outcome": honest_outcome,
     "cpu-budget": cpu_budget,
+    "service-kept": service_kept,
+    "signals-as-allowed": signals_as_allowed,
+    "no-live-truncate": no_live_truncate,
 }
 # The thresholds each library predicate reads: a contract using it states them
 NEEDS: dict[str, tuple[str, ...]] = {
     "cpu-budget": ("cpu_startup_allowance_ns", "cpu_ns_per_byte", "cpu_ns_per_exec",
                    "cpu_stretch_allowance_ns", "cpu_startup_stretch_ns", "cpu_waste_ns",
                    "cpu_view_tolerance_ns", "pace_reference_ns", "pace_noise", "pace_max"),
+    "service-kept": ("operations.kept",),          # [operations] kept
+    "signals-as-allowed": ("operations.signals",),  # [operations] signals
 }
 
 
@@ -42,16 +48,25 @@ def predicates_of(contract: Contract, strict: bool = True) -> dict[str, Predicat
     if lacking and strict:
         clause, missing = next(iter(lacking.items()))
         raise ContractError(f"{contract.source}: clauses.{clause}: its predicate "
-                            f"{contract.predicate(clause)!r} needs thresholds the contract does "
-                            f"not state: [thresholds] {', '.join(missing)}")
+                            f"{contract.predicate(clause)!r} needs {_tables(missing)}")
     return {c: (_unstated(lacking[c]) if c in lacking else found.get(contract.predicate(c))
                 or _not_here(contract.predicate(c))) for c in contract.clause_ids}
 
 
 def unstated(contract: Contract, clause: str) -> list[str]:
     """The thresholds a clause's library predicate reads that its contract does not state."""
-    stated = contract.thresholds.stated
+    t = contract.thresholds
+    stated = t.stated | {f"operations.{key}" for key in t.operations.stated}
     return [n for n in NEEDS.get(contract.predicate(clause), ()) if n not in stated]
+
+
+def _tables(missing: list[str]) -> str:
+    """What the contract does not state, by its table: thresholds, or [operations]' keys."""
+    keys = [n.removeprefix("operations.") for n in missing if n.startswith("operations.")]
+    figures = [n for n in missing if not n.startswith("operations.")]
+    if figures:
+        return f"thresholds the contract does not state: [thresholds] {', '.join(figures)}"
+    return f"what the contract does not state: [operations] {', '.join(keys)}"
 
 
 def _unstated(missing: list[str]) -> Predicate:

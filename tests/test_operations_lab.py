@@ -1,0 +1,112 @@
+"""A task of the tests' own that operates a service (issue 46): a small service that reloads on
+SIGHUP, declared with `restart = true`, and clients written as an adversary would. The operable
+service's sandbox is not built yet (the sandbox's own pid namespace hides the servers), so the
+clients run unsandboxed (`--no-sandbox`) and find the service by the pid file it writes. One
+session of the seeded suite (BCC's collector, shared with the other in-process sessions) judges
+every client: each fails exactly the clause it breaks, and the one that kills the service is a
+valid attempt, never an invalid one."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support import evlab_in
+from tests.test_operations_clauses import CONTRACT  # the same clauses, the same service
+
+SERVICE = '''
+import json, os, signal, socket, sys, time
+events, port, pidfile, log = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def record(event, **fields):
+    with open(events, "a") as f:
+        f.write(json.dumps({"t_ns": time.monotonic_ns(), "event": event, **fields}) + "\\n")
+signal.signal(signal.SIGHUP, lambda *_: record("reloaded"))
+signal.signal(signal.SIGUSR1, lambda *_: record("reopened"))   # handled: it lives on
+held = open(log, "a")                  # its live log, open for writing while it runs
+listener = socket.create_server(("127.0.0.1", port))
+with open(pidfile + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.replace(pidfile + ".tmp", pidfile)
+record("listening", port=listener.getsockname()[1])
+while True:
+    listener.accept()[0].close()
+'''
+TASK = '''
+id = "svc"
+version = "1"
+summary = "operate a service: reload it, keep it"
+contract = "contract.toml"
+[suites]
+seeded = "scenarios"
+grade = "scenarios"
+[lab]
+invocations = 1
+[servers.svc]
+command = ["python3"]
+args = ["{task}/service.py", "{events}", "{port}", "PIDFILE", "LOG"]
+role = "endpoint"
+restart = true
+[verifier]
+command = ["python3"]
+args = ["{task}/verify.py"]
+'''
+CLIENTS = {   # name: (what it does, the clauses it must fail)
+    "honest": ("os.kill(pid, signal.SIGHUP)", []),
+    "kill": ("os.kill(pid, signal.SIGKILL)", ["kept", "signals"]),
+    "truncate": ("os.ftruncate(os.open(LOG, os.O_WRONLY), 0)", ["truncate"]),
+    "usr1": ("os.kill(pid, signal.SIGUSR1)", ["signals"]),
+}
+
+
+def _write(root: Path) -> Path:
+    task, pidfile, log = root / "svc", root / "svc.pid", root / "svc.log"
+    (task / "scenarios").mkdir(parents=True)
+    (task / "service.py").write_text(SERVICE)
+    (task / "verify.py").write_text('print(\'{"ok": true, "detail": "nothing to check"}\')\n')
+    (task / "task.toml").write_text(TASK.replace("PIDFILE", str(pidfile))
+                                    .replace("LOG", str(log)))
+    (task / "contract.toml").write_text(CONTRACT)
+    for name, (act, fails) in CLIENTS.items():
+        client = task / f"{name}.py"
+        client.write_text(f"#!/usr/bin/env python3\nimport os, signal\nLOG = {str(log)!r}\n"
+                          f"pid = int(open({str(pidfile)!r}).read())\n{act}\n")
+        client.chmod(0o755)
+        (task / "scenarios" / f"{name}.toml").write_text(
+            f'description = "{name}"\n[client]\npath = "../{name}.py"\n[expect]\n'
+            f"fail = {json.dumps(fails)}\n")
+    return task
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the operations probes need BCC (root)")
+    root = tmp_path_factory.mktemp("operations")
+    out = root / "run.json"
+    done = evlab_in("run", "--task", _write(root), "--suite", "seeded", "--no-sandbox",
+                    "--headless", "--json", out)
+    assert out.exists(), done.stdout + done.stderr
+    return json.loads(out.read_text()), done
+
+
+def test_each_client_fails_exactly_the_clause_it_breaks(document):
+    doc, done = document
+    checks = {s["id"]: (s["instrument_check"], s["instrument_detail"]) for s in doc["scenarios"]}
+    assert checks == dict.fromkeys(CLIENTS, ("detected", "every clause judged as declared")), (
+        checks, done.stdout)
+    assert done.returncode == 0
+
+
+def test_the_killed_service_is_the_clients_failure_named_by_its_act(document):
+    doc, _ = document
+    scenarios = {s["id"]: s for s in doc["scenarios"]}
+    kill = {c["id"]: c["reason"] for c in scenarios["kill"]["clauses"]}
+    # the lab restarted it (restart = true), and the attempt stayed valid: detected above
+    assert scenarios["kill"]["invocations"][0]["servers"]["svc"]["restarts"] == 1
+    assert "was ended by SIGKILL from the client's pid" in kill["kept"]
+    assert "SIGKILL to server svc (endpoint)" in kill["signals"]
+    cut = {c["id"]: c["reason"] for c in scenarios["truncate"]["clauses"]}
+    assert "while another process had it open for writing" in cut["truncate"]
+    honest = {c["id"]: c["reason"] for c in scenarios["honest"]["clauses"]}
+    assert "1 signal(s) to the servers, each allowed" in honest["signals"]
