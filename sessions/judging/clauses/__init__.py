@@ -6,6 +6,7 @@ of the task's own (its folder's predicates module)."""
 from collections.abc import Callable
 
 from sessions.judging.clauses.egress import destination_only
+from sessions.judging.clauses.load import latency_bound, no_request_failed
 from sessions.judging.clauses.store import honest_outcome, integrity
 from sessions.judging.clauses.work import cpu_budget
 from sessions.judging.judgement import ENVIRONMENT, Judgement, unknown
@@ -18,12 +19,15 @@ PREDICATES: dict[str, Predicate] = {
     "destination-only": destination_only,
     "honest-outcome": honest_outcome,
     "cpu-budget": cpu_budget,
+    "no-request-failed": no_request_failed,
+    "latency-bound": latency_bound,
 }
 # The thresholds each library predicate reads: a contract using it states them
 NEEDS: dict[str, tuple[str, ...]] = {
     "cpu-budget": ("cpu_startup_allowance_ns", "cpu_ns_per_byte", "cpu_ns_per_exec",
                    "cpu_stretch_allowance_ns", "cpu_startup_stretch_ns", "cpu_waste_ns",
                    "cpu_view_tolerance_ns", "pace_reference_ns", "pace_noise", "pace_max"),
+    "latency-bound": ("load_latency_max_ms",),
 }
 
 
