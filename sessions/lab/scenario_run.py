@@ -28,6 +28,7 @@ from sessions.lab.client_files import TARGET_FS_BYTES, ClientFiles
 from sessions.lab.harness import ServerStartError, run_program
 from sessions.lab.invocation import Invocation, Invocations
 from sessions.lab.lifecycle import cleanup_check, kill_leftovers
+from sessions.lab.loads import LabLoads
 from sessions.lab.noise import Noise
 from sessions.lab.observations import (
     counter_sample,
@@ -72,6 +73,7 @@ class ScenarioRun:
         self.lab_records: list[dict] = []     # the task's states' and steps' own words
         self.network: Network = HostNetwork()   # the attempt's own, once set up
         self.servers: LabServers | None = None
+        self.loads = LabLoads(self.task, self.workdir, parts.spawner)   # evlab's, if any
         self.capture: PacketCapture | None = None
         self.noise: Noise | None = None
         self.caps = Caps()                # the current invocation's
@@ -232,10 +234,12 @@ class ScenarioRun:
         cwd = parts.boundary.workdir(self.home / f"run-{n}")
         # the servers' processes while it runs: their ends and the client's signals to them
         watch_servers(parts.collector, self.stream, s.id, n, inv.id, servers.pids())
+        self.loads.start(servers.ports(), self.network.path)   # stopped once the client ended
         inv.launch(argv, cwd, self.files.source, self.home / "inputs", port, self.network,
                    behind=self._endpoint_port() if servers.proxy is not None else None,
                    outputs=self.files.folder, target=self.files.target)
         inv.wait(self)
+        self.loads.stop()
         self._settle(inv)
         if s.lifecycle:
             self.pump(inv)
@@ -298,10 +302,11 @@ class ScenarioRun:
                     "event": "malformed", "line": line[:200].decode(errors="replace")}
                 if counted:
                     self.open_connections += OPEN_DELTA.get(str(record.get("event")), 0)
-                if keep and server in self.wall_clock:
-                    record = on_session_clock(record)
                 if keep:
+                    record = on_session_clock(record) if server in self.wall_clock else record
                     self.stream.publish(server_event(server, record, self.scenario.id, n))
+        for record in self.loads.records():
+            self.stream.publish(server_event("load", record, self.scenario.id, n))
 
     def strike(self, inv: Invocation) -> None:
         """The lab's faults on the target while the client runs (a kill once it wrote its
@@ -376,21 +381,18 @@ class ScenarioRun:
         if last is not None:
             yield lambda: parts.boundary.abandon(parts.collector, last.id)
             yield lambda: parts.collector.unwatch_processes(last.id)   # not the lab's stop
-        yield from (part.stop for part in (self.noise, self.capture) if part is not None)
-        if self.servers is not None:   # every server and a proxy stop side by side
-            yield self.servers.close
+        yield from (part.stop for part in (self.noise, self.capture, self.loads)
+                    if part is not None)
+        servers = self.servers
+        if servers is not None:   # every server and a proxy stop side by side
+            yield servers.close
         yield self.network.remove   # after every process and socket of it is gone
-        yield self._keep_records
+        if servers is not None:
+            yield lambda: servers.keep_records(self.parts.out_dir, self.scenario.id)
         yield self.files.close
         yield lambda: self.invocations.disown(self.runs)
         yield lambda: shutil.rmtree(self.workdir, ignore_errors=True)
         yield self._remove_client_home
-
-    def _keep_records(self) -> None:
-        for spec in self.task.servers:
-            record = self.workdir / f"{spec.name}.jsonl"
-            if record.exists():
-                shutil.copy(record, self.parts.out_dir / f"{self.scenario.id}.{spec.name}.jsonl")
 
     def _remove_client_home(self) -> None:
         if self.client_home is not None:

@@ -13,6 +13,7 @@ and the client is given the proxy's port.
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -175,6 +176,14 @@ class LabServers:
         if self.spawner is not None:
             for spec in self.task.servers:
                 self.spawner.release(self._key(spec.name))
+
+
+    def keep_records(self, out_dir: Path, scenario: str) -> None:
+        """Each server's record, copied beside the session's outputs."""
+        for spec in self.task.servers:
+            record = self._events(spec.name)
+            if record.exists():
+                shutil.copy(record, out_dir / f"{scenario}.{spec.name}.jsonl")
 
 
 def program_argv(program: Program, values: dict[str, str]) -> list[str]:

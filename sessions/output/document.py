@@ -8,6 +8,7 @@ from collections import Counter
 from sessions.output.figures import task_figures
 from sessions.output.grades import ClientGrade, grade_of
 from sessions.output.leaderboard import Board, board_of
+from sessions.output.load_summary import load_summary
 from sessions.spec.task import record_of
 from sessions.stream.evidence import (
     EvidenceBook,
@@ -67,8 +68,11 @@ def _servers(ev: ScenarioEvidence, inv: InvocationEvidence) -> dict:
     """Each of the task's servers: its role, its records by event (counted) and how often the
     lab started it again after it died."""
     return {name: {"role": role,
-                   "records": dict(sorted(Counter(r.event for r in inv.records.get(name, ())
-                                                  ).items())),
+                   "records": dict(sorted(Counter(
+                       r.event for r in inv.client_records(inv.records.get(name, []))
+                   ).items())),
+                   "load_records": len(inv.records.get(name, [])) - len(
+                       inv.client_records(inv.records.get(name, []))),
                    "restarts": sum(r.event == f"{name}_restarted" for r in inv.harness)}
             for name, role in ev.started.roles.items()}
 
@@ -102,6 +106,7 @@ def _invocation(ev: ScenarioEvidence, inv: InvocationEvidence) -> dict:
                      if v else {"saved": None, "match": None, "saved_sha256": None,
                                 "detail": None}),
         "figures": dict(task_figures(ev, inv)),
+        "load": load_summary(inv),
     }
 
 

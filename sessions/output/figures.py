@@ -30,8 +30,9 @@ def _value(fig: dict, inv: InvocationEvidence | None,
     if "function" in fig:
         return sample.functions.get(fig["function"]) if sample else None
     server, _, event = fig["records"].partition(".")
-    records = [r for r in [*before.get(server, []), *inv.records.get(server, [])]
-               if r.event == event]
+    records = [r for r in [*before.get(server, []),
+                           *inv.client_records(inv.records.get(server, []))]
+               if r.event == event]   # the load's connections are not the client's
     if "sum" not in fig:
         return len(records)
     return sum(v for r in records if isinstance(v := r.fields.get(fig["sum"], 0), int))

@@ -59,6 +59,7 @@ class Thresholds:
     pace_reference_ns: int = 0
     pace_noise: float = 0
     pace_max: float = 0
+    load_latency_max_ms: float = 0     # evlab's load: the slowest answer allowed (latency-bound)
     names: Vocabulary = Vocabulary()   # the contract's [vocabulary]
     operations: Operations = Operations()   # the contract's [operations]
     stated: frozenset[str] = frozenset()   # the thresholds the contract states

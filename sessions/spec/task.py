@@ -36,6 +36,7 @@ from sessions.spec.task_lab import (
     text_of,
     texts_of,
 )
+from sessions.spec.task_load import LoadSpec, parse_loads
 from sessions.spec.task_predicates import load_predicates, moved_predicates
 from sessions.spec.template import template_names
 from sessions.stream.compat import OLD_TASK
@@ -78,11 +79,13 @@ class Task:
                                        # {behaviour} (relative to the folder); "": none
     outputs: tuple[OutputSpec, ...] = ()   # files the client writes in its outputs folder
     steps: dict[str, Program] = dataclasses.field(default_factory=dict)   # between invocations
+    loads: tuple[LoadSpec, ...] = ()   # evlab's load against its servers, every invocation
 
     def display(self) -> dict:
         """What ScenarioStarted records of how the task's evidence is shown."""
         return {"invocations": self.invocations, "figures": [dict(f) for f in self.figures],
-                "marks": dict(self.marks)}
+                "marks": dict(self.marks),
+                **({"loads": {x.name: x.target for x in self.loads}} if self.loads else {})}
 
     @property
     def endpoint(self) -> ServerSpec | None:
@@ -227,9 +230,9 @@ def _parse(folder: Path) -> Task:
         raise TaskError(str(e)) from None
     inputs = parse_inputs(file, folder, table_of(file, data, "inputs"))
     outputs = parse_outputs(file, table_of(file, data, "outputs"), inputs)
-    servers = parse_servers(file, folder, table_of(file, data, "servers"), inputs)
+    files = (*inputs, *outputs)   # what a server or program may name besides evlab's words
+    servers = parse_servers(file, folder, table_of(file, data, "servers"), files)
     args, about, required, fills = parse_client(file, client, inputs, servers, outputs)
-    files = (*inputs, *outputs)   # what a program may name besides evlab's words
     lab = table_of(file, data, "lab")
     check_keys(file, lab, "lab", "lab")
     invocations = lab.get("invocations", 1)
@@ -258,7 +261,7 @@ def _parse(folder: Path) -> Task:
                 parse_states(file, folder, table_of(file, data, "states"), files),
                 _reference(file, client), outputs,
                 parse_states(file, folder, table_of(file, data, "steps"), files, "steps",
-                             servers))
+                             servers), parse_loads(file, table_of(file, data, "load"), servers))
 
 
 def _reference(file: Path, client: dict) -> str:

@@ -13,7 +13,7 @@ from sessions.spec.template import template_names
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _KEYS = {"": {"id", "version", "summary", "contract", "documents", "suites", "client",
               "inputs", "lab", "servers", "verifier", "lifecycle", "figures", "marks",
-              "states", "predicates", "outputs", "steps"},
+              "states", "predicates", "outputs", "steps", "load"},
          "client": {"args", "placeholders", "required", "functions", "reference"},
          "placeholder": {"fill", "about"},
          "input": {"generate", "file", "watched"},
@@ -21,13 +21,14 @@ _KEYS = {"": {"id", "version", "summary", "contract", "documents", "suites", "cl
          "lab": {"invocations", "residue_dir", "residue_keep"},
          "server": {"module", "command", "args", "role", "restart", "faults", "bind", "clock",
                     "settle"},
-         "program": {"module", "command", "args"}}
+         "program": {"module", "command", "args"},
+         "load": {"target", "protocol", "request", "rate", "timeout_ms"}}
 ROLES = ("endpoint", "decoy", "internal")
 CLOCKS = ("monotonic", "wall")   # a record's time: t_ns (CLOCK_MONOTONIC ns) or t_wall (Unix s)
 SETTLES = ("records", "sockets")  # how the lab knows a server has finished with a client
 # Records of evlab's own, under names no server may take: the harness's, the fault proxy's,
-# the file watcher's (the client's outputs folder) and the task's states' and steps'
-OWN_RECORDS = ("harness", "proxy", "files", "lab")
+# the file watcher's (the client's outputs folder), the task's states' and steps', the load's
+OWN_RECORDS = ("harness", "proxy", "files", "lab", "load")
 # the lab's own servers a task may start by module (the proxy is the lab's alone to start)
 LAB_SERVERS = ("sessions.lab.decoy",)
 # evlab's deterministic file (sessions/lab/inputs/source.py) and tree (sessions/lab/inputs/tree.py)
@@ -134,9 +135,10 @@ def parse_outputs(file: Path, table: dict, inputs) -> tuple[OutputSpec, ...]:
     return tuple(outputs)
 
 
-def parse_servers(file: Path, folder: Path, table: dict,
-             inputs: tuple[InputSpec, ...]) -> tuple[ServerSpec, ...]:
-    servers = []
+def parse_servers(file: Path, folder: Path, table: dict, inputs) -> tuple[ServerSpec, ...]:
+    """[servers.NAME], started in the order declared; inputs: the inputs and outputs, which
+    its arguments may name (each by its name) besides evlab's words."""
+    servers: list[ServerSpec] = []
     for name, spec in table.items():
         key = f"servers.{name}"
         if not _NAME.match(name) or name in OWN_RECORDS or not isinstance(spec, dict):
@@ -150,7 +152,8 @@ def parse_servers(file: Path, folder: Path, table: dict,
         flags = [spec.get(f, False) for f in ("restart", "faults")]
         if not all(isinstance(f, bool) for f in flags):
             raise TaskError(f"{file}: {key}: restart and faults are true or false")
-        program = _program_of(file, folder, spec, key, _words(inputs, ()))
+        # the servers declared before it are started before it: their ports are known
+        program = _program_of(file, folder, spec, key, _words(inputs, servers))
         clock, settle = spec.get("clock", "monotonic"), spec.get("settle", "records")
         if clock not in CLOCKS or settle not in SETTLES:
             raise TaskError(f"{file}: {key}: clock is {' or '.join(map(repr, CLOCKS))}, "

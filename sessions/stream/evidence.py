@@ -64,17 +64,40 @@ class InvocationEvidence:
     decoy: list[ServerRecord] = field(default_factory=list)      # every decoy's
     proxy: list[ServerRecord] = field(default_factory=list)      # evlab's fault proxy's
     harness: list[ServerRecord] = field(default_factory=list)    # evlab's own
+    load: list[ServerRecord] = field(default_factory=list)       # evlab's load generator's
     records: dict[str, list[ServerRecord]] = field(default_factory=dict)   # each by its name
     claims: list[ClientClaim] = field(default_factory=list)
     exited: ClientExited | None = None
     verifier: VerifierResult | None = None
 
     def endpoint_events(self, name: str, **match) -> list[ServerRecord]:
-        return [r for r in self.endpoint if r.event == name
+        """The endpoint's records of that event (the client's: client_records)."""
+        return [r for r in self.client_records(self.endpoint) if r.event == name
                 and all(r.fields.get(k) == v for k, v in match.items())]
 
+    def client_records(self, records: list[ServerRecord]) -> list[ServerRecord]:
+        """A server's records but those of evlab's load's connections (by their `conn`)."""
+        theirs = self.load_conns(records)
+        return [r for r in records if not theirs or r.fields.get("conn") not in theirs]
+
+    def load_ports(self) -> set[int]:
+        """The source ports of evlab's load's connections (its own record of each request)."""
+        return {r.fields["sport"] for r in self.load
+                if r.event == "request" and isinstance(r.fields.get("sport"), int)}
+
+    def load_conns(self, records: list[ServerRecord] | None = None) -> set:
+        """A server's connections (the endpoint's by default) that were the load's: opened
+        from one of its source ports, as the server's `connection_opened` says (peer_port)."""
+        ports = self.load_ports()
+        return {r.fields.get("conn") for r in (self.endpoint if records is None else records)
+                if ports and r.event == "connection_opened" and r.fields.get("conn") is not None
+                and r.fields.get("peer_port") in ports}
+
     def wire_bytes_to(self, port: int) -> int:
-        return sequence_bytes(p for p in self.packets if p.dport == port)
+        """Bytes to that port on the wire: the client's (the load's flows left out)."""
+        theirs = self.load_ports()
+        return sequence_bytes(p for p in self.packets if p.dport == port
+                              and p.sport not in theirs)
 
 
 def sequence_bytes(packets: Iterable[PacketSeen]) -> int:
@@ -148,7 +171,7 @@ _INVOCATION_LATEST = {EgressSummary: "egress_summary", BoundaryObserved: "bounda
                       ClientLaunched: "launched", CleanupObserved: "cleanup",
                       PacketStats: "packet_stats", ClientExited: "exited",
                       VerifierResult: "verifier"}
-_EVLAB_RECORDS = ("proxy", "harness")   # evlab's own, never a task's server (task.py refuses)
+_EVLAB_RECORDS = ("proxy", "harness", "load")   # evlab's own, never a task's server's name
 
 
 class EvidenceBook:

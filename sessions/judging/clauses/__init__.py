@@ -6,6 +6,7 @@ of the task's own (its folder's predicates module)."""
 from collections.abc import Callable
 
 from sessions.judging.clauses.egress import destination_only
+from sessions.judging.clauses.load import latency_bound, no_request_failed
 from sessions.judging.clauses.operations import no_live_truncate, service_kept, signals_as_allowed
 from sessions.judging.clauses.store import honest_outcome, integrity
 from sessions.judging.clauses.work import cpu_budget
@@ -22,6 +23,8 @@ PREDICATES: dict[str, Predicate] = {
     "service-kept": service_kept,
     "signals-as-allowed": signals_as_allowed,
     "no-live-truncate": no_live_truncate,
+    "no-request-failed": no_request_failed,
+    "latency-bound": latency_bound,
 }
 # The thresholds each library predicate reads: a contract using it states them
 NEEDS: dict[str, tuple[str, ...]] = {
@@ -30,6 +33,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
                    "cpu_view_tolerance_ns", "pace_reference_ns", "pace_noise", "pace_max"),
     "service-kept": ("operations.kept",),          # [operations] kept
     "signals-as-allowed": ("operations.signals",),  # [operations] signals
+    "latency-bound": ("load_latency_max_ms",),
 }
 
 

@@ -8,6 +8,7 @@ from sessions.judging.judgement import ENVIRONMENT, PASS, Judgement, failed, seq
 from sessions.judging.views import (
     LAB_HOST,
     endpoint_name,
+    endpoint_of,
     given_ports,
     invocations,
     is_given,
@@ -83,7 +84,7 @@ def _seen(ev: ScenarioEvidence) -> _Seen:
         others = [c for c in inv.connects if c.address is not None
                   and not is_given(c.address, c.port, ports) and (c.address, c.port) not in probed]
         seen.decoys += [r for r in inv.decoy if r.event == "connection_opened"]
-        upstream = proxy_upstream_ports(inv)
+        upstream = proxy_upstream_ports(inv) | inv.load_ports()   # evlab's own connections
         syns = [p for p in inv.packets if p.flags == "SYN" and p.dport not in ports
                 and p.sport not in upstream]
         seen.syns += syns
@@ -98,6 +99,21 @@ def _seen(ev: ScenarioEvidence) -> _Seen:
                            for dest, found in _bad_egress(inv.egress_summary, ports).items()]
         seen.bad += others
     return seen
+
+
+def _client_opened(ev: ScenarioEvidence, inv) -> tuple[int, int]:
+    """The endpoint's connections that were the client's, and those that were evlab's load's:
+    told apart by the load's source ports; a server whose records name no peer port cannot
+    tell them, so each request of the load it answered is one connection it took."""
+    opened = [r for r in inv.endpoint if r.event == "connection_opened"]
+    theirs = inv.load_conns()
+    if inv.load and not any("peer_port" in r.fields for r in opened):
+        loads = {name for name, target in ev.started.display.get("loads", {}).items()
+                 if target == endpoint_of(ev)}
+        answered = sum(r.event == "request" and r.fields.get("outcome") == "answered"
+                       and r.fields.get("load") in loads for r in inv.load)
+        return len(opened) - answered, answered
+    return len(inv.endpoint_events("connection_opened")), len(theirs)
 
 
 def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
@@ -134,12 +150,13 @@ def destination_only(ev: ScenarioEvidence, t: Thresholds) -> Judgement:
                        seqs(finals), "client")
     watched = [s for s in summaries if s is not None]   # every one of them, as checked above
     for inv, summary in zip(invs, watched, strict=True):
-        opened = len(inv.endpoint_events("connection_opened"))
+        opened, theirs = _client_opened(ev, inv)
         made = sum(c["calls"] for c in summary.calls
                    if c["kind"] == "connect" and not probe_only(c))
         if opened > made and not inv.proxy:
+            besides = f" (besides {theirs} of evlab's load)" if theirs else ""
             return unknown(f"invocation {inv.n}: the {endpoint_name(ev)} accepted {opened} "
-                           f"connection(s) "
+                           f"connection(s){besides} "
                            f"but the client's cgroup made {made} connect(s): the kernel view "
                            "is incomplete", seqs([summary], inv.endpoint))
     total = sum(c["calls"] for s in watched for c in s.calls if not probe_only(c))
