@@ -14,7 +14,7 @@ from sessions.spec.contract import ContractError, parse_contract
 from sessions.stream.events import CapabilityMissing, CounterSample, ScenarioStarted, ServerRecord
 from sessions.stream.evidence import EvidenceBook
 from sessions.stream.judgements import Verdict
-from sessions.stream.operations import ProcessLife, SignalObserved, TruncateObserved
+from sessions.stream.operations import CAPPED, ProcessLife, SignalObserved, TruncateObserved
 
 CONTRACT = """
 version = "1"
@@ -93,13 +93,17 @@ def test_service_kept_fails_naming_who_ended_it_and_passes_a_reload():
 
 
 @pytest.mark.parametrize("clause", ["service-kept", "signals-as-allowed", "no-live-truncate"])
-def test_each_is_inconclusive_without_the_operations_view_or_with_events_lost(clause):
+def test_each_is_inconclusive_without_the_operations_view_or_with_events_lost_or_past_its_cap(
+        clause):
     blind = _judge(clause, _events(missing=True))
     assert (blind.status, blind.failure_class) == ("inconclusive", "environment")
     assert "strace sees calls only" in blind.reason
     lost = _judge(clause, _events(lost=3))
     assert (lost.status, lost.failure_class) == ("inconclusive", "client")
     assert "lost 3 events" in lost.reason
+    capped = _judge(clause, _events(ServerRecord(50, "s", 1, "harness", CAPPED, {"cap": 20_000})))
+    assert (capped.status, capped.failure_class) == ("inconclusive", "client")
+    assert "more than 20,000 signals, truncations and processes' ends" in capped.reason
     assert _judge(clause, _events()).status == "pass"
 
 

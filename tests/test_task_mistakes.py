@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 import evlab
+from sessions.judging.clauses import PREDICATES
 from sessions.output.grades import ClientGrade
 from sessions.spec.task import TaskError, load_task
 from tests.leftovers import owned_dirs
@@ -160,8 +161,8 @@ def test_a_clause_naming_no_predicate_names_the_contract_and_the_clause(tmp_path
     folder = kv(tmp_path, {"contract.toml": ('predicate = "integrity"',
                                              'predicate = "integrty"')})
     assert_refused(tmp_path, folder, f"{folder}/contract.toml: clauses.stored: no predicate "
-                   "'integrty' in the library (integrity, destination-only, honest-outcome, "
-                   "cpu-budget) or the task's own (none)", read=False)
+                   f"'integrty' in the library ({', '.join(PREDICATES)}) or the task's own "
+                   "(none)", read=False)
 
 
 @root_only

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 
 from sessions.stream.events import ServerRecord
 from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
-from sessions.stream.operations import OWN, SERVER, ProcessLife, SignalObserved
+from sessions.stream.operations import OWN, SERVER, WATCHED, ProcessLife, SignalObserved
 
-WATCHED = "servers_watched"   # the lab's record: each server's process it watched, by name
 STOPS = ("SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU")
 DELIVERED = (0, 2)            # SignalObserved.result: delivered, or already pending
 

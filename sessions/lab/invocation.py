@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from probes.boundary.netns import Network
-from probes.collectors.records import ProcessEvent
+from probes.collectors.records import LifeEvent, ProcessEvent, SignalEvent, TruncateEvent
 from probes.proc import metrics as procmetrics
 from sessions.lab.lifecycle import kill_leftovers, leftovers
 from sessions.lab.observations import CLAIM_BYTES_MAX, claim_event, kernel_event, metrics_event
@@ -28,10 +28,13 @@ from sessions.lab.parts import LabParts
 from sessions.lab.teardown import kill_group
 from sessions.spec.scenario import Scenario
 from sessions.stream.events import ClientClaim, ClientExited, ClientLaunched, ServerRecord
+from sessions.stream.operations import CAPPED as OPERATIONS_CAPPED
 
 POLL_S = 0.1            # counters, events, packets and records are pumped at 10 Hz
 METRICS_EVERY_S = 0.25  # psutil samples at 4 Hz
 KERNEL_EVENTS_MAX = 20_000   # kernel events kept per invocation (an honest client makes ~500)
+OPERATIONS_MAX = 20_000      # and of its signals, truncations and processes' ends
+OPERATIONS = (SignalEvent, TruncateEvent, LifeEvent)
 CLAIMS_MAX = 1_000           # claims kept per invocation (an honest client makes a handful)
 # Invocation ids (the collector's key for an invocation) are unique in the process, never per
 # session: a collector kept from an earlier session (probes.collectors.choose.keep_collectors)
@@ -61,6 +64,7 @@ class Invocation:
         self.pid = 0
         self.root_exited = False      # the launched process has ended (kernel view)
         self.kernel_events = 0        # kernel events published for this invocation
+        self.operations = 0           # ... and operations (signals, truncations, ends)
         self.left_at_exit: list[str] = []   # "pid comm" still alive when it ended
         self.killing = False          # evlab is killing its tree (its timeout passed)
         self.killed: set[int] = set()   # what evlab killed then: never counted as left behind
@@ -190,17 +194,28 @@ class Invocation:
         """One of the kernel's events of this invocation's tree."""
         if isinstance(e, ProcessEvent) and e.kind == "exit":
             self._note_exit(e)
+        # Signals, truncations and processes' ends are counted apart: a flood of other events
+        # (an honest shell's thousand programs make 20,000) hides none of them.
+        if isinstance(e, OPERATIONS):
+            self._operation(e)
+            return
         # A client that floods events cannot grow evlab without end: past the cap they are
         # counted by the kernel and not kept (the risk scan then says incomplete).
         if self.kernel_events >= KERNEL_EVENTS_MAX:
-            if self.kernel_events == KERNEL_EVENTS_MAX:   # said once: no clause passes on it
-                self.kernel_events += 1
-                self.parts.stream.publish(ServerRecord(
-                    time.monotonic_ns(), self.scenario.id, self.n, "harness", "evidence_capped",
-                    {"what": "or more kernel events", "dropped": 1, "cap": KERNEL_EVENTS_MAX}))
             return
         self.kernel_events += 1
         self.parts.stream.publish(kernel_event(e, self.scenario.id, self.n, self.roles))
+
+    def _operation(self, e) -> None:
+        """Past its cap, the operations clauses read the harness's `operations_capped` record
+        (said once) and judge nothing on the invocation."""
+        self.operations += 1
+        if self.operations <= OPERATIONS_MAX:
+            self.parts.stream.publish(kernel_event(e, self.scenario.id, self.n, self.roles))
+        elif self.operations == OPERATIONS_MAX + 1:
+            self.parts.stream.publish(ServerRecord(
+                time.monotonic_ns(), self.scenario.id, self.n, "harness", OPERATIONS_CAPPED,
+                {"cap": OPERATIONS_MAX}))
 
     def _note_exit(self, e) -> None:
         """Processes of the tree that were still running when the launched one ended: in the

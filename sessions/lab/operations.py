@@ -11,13 +11,13 @@ from sessions.stream.operations import (
     OTHER,
     OWN,
     SERVER,
+    WATCHED,
     ProcessLife,
     SignalObserved,
     TruncateObserved,
 )
 
 SI_KERNEL = 0x80   # a signal's si_code when the kernel itself sent it
-WATCHED = "servers_watched"   # the lab's record of the servers' processes an invocation watched
 
 
 def watch_servers(collector, stream, scenario: str, n: int, inv_id: int,

@@ -24,9 +24,8 @@ def verifier_result(task: Task, servers: LabServers, scenario: str, n: int, work
     """The verifier's end state after invocation n (0: before the first); if it cannot say, a
     harness record of why (the clauses that read it are then inconclusive)."""
     program = task.verifier
+    assert program is not None, "a task without a verifier has no result to ask for"
     try:
-        if program is None:
-            raise ServerStartError("the task has no verifier")
         found = _run(program, servers, workdir / "verifier", spawner, netns)
         v = found[-1] if found else {}
         if not isinstance(v.get("ok"), bool):

@@ -364,7 +364,7 @@ class ScenarioRun:
     def _verify(self, n: int) -> None:
         if n:
             self._phase("verify", n)
-        if self.servers is not None:
+        if self.servers is not None and self.task.verifier is not None:   # a task may have none
             self.stream.publish(verifier_result(self.task, self.servers, self.scenario.id, n,
                                                 self.workdir, self.parts.spawner,
                                                 self.network.path))

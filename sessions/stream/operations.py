@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from sessions.stream.event import Event
 
 OWN, SERVER, OTHER = "own", "server", "other"   # whose a process is
+# the lab's harness records about them: the servers' processes an invocation watched, and
+# operations past what it keeps of one (the operations clauses then judge nothing on it)
+WATCHED, CAPPED = "servers_watched", "operations_capped"
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,11 @@ A seen breach fails whatever else is missing; a pass needs the whole view: the c
 operations probes (BCC) and no kernel event lost."""
 
 from sessions.judging.judgement import ENVIRONMENT, HARNESS, PASS, Judgement, failed, seqs, unknown
-from sessions.judging.server_acts import WATCHED, ended_how, watched_pids, watched_record
+from sessions.judging.server_acts import ended_how, watched_pids, watched_record
 from sessions.judging.views import counter, invocations
 from sessions.spec.contract import Thresholds
 from sessions.stream.evidence import ScenarioEvidence
-from sessions.stream.operations import OTHER, OWN, SERVER, SignalObserved
+from sessions.stream.operations import CAPPED, OTHER, OWN, SERVER, WATCHED, SignalObserved
 
 # what says the kernel did not see the client's operations
 BLIND = ("operations", "kernel-events")
@@ -31,6 +31,11 @@ def operations_unseen(ev: ScenarioEvidence) -> Judgement | None:
     if not invs:
         return unknown("no invocation ran", failure_class=HARNESS)
     for inv in invs:
+        capped = [r for r in inv.harness if r.event == CAPPED]
+        if capped:
+            return unknown(f"invocation {inv.n}: the client's tree made more than "
+                           f"{capped[0].fields.get('cap', 0):,} signals, truncations and "
+                           "processes' ends: those past them were not kept", seqs(capped))
         lost = counter(inv, "lost_events")
         if lost is None:
             return unknown(f"invocation {inv.n}: no final kernel counters", (),
