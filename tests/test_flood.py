@@ -86,6 +86,7 @@ def test_settling_counts_the_receivers_connections_by_event_not_by_a_clients_tex
         run.scenario = SimpleNamespace(id="s")
         run.open_connections = 0
         run.files, run.wall_clock = SimpleNamespace(watch=None), set()
+        run.loads = SimpleNamespace(records=list)   # the task has none
         run.records(1)
         assert run.open_connections == 2, cap
     assert len(published) == 3 + 1
