@@ -70,8 +70,6 @@ def test_every_command_reads_and_writes_relative_paths_in_the_users_directory(tm
           "--html", "run.html"), {0}),
         (("grade", "grade.toml", "--headless", "--json", "grade.json", "--report", "grade.md",
           "--archive", "grade.tar.gz"), {0, 1}),
-        (("grade", "--client", "python3 client.py {host} {port} {source}", "--attempts", "1",
-          "--scenario", "normal", "--headless", "--json", "flag.json"), {0, 1}),
         (("campaign", "clients.toml", "--headless", "--json", "board.json",
           "--report", "board.md", "--archive", "board.tar.gz", "--html", "board.html"), {0}),
         (("report", "run.tar.gz", "--format", "junit", "--output", "run.xml"), {0}),
@@ -85,7 +83,7 @@ def test_every_command_reads_and_writes_relative_paths_in_the_users_directory(tm
 
     assert sorted(p.name for p in home.iterdir()) == sorted([
         "client.py", "mine.toml", "grade.toml", "clients.toml", "run.json", "run.tar.gz",
-        "run.html", "grade.json", "grade.md", "grade.tar.gz", "grade.html", "flag.json",
+        "run.html", "grade.json", "grade.md", "grade.tar.gz", "grade.html",
         "board.json", "board.md", "board.tar.gz", "board.html", "run.xml",
         "evlab-campaign-rel"])
     assert json.loads((home / "grade.json").read_text())["grade"]["scenarios"]

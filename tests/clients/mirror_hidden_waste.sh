@@ -14,7 +14,7 @@ burn() {   # burn N ms of this shell's CPU time (its scheduler runtime, not the 
     read -r start _ < "/proc/$BASHPID/schedstat"
     now=$start
     while ((now - start < n * 1000000)); do
-        for ((i = 0; i < 100; i++)); do :; done
+        for ((i = 0; i < 250; i++)); do :; done   # ~0.5 ms here: a few reads a program
         read -r now _ < "/proc/$BASHPID/schedstat"
     done
 }
