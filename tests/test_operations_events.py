@@ -52,4 +52,8 @@ def test_they_have_lines_in_the_events_pane_and_marks_on_the_timeline():
     assert "another process had it open for writing" in lines[2]
     assert "writers not known" in lines[3]
     assert "ended by SIGKILL from the client's pid 100" in lines[4]
+    # a process of the client's own that exited by itself: the claims pane's kernel exit line
+    # says it already; one ended by a signal keeps its line (it names the sender)
+    own = LifeEvent(14, 7, "exited", 300, "client", own=True, watch=0, status=0, signal=0)
+    assert pane_of(kernel_event(own, "s", 1, ROLES)) is None
     assert {"signal", "truncate", "server-start", "server-exit"} <= set(MARK_KINDS)

@@ -30,6 +30,8 @@ def pane_of(event: Event) -> str | None:
             return EVENTS
         case ConnectObserved() | EgressObserved():
             return EVENTS
+        case ProcessLife(whose="own", signal=0):
+            return None   # its own exit: the claims pane's kernel exit line already says it
         case SignalObserved() | TruncateObserved() | ProcessLife():
             return EVENTS
         case ProcessObserved() | ClientClaim() | ClientExited() | RiskFinding():
