@@ -12,8 +12,8 @@ import time
 import pytest
 
 from probes.boundary.netns import LabNetwork
-from probes.boundary.sandbox import Sandbox
-from probes.boundary.servicens import ServiceNamespace, descendant
+from probes.boundary.sandbox import SERVICE_DIR, Sandbox
+from probes.boundary.servicens import ServiceNamespace
 from probes.owned_tmp import make_owned_dir
 
 SERVICE = '''
@@ -66,16 +66,16 @@ def run():
         (base / name).write_text(text)
         (base / name).chmod(0o644)
     server = subprocess.Popen([*ns.argv(), *box.wrap(
-        ["python3", str(base / "service.py"), str(folder)], cwd=None,
+        ["python3", str(base / "service.py"), SERVICE_DIR], cwd=None,
         programs=[(base / "service.py", base / "service.py")], service=folder)])
     sentinel = subprocess.Popen(["sleep", "60"])   # a process of the lab's, outside
     try:
         deadline = time.monotonic() + 5
         while not (folder / "svc.pid").exists() and time.monotonic() < deadline:
             time.sleep(0.01)
-        host = descendant(server.pid)
+        host = ns.started(server.pid)
         done = subprocess.run([*ns.argv(), *box.wrap(
-            ["python3", str(base / "client.py"), str(folder), str(os.getpid()),
+            ["python3", str(base / "client.py"), SERVICE_DIR, str(os.getpid()),
              str(sentinel.pid), str(ns.init)], cwd=None,
             programs=[(base / "client.py", base / "client.py")], service=folder)],
             capture_output=True, text=True, timeout=20)
@@ -115,7 +115,7 @@ def test_the_program_cannot_reach_the_init_the_lab_or_trace_the_service(run):
 def test_closing_the_namespace_ends_everything_in_it(tmp_path):
     ns = ServiceNamespace.create(None)
     child = subprocess.Popen([*ns.argv(), "sleep", "60"])
-    host = descendant(child.pid)
+    host = ns.started(child.pid)
     assert host and host in ns.members()
     ns.close()
     assert child.wait(5) != 0

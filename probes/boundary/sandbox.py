@@ -33,8 +33,8 @@ pid namespace (probes/boundary/servicens.py, whose prefix gives it a /proc of th
 bwrap makes no pid namespace of its own (no --unshare-pid, no --as-pid-1): the client and the
 service, each in a bubblewrap user namespace of its own (so neither can ptrace the other), see
 and signal each other's processes there, and the service's folder (its config, pid file, logs)
-is bound read-write at the same path in both. The client is then not its namespace's init:
-what it leaves is killed with its cgroup at the end of each invocation.
+is bound read-write at the same path in both (SERVICE_DIR). The client is then not its
+namespace's init: what it leaves is killed with its cgroup at the end of each invocation.
 """
 
 import ctypes
@@ -53,6 +53,7 @@ USER = "evlab-client"
 SYSTEM_DIRS = ("/usr", "/etc", "/opt")
 MERGED = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")   # symlinks into /usr (or dirs)
 SCRATCH = ("/tmp", "/dev/shm")   # the client's own places: each a folder of its home, if given
+SERVICE_DIR = "/run/service"     # an operable service's folder, where it and the client see it
 
 
 @dataclass(frozen=True)
@@ -158,8 +159,8 @@ class Sandbox:
         """The launch chain for argv; outputs: a folder the client writes, kept between its
         invocations (a workdir of the home); scratch: a workdir of the home shown at each of
         SCRATCH it names (without: /tmp an empty tmpfs of bubblewrap's, /dev/shm its /dev's);
-        service: an operable service's folder, bound read-write, and no pid namespace of
-        bwrap's (the chain is started in the service's, by ServiceNamespace.argv())."""
+        service: an operable service's folder, bound read-write at SERVICE_DIR, and no pid
+        namespace of bwrap's (the chain is started in the service's, by ServiceNamespace.argv())."""
         lim = self.limits
         box = [self.bwrap, *(_BWRAP_NS if service is None else _BWRAP_NS_SERVICE),
                "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
@@ -185,7 +186,7 @@ class Sandbox:
         if outputs is not None:
             box += ["--bind", str(outputs), str(outputs)]
         if service is not None:
-            box += ["--bind", str(service), str(service)]
+            box += ["--bind", str(service), SERVICE_DIR]
         if cwd is not None:
             box += ["--bind", str(cwd), str(cwd), "--chdir", str(cwd)]
         chain = ["prlimit", f"--nofile={lim.open_files}", f"--cpu={lim.cpu_s}", "--core=0", "--",

@@ -87,6 +87,29 @@ class ServiceNamespace:
                 return pids[0]
         return None
 
+    def started(self, launcher: int, timeout: float = START_TIMEOUT,
+                skip: tuple[str, ...] = ("nsenter", "unshare", "prlimit", "setpriv",
+                                         "bwrap")) -> int:
+        """The host pid of what a launcher (a Popen of `argv()`'s prefix) started in the
+        namespace: the first process down its line of first children that is in the namespace
+        and none of the launch chain's programs (once it has exec'd); 0 if none within
+        timeout."""
+        mine = os.readlink(f"/proc/{self.init}/ns/pid")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            current = launcher
+            while current:
+                try:
+                    inside = os.readlink(f"/proc/{current}/ns/pid") == mine
+                    comm = Path(f"/proc/{current}/comm").read_text().strip()
+                except OSError:
+                    break
+                if inside and comm not in skip:
+                    return current
+                current = _first_child(current)
+            time.sleep(0.005)
+        return 0
+
     def members(self) -> list[int]:
         """Host pids of every process in the namespace but its init."""
         try:
@@ -135,22 +158,3 @@ def _ns_pids(pid: int) -> list[int]:
     except OSError:
         pass
     return []
-
-
-def descendant(pid: int, skip: tuple[str, ...] = ("nsenter", "unshare", "prlimit", "setpriv",
-                                                  "bwrap"), timeout: float = 5.0) -> int:
-    """The first process down pid's line of first children that is none of the launch chain's
-    programs (the service itself, once it has exec'd): 0 if none appears within timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        current = pid
-        while current:
-            try:
-                comm = Path(f"/proc/{current}/comm").read_text().strip()
-            except OSError:
-                break
-            if comm not in skip:
-                return current
-            current = _first_child(current)
-        time.sleep(0.005)
-    return 0
