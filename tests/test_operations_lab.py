@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from sessions.spec.task import TaskError, load_task
 from tests.support import evlab_in
 from tests.test_operations_clauses import CONTRACT  # the same clauses, the same service
 
@@ -138,3 +139,25 @@ def test_the_clients_reach_the_service_and_nothing_of_the_lab(document):
     trace = runs["ptrace"]
     assert [c.get("text") for c in trace["claims"]] == ["-1 1"]
     assert trace["servers"]["svc"]["restarts"] == 0 and not trace["operations"]["signals"]
+
+
+@pytest.mark.parametrize(("old", "new", "says"), [
+    ("operable = true", "operable = 1", "servers.svc: restart, faults and operable are true or "
+     "false"),
+    ('"{port}", ', '"{port}", "{events}", ', "servers.svc.args: an operable server has no "
+     "record and no fault file"),
+    ("restart = true", "faults = true", "servers.svc: an operable server takes no faults"),
+    ('command = ["python3"]', 'module = "sessions.lab.decoy"', "servers.svc: an operable "
+     "server is a command"),
+])
+def test_an_operable_server_is_checked_when_the_folder_is_read(tmp_path, old, new, says):
+    folder = _write(tmp_path)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace(old, new, 1))
+    with pytest.raises(TaskError, match=says):
+        load_task(folder)
+
+
+def test_the_suites_task_declares_an_operable_endpoint(tmp_path):
+    assert [(s.name, s.operable, s.restart) for s in load_task(_write(tmp_path)).servers] == [
+        ("svc", True, True)]

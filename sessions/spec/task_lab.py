@@ -162,6 +162,9 @@ def parse_servers(file: Path, folder: Path, table: dict, inputs) -> tuple[Server
             raise TaskError(f"{file}: {key}.args: an operable server has no record and no "
                             "fault file ({events}, {faults}): the program could make it write "
                             "what it likes there; the lab records its `listening` itself")
+        if flags[2] and "module" in spec:
+            raise TaskError(f"{file}: {key}: an operable server is a command (the program's "
+                            "sandbox user runs it), not a module of evlab's")
         # the servers declared before it are started before it: their ports are known
         program = _program_of(file, folder, spec, key, _words(inputs, servers))
         clock, settle = spec.get("clock", "monotonic"), spec.get("settle", "records")
