@@ -62,6 +62,8 @@ CLIENTS = {   # name: (what it does, the clauses it must fail)
     # service's and its own (the load, the verifier and evlab have no pid in its namespace)
     "lab": ("for target in (1, -1):\n    try:\n        os.kill(target, signal.SIGTERM)\n"
             "    except OSError as e:\n        print(target, e.errno)", ["kept", "signals"]),
+    "leave": ("import subprocess\nsubprocess.Popen(['sleep', '60'], start_new_session=True)",
+              []),
     "ptrace": ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
                "print(libc.ptrace(16, pid, 0, 0), ctypes.get_errno())", []),
 }
@@ -136,6 +138,13 @@ def test_the_clients_reach_the_service_and_nothing_of_the_lab(document):
     assert any(s["whose"] == "server" for s in reached)
     assert lab["servers"]["svc"]["restarts"] == 1   # the lab restarted it; the run went on
     # ptrace of the service (another bubblewrap user namespace): -1, EPERM; the service lives
+    # what a client left in the namespace (it is not its init) is counted and killed with its
+    # cgroup as the invocation ends; the service, outside that cgroup, lives on
+    left = runs["leave"]
+    assert left["kernel"]["tasks_left_at_exit"] == 1
+    assert [(p["comm"], p["signal_name"]) for p in left["operations"]["processes"]
+            if p["comm"] == "sleep"] == [("sleep", "SIGKILL")]
+    assert left["servers"]["svc"]["restarts"] == 0
     trace = runs["ptrace"]
     assert [c.get("text") for c in trace["claims"]] == ["-1 1"]
     assert trace["servers"]["svc"]["restarts"] == 0 and not trace["operations"]["signals"]
