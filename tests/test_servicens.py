@@ -120,3 +120,4 @@ def test_closing_the_namespace_ends_everything_in_it(tmp_path):
     ns.close()
     assert child.wait(5) != 0
     assert not os.path.exists(f"/proc/{ns.init}")
+    ns.close()   # again (the servers' close after a failed start): nothing, no pid reused

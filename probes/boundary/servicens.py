@@ -127,7 +127,10 @@ class ServiceNamespace:
         return sorted(out)
 
     def close(self) -> None:
-        """SIGKILL the init: the kernel kills every process in the namespace."""
+        """SIGKILL the init: the kernel kills every process in the namespace. Once only: its
+        pid may be another process's after it is reaped."""
+        if self._proc.returncode is not None:
+            return
         try:
             os.kill(self.init, signal.SIGKILL)   # `unshare` reaps it, then exits
         except ProcessLookupError:
