@@ -115,9 +115,11 @@ def test_the_program_cannot_reach_the_init_the_lab_or_trace_the_service(run):
 def test_closing_the_namespace_ends_everything_in_it(tmp_path):
     ns = ServiceNamespace.create(None)
     child = subprocess.Popen([*ns.argv(), "sleep", "60"])
-    host = ns.started(child.pid)
-    assert host and host in ns.members()
-    ns.close()
+    try:
+        host = ns.started(child.pid)
+        assert host and host in ns.members()
+    finally:
+        ns.close()
     assert child.wait(5) != 0
     assert not os.path.exists(f"/proc/{ns.init}")
     ns.close()   # again (the servers' close after a failed start): nothing, no pid reused
