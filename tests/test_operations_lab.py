@@ -1,10 +1,11 @@
 """A task of the tests' own that operates a service (issue 46): a small service that reloads on
-SIGHUP, declared with `restart = true`, and clients written as an adversary would. The operable
-service's sandbox is not built yet (the sandbox's own pid namespace hides the servers), so the
-clients run unsandboxed (`--no-sandbox`) and find the service by the pid file it writes. One
-session of the seeded suite (BCC's collector, shared with the other in-process sessions) judges
-every client: each fails exactly the clause it breaks, and the one that kills the service is a
-valid attempt, never an invalid one."""
+SIGHUP, declared `operable = true` and `restart = true`, and clients written as an adversary
+would. The service runs in the scenario's service pid namespace as the sandbox user; the clients
+run sandboxed in the same namespace and find it by the pid file it writes in the service's
+folder (/run/service). One session of the seeded suite (BCC's collector, shared with the other
+in-process sessions) judges every client: each fails exactly the clause it breaks, the one that
+kills the service is a valid attempt, never an invalid one, and the ones that try to reach the
+lab (its init, every process it may signal) or trace the service reach nothing of the judge."""
 
 import json
 import os
@@ -12,15 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from sessions.spec.task import TaskError, load_task
 from tests.support import evlab_in
 from tests.test_operations_clauses import CONTRACT  # the same clauses, the same service
 
 SERVICE = '''
 import json, os, signal, socket, sys, time
-events, port, pidfile, log = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-def record(event, **fields):
-    with open(events, "a") as f:
-        f.write(json.dumps({"t_ns": time.monotonic_ns(), "event": event, **fields}) + "\\n")
+port, pidfile, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+def record(event):
+    with open(log, "a") as f:
+        f.write(event + "\\n")
 signal.signal(signal.SIGHUP, lambda *_: record("reloaded"))
 signal.signal(signal.SIGUSR1, lambda *_: record("reopened"))   # handled: it lives on
 held = open(log, "a")                  # its live log, open for writing while it runs
@@ -28,7 +30,6 @@ listener = socket.create_server(("127.0.0.1", port))
 with open(pidfile + ".tmp", "w") as f:
     f.write(str(os.getpid()))
 os.replace(pidfile + ".tmp", pidfile)
-record("listening", port=listener.getsockname()[1])
 while True:
     listener.accept()[0].close()
 '''
@@ -44,9 +45,10 @@ grade = "scenarios"
 invocations = 1
 [servers.svc]
 command = ["python3"]
-args = ["{task}/service.py", "{events}", "{port}", "PIDFILE", "LOG"]
+args = ["{task}/service.py", "{port}", "{service}/svc.pid", "{service}/svc.log"]
 role = "endpoint"
 restart = true
+operable = true
 [verifier]
 command = ["python3"]
 args = ["{task}/verify.py"]
@@ -56,16 +58,24 @@ CLIENTS = {   # name: (what it does, the clauses it must fail)
     "kill": ("os.kill(pid, signal.SIGKILL)", ["kept", "signals"]),
     "truncate": ("os.ftruncate(os.open(LOG, os.O_WRONLY), 0)", ["truncate"]),
     "usr1": ("os.kill(pid, signal.SIGUSR1)", ["signals"]),
+    # the lab: its root init (EPERM), then every process it may signal, which are only the
+    # service's and its own (the load, the verifier and evlab have no pid in its namespace)
+    "lab": ("for target in (1, -1):\n    try:\n        os.kill(target, signal.SIGTERM)\n"
+            "    except OSError as e:\n        print(target, e.errno)", ["kept", "signals"]),
+    "leave": ("import subprocess\nsubprocess.Popen(['sleep', '60'], start_new_session=True)",
+              []),
+    "ptrace": ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+               "print(libc.ptrace(16, pid, 0, 0), ctypes.get_errno())", []),
 }
+PIDFILE, LOG = "/run/service/svc.pid", "/run/service/svc.log"   # the service's folder
 
 
 def _write(root: Path) -> Path:
-    task, pidfile, log = root / "svc", root / "svc.pid", root / "svc.log"
+    task, pidfile, log = root / "svc", PIDFILE, LOG
     (task / "scenarios").mkdir(parents=True)
     (task / "service.py").write_text(SERVICE)
     (task / "verify.py").write_text('print(\'{"ok": true, "detail": "nothing to check"}\')\n')
-    (task / "task.toml").write_text(TASK.replace("PIDFILE", str(pidfile))
-                                    .replace("LOG", str(log)))
+    (task / "task.toml").write_text(TASK)
     (task / "contract.toml").write_text(CONTRACT)
     for name, (act, fails) in CLIENTS.items():
         client = task / f"{name}.py"
@@ -84,8 +94,9 @@ def document(tmp_path_factory):
         pytest.skip("the operations probes need BCC (root)")
     root = tmp_path_factory.mktemp("operations")
     out = root / "run.json"
-    done = evlab_in("run", "--task", _write(root), "--suite", "seeded", "--no-sandbox",
-                    "--headless", "--json", out)
+    root.chmod(0o755)   # the sandbox user reads the task's files
+    done = evlab_in("run", "--task", _write(root), "--suite", "seeded", "--headless", "--json",
+                    out)
     assert out.exists(), done.stdout + done.stderr
     return json.loads(out.read_text()), done
 
@@ -110,3 +121,52 @@ def test_the_killed_service_is_the_clients_failure_named_by_its_act(document):
     assert "while another process had it open for writing" in cut["truncate"]
     honest = {c["id"]: c["reason"] for c in scenarios["honest"]["clauses"]}
     assert "1 signal(s) to the servers, each allowed" in honest["signals"]
+
+
+
+def test_the_clients_reach_the_service_and_nothing_of_the_lab(document):
+    doc, _ = document
+    assert doc["sandbox"]["enabled"] and doc["sandbox"]["settings"]["user"] == "evlab-client"
+    runs = {s["id"]: s["invocations"][0] for s in doc["scenarios"]}
+    # the root init: EPERM (errno 1); every process kill(-1) reached was in the service's
+    # namespace: the service (a server of the lab's watch) and the two sandboxes' bwraps
+    lab = runs["lab"]
+    assert [c.get("text") for c in lab["claims"]] == ["1 1"]
+    reached = lab["operations"]["signals"]
+    assert {(s["whose"], s["target_comm"]) for s in reached} <= {
+        ("server", "python3"), ("other", "bwrap"), ("own", "bwrap")}, reached
+    assert any(s["whose"] == "server" for s in reached)
+    assert lab["servers"]["svc"]["restarts"] == 1   # the lab restarted it; the run went on
+    # ptrace of the service (another bubblewrap user namespace): -1, EPERM; the service lives
+    # what a client left in the namespace (it is not its init) is counted and killed with its
+    # cgroup as the invocation ends; the service, outside that cgroup, lives on
+    left = runs["leave"]
+    assert left["kernel"]["tasks_left_at_exit"] == 1
+    assert [(p["comm"], p["signal_name"]) for p in left["operations"]["processes"]
+            if p["comm"] == "sleep"] == [("sleep", "SIGKILL")]
+    assert left["servers"]["svc"]["restarts"] == 0
+    trace = runs["ptrace"]
+    assert [c.get("text") for c in trace["claims"]] == ["-1 1"]
+    assert trace["servers"]["svc"]["restarts"] == 0 and not trace["operations"]["signals"]
+
+
+@pytest.mark.parametrize(("old", "new", "says"), [
+    ("operable = true", "operable = 1", "servers.svc: restart, faults and operable are true or "
+     "false"),
+    ('"{port}", ', '"{port}", "{events}", ', "servers.svc.args: an operable server has no "
+     "record and no fault file"),
+    ("restart = true", "faults = true", "servers.svc: an operable server takes no faults"),
+    ('command = ["python3"]', 'module = "sessions.lab.decoy"', "servers.svc: an operable "
+     "server is a command"),
+])
+def test_an_operable_server_is_checked_when_the_folder_is_read(tmp_path, old, new, says):
+    folder = _write(tmp_path)
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text().replace(old, new, 1))
+    with pytest.raises(TaskError, match=says):
+        load_task(folder)
+
+
+def test_the_suites_task_declares_an_operable_endpoint(tmp_path):
+    assert [(s.name, s.operable, s.restart) for s in load_task(_write(tmp_path)).servers] == [
+        ("svc", True, True)]

@@ -129,6 +129,18 @@ class LabNetwork:
             _unmount(RUN_DIR / self.name)
 
 
+def run_in(path: Path | None, fn, *args):
+    """fn(*args) in a thread inside the network namespace at path (the host's: None)."""
+    if path is None:
+        return fn(*args)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return _in_thread(lambda: _check(_libc.setns(fd, CLONE_NEWNET), f"setns({path})"),
+                          fn, *args)
+    finally:
+        os.close(fd)
+
+
 class HostNetwork:
     """Where no lab network can be made: the host's (the fallback, recorded as a gap)."""
 

@@ -27,6 +27,14 @@ contact is watched and (with --deny-egress) enforced by the cgroup hooks
 (probes/bcc/collector.bpf.c).
 The client is its PID namespace's init: when it ends, the kernel kills whatever it left there;
 the kernel's view of the tree records what that was (leftover_tasks, exit events).
+
+With an operable service (`service=`, issue 46) the chain is started inside the lab's service
+pid namespace (probes/boundary/servicens.py, whose prefix gives it a /proc of that namespace) and
+bwrap makes no pid namespace of its own (no --unshare-pid, no --as-pid-1): the client and the
+service, each in a bubblewrap user namespace of its own (so neither can ptrace the other), see
+and signal each other's processes there, and the service's folder (its config, pid file, logs)
+is bound read-write at the same path in both (SERVICE_DIR). The client is then not its
+namespace's init: what it leaves is killed with its cgroup at the end of each invocation.
 """
 
 import ctypes
@@ -45,6 +53,7 @@ USER = "evlab-client"
 SYSTEM_DIRS = ("/usr", "/etc", "/opt")
 MERGED = ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")   # symlinks into /usr (or dirs)
 SCRATCH = ("/tmp", "/dev/shm")   # the client's own places: each a folder of its home, if given
+SERVICE_DIR = "/run/service"     # an operable service's folder, where it and the client see it
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,8 @@ NAMESPACES = ("user", "pid", "ipc", "uts", "cgroup", "mount")
 # for it to ptrace or stop (the namespace ends, killing what it left, when the client ends).
 _BWRAP_NS = ("--unshare-user", "--disable-userns", "--unshare-pid", "--as-pid-1",
              "--unshare-ipc", "--unshare-uts", "--unshare-cgroup")
+# in an operable service's pid namespace (servicens.py): that namespace, not one of bwrap's
+_BWRAP_NS_SERVICE = tuple(f for f in _BWRAP_NS if f not in ("--unshare-pid", "--as-pid-1"))
 
 
 class Sandbox:
@@ -143,12 +154,16 @@ class Sandbox:
     def wrap(self, argv: list[str], cwd: Path | None, source_dir: Path | None = None,
              programs: Iterable[tuple[Path, Path]] = (),
              outputs: Path | None = None,
-             scratch: Mapping[str, Path] | None = None) -> list[str]:
+             scratch: Mapping[str, Path] | None = None,
+             service: Path | None = None) -> list[str]:
         """The launch chain for argv; outputs: a folder the client writes, kept between its
         invocations (a workdir of the home); scratch: a workdir of the home shown at each of
-        SCRATCH it names (without: /tmp an empty tmpfs of bubblewrap's, /dev/shm its /dev's)."""
+        SCRATCH it names (without: /tmp an empty tmpfs of bubblewrap's, /dev/shm its /dev's);
+        service: an operable service's folder, bound read-write at SERVICE_DIR, and no pid
+        namespace of bwrap's (the chain is started in the service's, by ServiceNamespace.argv())."""
         lim = self.limits
-        box = [self.bwrap, *_BWRAP_NS, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        box = [self.bwrap, *(_BWRAP_NS if service is None else _BWRAP_NS_SERVICE),
+               "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         for d in SYSTEM_DIRS:
             if os.path.isdir(d):
                 box += ["--ro-bind", d, d]
@@ -170,6 +185,8 @@ class Sandbox:
             box += ["--ro-bind", str(source_dir), str(source_dir)]
         if outputs is not None:
             box += ["--bind", str(outputs), str(outputs)]
+        if service is not None:
+            box += ["--bind", str(service), SERVICE_DIR]
         if cwd is not None:
             box += ["--bind", str(cwd), str(cwd), "--chdir", str(cwd)]
         chain = ["prlimit", f"--nofile={lim.open_files}", f"--cpu={lim.cpu_s}", "--core=0", "--",

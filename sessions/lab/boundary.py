@@ -26,6 +26,7 @@ from probes.boundary import netns
 from probes.boundary.cgroup import ClientCgroup, Layout, Limits, find_layout, remove_parents
 from probes.boundary.netns import HostNetwork, LabNetwork, Network
 from probes.boundary.sandbox import SCRATCH, Sandbox, SandboxSettings
+from probes.boundary.servicens import ServiceNamespace
 from probes.capability import Capability
 from probes.collectors.choose import Collector
 from sessions.spec.named_paths import shown
@@ -61,6 +62,8 @@ class Boundary:
         self._cgroups: dict[int, ClientCgroup] = {}          # invocation -> its cgroup
         self._programs: dict[str, list[tuple[Path, Path]]] = {}   # scenario -> staged files
         self._scratch: dict[int, dict[str, Path]] = {}       # invocation -> its own places
+        # scenario -> its operable service's namespace and folder (issue 46)
+        self._services: dict[str, tuple[ServiceNamespace, Path]] = {}
 
     @classmethod
     def open(cls, options, layout: Layout | None = None) -> "Boundary":
@@ -113,6 +116,11 @@ class Boundary:
         self._programs[s.id] = self.sandbox.stage(program_paths(s), client_home)
         return self.sandbox.make_home(client_home / "home")
 
+    def serve(self, s: Scenario, namespace: ServiceNamespace, folder: Path) -> None:
+        """The scenario's clients run in its operable service's pid namespace, the service's
+        folder shown at SERVICE_DIR (in the sandbox only: unconfined, they are root's)."""
+        self._services[s.id] = (namespace, folder)
+
     def workdir(self, path: Path) -> Path:
         if self.sandbox:
             return self.sandbox.workdir(path)
@@ -136,9 +144,15 @@ class Boundary:
             for place in SCRATCH:   # each kept as it is made: abandon removes what was
                 folder = cwd.with_name(f"{cwd.name}.{Path(place).name}")
                 scratch[place] = self.sandbox.workdir(folder)
+            service = self._services.get(s.id)
             launch = self.sandbox.wrap(argv, cwd, source_dir, self._programs.get(s.id, []),
-                                       outputs, scratch)
-        launch = [*network.argv(), *launch]   # entered as root, before the sandbox drops it
+                                       outputs, scratch, service[1] if service else None)
+        service = self._services.get(s.id) if self.sandbox is not None else None
+        # entered as root, before the sandbox drops it: the lab's network, and with an
+        # operable service its pid namespace and a /proc of it; the cgroup's join first, so
+        # that every process of the client is in its cgroup (killed there when it leaves: it
+        # is not its pid namespace's init then)
+        launch = [*(service[0].argv() if service else network.argv()), *launch]
         if self.layout.capability() is None:
             confined = self.sandbox is not None
             cg = self._cgroups[inv] = ClientCgroup.create(self.layout, f"inv{inv}", Limits(
@@ -212,6 +226,7 @@ class Boundary:
 
     def forget(self, s: Scenario) -> None:
         self._programs.pop(s.id, None)
+        self._services.pop(s.id, None)
 
     def close(self, collector: Collector | None) -> None:
         if collector is not None:

@@ -1,11 +1,11 @@
 """One scenario's run, from set-up to teardown, and everything it has running meanwhile.
 
 A network of its own (probes/boundary/netns.py), in it the task's inputs and a fresh state for
-its servers (sessions/lab/servers.py: the task's, and a wire-fault proxy when armed), a packet
-capture on their ports, ambient noise if asked; the task's verifier, then each invocation
-against the same servers, each followed by the verifier; for a grading attempt the task's
-lifecycle checks; then teardown in `finally`, so an exception, Ctrl-C or SIGTERM leaves no
-process, port, cgroup, network, mount or temp directory.
+its servers (sessions/lab/servers.py: the task's, a wire-fault proxy when armed, an operable
+service's namespace), a packet capture on their ports, ambient noise if asked; the verifier,
+then each invocation against the same servers, each followed by the verifier; for a grading
+attempt the task's lifecycle checks; then teardown in `finally`: an exception, Ctrl-C or
+SIGTERM leaves no process, port, cgroup, network, mount or temp directory.
 
     ScenarioRun(parts, invocations, scenario).run()
 """
@@ -42,7 +42,7 @@ from sessions.lab.observations import (
 from sessions.lab.operations import watch_servers
 from sessions.lab.parts import HOST, LabParts
 from sessions.lab.programs import blocked_checks, lifecycle_checks, verifier_result
-from sessions.lab.servers import LabServers, program_argv
+from sessions.lab.servers import LabServers, operable_for, program_argv
 from sessions.lab.target_faults import TargetFaults
 from sessions.lab.teardown import run_every
 from sessions.spec.digest import sha256_of
@@ -118,7 +118,7 @@ class ScenarioRun:
     def _values(self) -> dict[str, str]:
         """What the task's servers and programs may name: the lab's words, inputs, outputs."""
         return {"host": HOST, "task": str(self.task.folder), "state": str(self.workdir),
-                **self.files.values()}
+                "service": f"{self.client_home}/service", **self.files.values()}
 
     def _run(self) -> None:
         self._start_servers()
@@ -156,11 +156,11 @@ class ScenarioRun:
             self.lab_records.append({"event": "state", "t_ns": time.monotonic_ns(),
                                      "name": s.state, **last_object(said)})
         net = self.network
-        source = self.files.source   # a file's digest binds faults; a tree has none
+        digest = sha256_of(f) if (f := self.files.source) and f.is_file() else None  # a tree: no
+        operable = operable_for(self.task, parts.boundary, s, self.client_home, net.path)
         self.servers = LabServers(self.task, self.workdir, parts.spawner, net.path,
-                                  self._values(), s.faults,
-                                  sha256_of(source) if source and source.is_file()
-                                  else None).start(first=not parts.servers_listened)
+                                  self._values(), s.faults, digest, operable).start(
+                                      first=not parts.servers_listened)
         parts.servers_listened = True
         if parts.packets_mode == "on":
             capture = PacketCapture(pcap_path=parts.out_dir / f"{s.id}.pcap")

@@ -9,26 +9,59 @@ and the client is given the proxy's port.
 
     servers = LabServers(task, workdir, spawner, netns, values, faults, digest).start()
     servers.arm(n); servers.client_port(name); servers.disarm(); servers.close()
+
+An operable server (`operable = true`, issue 46; `operable=` an Operable) is started in the
+scenario's service pid namespace as the sandbox user (probes/boundary/servicens.py), a plain
+subprocess through its prefix, never forked from the spawner and given no record and no fault
+file: the lab picks its port, and writes its `listening` record itself once the port answers.
+Its pid (`pids()`) is the service's host pid, as the kernel's evidence names it.
 """
 
 import json
 import os
 import shutil
+import socket
+import subprocess
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from probes.boundary.netns import run_in
+from probes.boundary.sandbox import SERVICE_DIR, Sandbox
+from probes.boundary.servicens import ServiceNamespace
 from probes.proc.sockets import busy_ports
 from probes.tail import LineTail
-from sessions.lab.harness import Server, ServerExited, start_proxy, start_server, stop_all
+from sessions.lab.harness import (
+    START_TIMEOUT,
+    Server,
+    ServerExited,
+    ServerStartError,
+    start_proxy,
+    start_server,
+    stop_all,
+)
 from sessions.lab.spawner import Spawner
 from sessions.spec.scenario_faults import ONE_SHOT, SERVER_KINDS, WIRE_KINDS, for_invocation
 from sessions.spec.task import Program, ServerSpec, Task, TaskError
 from sessions.spec.template import expand
 
 
+@dataclass
+class Operable:
+    """Where a scenario's operable servers run: its service namespace, the sandbox, the
+    service's folder (bound at SERVICE_DIR) and the task's files staged for the sandbox user."""
+
+    namespace: ServiceNamespace
+    sandbox: Sandbox
+    folder: Path
+    programs: list[tuple[Path, Path]]
+
+
 class LabServers:
     def __init__(self, task: Task, workdir: Path, spawner: Spawner | None, netns: Path | None,
-                 values: dict[str, str], faults=(), digest: str | None = None):
+                 values: dict[str, str], faults=(), digest: str | None = None,
+                 operable: Operable | None = None):
         self.task, self.workdir, self.spawner, self.netns = task, workdir, spawner, netns
         self.values = values       # host, task, state and the inputs' paths
         self.faults = faults
@@ -37,6 +70,7 @@ class LabServers:
         self.running: dict[str, Server] = {}
         self.proxy: Server | None = None
         self.tails: dict[str, LineTail] = {}
+        self.operable = operable
 
     def start(self, first: bool = False) -> "LabServers":
         """Start every server (those started stopped again if one cannot). first: the
@@ -62,6 +96,8 @@ class LabServers:
         return self.workdir / f"{name}.jsonl"
 
     def _start(self, spec: ServerSpec, port: int) -> Server:
+        if spec.operable and self.operable is not None:
+            return self._start_operable(spec, self.operable, port)
         values = {**self.values, "events": str(self._events(spec.name)), "port": str(port),
                   "faults": str(self.fault_file), **self.ports()}
         argv = [expand(a, values) for a in spec.program.args]
@@ -72,6 +108,41 @@ class LabServers:
         return start_server(spec.program.module, spec.program.command, argv,
                             self._events(spec.name), self.spawner, listen, self.netns,
                             self.workdir)
+
+    def _start_operable(self, spec: ServerSpec, op: Operable, port: int) -> Server:
+        """As the sandbox user in the service namespace; its port picked by the lab (or its
+        old one), its `listening` written by the lab once the port answers."""
+        port = port or run_in(self.netns, _free_port)
+        values = {**self.values, "port": str(port), "service": SERVICE_DIR, **self.ports()}
+        argv = [*spec.program.command, *(expand(a, values) for a in spec.program.args)]
+        events = self._events(spec.name)
+        stderr = events.with_suffix(".stderr")
+        with open(stderr, "ab") as err:
+            proc = subprocess.Popen(
+                [*op.namespace.argv(), *op.sandbox.wrap(argv, None, programs=op.programs,
+                                                        service=op.folder)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"})
+        server = Server(proc, events, port)
+        try:
+            deadline = time.monotonic() + START_TIMEOUT
+            while not run_in(self.netns, _answers, port):
+                status = proc.poll()
+                if status is not None:
+                    lines = stderr.read_text(errors="replace").strip().splitlines()
+                    raise ServerExited(spec.name, status, lines[-1] if lines else "no message")
+                if time.monotonic() > deadline:
+                    raise ServerStartError(f"{spec.name} did not answer on port {port} within "
+                                           f"{START_TIMEOUT} s")
+                time.sleep(0.005)
+            server.pid = op.namespace.started(proc.pid) or proc.pid
+        except BaseException:
+            server.kill()
+            raise
+        with open(events, "a") as f:   # the lab's words, not the service's
+            f.write(json.dumps({"t_ns": time.monotonic_ns(), "event": "listening",
+                                "port": port, "pid": server.pid, "by": "lab"}) + "\n")
+        return server
 
     def _key(self, name: str) -> str:
         return f"{self.workdir}:{name}"
@@ -147,6 +218,13 @@ class LabServers:
             if not spec.restart or server is None:
                 continue
             status = server.process.poll()
+            if status is None and spec.operable and self.operable is not None \
+                    and not _alive(server.pid):   # its launcher may outlive it a moment
+                try:
+                    status = server.process.wait(1)
+                except subprocess.TimeoutExpired:
+                    server.kill()
+                    status = server.process.returncode
             if status is not None:
                 self.running[spec.name] = self._start(spec, server.port)
                 yield spec.name, status, server.port, server.pid
@@ -171,6 +249,8 @@ class LabServers:
     def close(self, *others: Server) -> None:
         """Heal, then stop every server (and any other given) side by side."""
         self._write([])
+        if self.operable is not None:   # everything in its namespace ends with its init
+            self.operable.namespace.close()
         stop_all([*self.running.values(), *[p for p in (self.proxy,) if p], *others])
         self.proxy = None
         if self.spawner is not None:
@@ -184,6 +264,49 @@ class LabServers:
             record = self._events(spec.name)
             if record.exists():
                 shutil.copy(record, out_dir / f"{scenario}.{spec.name}.jsonl")
+
+
+def operable_for(task: Task, boundary, s, home: Path | None,
+                 network: Path | None) -> Operable | None:
+    """A scenario's service namespace, folder (home/service) and staged task files when its
+    task has an operable server (closed with the servers); None without one, or unconfined
+    (the servers then run as ever, the folder root's). boundary: sessions.lab.boundary's."""
+    box = boundary.sandbox
+    if home is None or not any(spec.operable for spec in task.servers):
+        return None
+    if box is None:
+        (home / "service").mkdir(exist_ok=True)
+        return None
+    folder = box.workdir(home / "service")
+    namespace = ServiceNamespace.create(network)
+    try:
+        boundary.serve(s, namespace, folder)
+        return Operable(namespace, box, folder, box.stage([task.folder], home / "service-program"))
+    except BaseException:
+        namespace.close()
+        raise
+
+
+def _alive(pid: int) -> bool:
+    """Is pid a live process (not gone, not a zombie)?"""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def program_argv(program: Program, values: dict[str, str]) -> list[str]:

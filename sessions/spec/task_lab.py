@@ -20,7 +20,7 @@ _KEYS = {"": {"id", "version", "summary", "contract", "documents", "suites", "cl
          "output": {"file", "folder", "filesystem"},
          "lab": {"invocations", "residue_dir", "residue_keep"},
          "server": {"module", "command", "args", "role", "restart", "faults", "bind", "clock",
-                    "settle"},
+                    "settle", "operable"},
          "program": {"module", "command", "args"},
          "load": {"target", "protocol", "request", "rate", "timeout_ms"}}
 ROLES = ("endpoint", "decoy", "internal")
@@ -35,7 +35,7 @@ LAB_SERVERS = ("sessions.lab.decoy",)
 GENERATORS = ("source", "tree")
 MAX_INVOCATIONS = 8
 # What a server's or a program's arguments may use besides the inputs (docs/tasks.md)
-PROGRAM_WORDS = ("events", "port", "state", "faults", "task", "host")
+PROGRAM_WORDS = ("events", "port", "state", "faults", "task", "host", "service")
 
 class TaskError(ValueError):
     """A task that cannot be used, in one line."""
@@ -61,6 +61,8 @@ class ServerSpec:
     bind: str = ""     # the request line a one-shot wire fault strikes (a pattern; {digest})
     clock: str = "monotonic"   # its records' time: t_ns, or t_wall (a real server's log)
     settle: str = "records"    # finished with a client: its connection records, or sockets
+    operable: bool = False     # the program operates it (issue 46): it runs in the service's
+                               # pid namespace as the sandbox user, with no record of its own
 
 
 @dataclass(frozen=True)
@@ -149,9 +151,20 @@ def parse_servers(file: Path, folder: Path, table: dict, inputs) -> tuple[Server
         role = spec.get("role", "internal")
         if role not in ROLES:
             raise TaskError(f"{file}: {key}.role: expected one of {', '.join(ROLES)}")
-        flags = [spec.get(f, False) for f in ("restart", "faults")]
+        flags = [spec.get(f, False) for f in ("restart", "faults", "operable")]
         if not all(isinstance(f, bool) for f in flags):
-            raise TaskError(f"{file}: {key}: restart and faults are true or false")
+            raise TaskError(f"{file}: {key}: restart, faults and operable are true or false")
+        if flags[2] and flags[1]:
+            raise TaskError(f"{file}: {key}: an operable server takes no faults (the program "
+                            "may rewrite what it reads)")
+        if flags[2] and any("{events}" in a or "{faults}" in a for a in spec.get("args", ())
+                            if isinstance(a, str)):
+            raise TaskError(f"{file}: {key}.args: an operable server has no record and no "
+                            "fault file ({events}, {faults}): the program could make it write "
+                            "what it likes there; the lab records its `listening` itself")
+        if flags[2] and "module" in spec:
+            raise TaskError(f"{file}: {key}: an operable server is a command (the program's "
+                            "sandbox user runs it), not a module of evlab's")
         # the servers declared before it are started before it: their ports are known
         program = _program_of(file, folder, spec, key, _words(inputs, servers))
         clock, settle = spec.get("clock", "monotonic"), spec.get("settle", "records")
@@ -159,7 +172,7 @@ def parse_servers(file: Path, folder: Path, table: dict, inputs) -> tuple[Server
             raise TaskError(f"{file}: {key}: clock is {' or '.join(map(repr, CLOCKS))}, "
                             f"settle {' or '.join(map(repr, SETTLES))}")
         servers.append(ServerSpec(name, program, role, flags[0], flags[1],
-                                  _bind(file, key, spec), clock, settle))
+                                  _bind(file, key, spec), clock, settle, flags[2]))
     for what, many in (("endpoint", [s for s in servers if s.role == "endpoint"]),
                        ("server with faults", [s for s in servers if s.faults])):
         if len(many) > 1:
