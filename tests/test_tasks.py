@@ -278,3 +278,15 @@ def test_a_local_campaign_runs_every_client_on_its_task(tmp_path):
                board["clients"].items()}
     assert list(runs_of["c-baseline"]["clauses"]) == list(load_task(folder).clause_ids)
     assert runs_of["c-redundant"]["clauses"]["no-second-upload"] == "fail"
+
+
+def test_a_folder_loads_its_own_task_when_a_copy_of_the_same_digest_was_loaded_and_is_gone(
+        tmp_path):
+    """Two copies of one task (the same digest): the second loads as itself, not as the first,
+    which was removed meanwhile (a campaign would ship a folder that is not there)."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder in (first, second):
+        shutil.copytree(BACKUP, folder, ignore=shutil.ignore_patterns("__pycache__", "build"))
+    assert load_task(first).sha256 == load_task(second).sha256
+    shutil.rmtree(first)
+    assert load_task(second).folder == second.resolve()

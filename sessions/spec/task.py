@@ -203,9 +203,11 @@ def record_of(session: SessionStarted | None) -> dict:
 
 
 def _load(folder: Path) -> Task:
+    """This folder's task (never another folder's of the same digest: that one may be gone or
+    moved since); the registry names the folder loaded last for each digest."""
     task = _parse(folder)
-    _LOADED.setdefault(task.sha256, task)
-    return _LOADED[task.sha256]
+    _LOADED[task.sha256] = task
+    return task
 
 
 @functools.lru_cache(maxsize=16)
