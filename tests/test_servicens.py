@@ -7,7 +7,9 @@ one service and one client run shared by the module's tests."""
 import os
 import shutil
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +17,8 @@ from probes.boundary.netns import LabNetwork
 from probes.boundary.sandbox import SERVICE_DIR, Sandbox
 from probes.boundary.servicens import ServiceNamespace
 from probes.owned_tmp import make_owned_dir
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SERVICE = '''
 import os, signal, sys, time
@@ -123,3 +127,28 @@ def test_closing_the_namespace_ends_everything_in_it(tmp_path):
     assert child.wait(5) != 0
     assert not os.path.exists(f"/proc/{ns.init}")
     ns.close()   # again (the servers' close after a failed start): nothing, no pid reused
+
+
+OWNER = """import subprocess, sys, time
+from probes.boundary.servicens import ServiceNamespace
+ns = ServiceNamespace.create(None)
+service = subprocess.Popen([*ns.argv(), "sleep", "60"])
+print(ns.init, ns.started(service.pid), flush=True)
+time.sleep(60)
+"""
+
+
+@root_only
+def test_an_evlab_killed_with_sigkill_leaves_no_service_namespace(tmp_path):
+    """No teardown runs in an evlab killed with SIGKILL: the init sees its owner gone and
+    ends, and the namespace's processes with it (liveness, not speed: 30 s at most)."""
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True,
+                             cwd=ROOT)
+    init, service = map(int, owner.stdout.readline().split())
+    assert os.path.exists(f"/proc/{init}") and os.path.exists(f"/proc/{service}")
+    owner.kill()
+    owner.wait()
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(f"/proc/{p}") for p in (init, service)):
+        assert time.monotonic() < deadline, "the service namespace outlived its evlab"
+        time.sleep(0.1)

@@ -21,13 +21,22 @@ import sys
 import time
 from pathlib import Path
 
-# the init: reaps what is re-parented to it, forever (the namespace ends when it is killed)
-REAPER = ("import os, time\n"
-          "while True:\n"
+# the init: reaps what is re-parented to it while its owner (the evlab that made it: pid and
+# start time, so a reused pid is not it) lives; then it ends, and the namespace with it (an
+# evlab killed with SIGKILL leaves no service behind)
+REAPER = ("import os, sys, time\n"
+          "def since(pid):\n"
           "    try:\n"
-          "        os.wait()\n"
+          "        return open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[19]\n"
+          "    except (OSError, IndexError):\n"
+          "        return None\n"
+          "while since(sys.argv[1]) == sys.argv[2]:\n"
+          "    try:\n"
+          "        while os.waitpid(-1, os.WNOHANG)[0]:\n"
+          "            pass\n"
           "    except ChildProcessError:\n"
-          "        time.sleep(0.5)\n")
+          "        pass\n"
+          "    time.sleep(0.5)\n")
 START_TIMEOUT = 5.0
 
 
@@ -46,7 +55,8 @@ class ServiceNamespace:
         enter = ["nsenter", f"--net={network}", "--"] if network is not None else []
         try:
             proc = subprocess.Popen([*enter, "unshare", "--pid", "--fork", "--kill-child",
-                                     python, "-c", REAPER], stdin=subprocess.DEVNULL,
+                                     python, "-c", REAPER, str(os.getpid()), _since(os.getpid())],
+                                    stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                     start_new_session=True)
         except OSError as e:
@@ -161,3 +171,8 @@ def _ns_pids(pid: int) -> list[int]:
     except OSError:
         pass
     return []
+
+
+def _since(pid: int) -> str:
+    """A process's start time (in clock ticks since boot): with its pid, which process it is."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
