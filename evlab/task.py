@@ -25,7 +25,8 @@ a predicates file may import only the names of PREDICATE_NAMES):
   armed and whether each had its chance to fire (`armed`, `could_fire`, ...).
 
 For servers and programs: `EventLog` and `exit_with_parent` (a server's JSON-line record),
-`sha256_of`, `verifier_main` (a verifier's command line and output), the fault
+`sha256_of`, `verifier_main` (a verifier's command line and output), `free_port` and
+`answers(port)` (loopback ports), the fault
 vocabulary (`check`, `FaultError`, SERVER_KINDS, TRIGGERED), and
 evlab's deterministic inputs (`source_bytes`, SEED, BLOCK; `write_tree`, `changes`).
 """
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from sessions.lab.event_log import EventLog, exit_with_parent
     from sessions.lab.inputs.source import BLOCK, SEED, source_bytes
     from sessions.lab.inputs.tree import changes, write_tree
+    from sessions.lab.ports import answers, free_port
     from sessions.lab.verifier_cli import verifier_main
     from sessions.spec.contract import Vocabulary, Thresholds
     from sessions.spec.digest import sha256_of
@@ -76,6 +78,7 @@ _MODULES = {
     "sessions.lab.event_log": "EventLog exit_with_parent",
     "sessions.lab.inputs.source": "BLOCK SEED source_bytes",
     "sessions.lab.inputs.tree": "changes write_tree",
+    "sessions.lab.ports": "answers free_port",
     "sessions.lab.verifier_cli": "verifier_main",
     "sessions.spec.contract": "Vocabulary Thresholds",
     "sessions.spec.digest": "sha256_of",

@@ -20,7 +20,6 @@ Its pid (`pids()`) is the service's host pid, as the kernel's evidence names it.
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ from sessions.lab.harness import (
     start_server,
     stop_all,
 )
+from sessions.lab.ports import answers, free_port
 from sessions.lab.spawner import Spawner
 from sessions.spec.scenario_faults import ONE_SHOT, SERVER_KINDS, WIRE_KINDS, for_invocation
 from sessions.spec.task import Program, ServerSpec, Task, TaskError
@@ -112,7 +112,7 @@ class LabServers:
     def _start_operable(self, spec: ServerSpec, op: Operable, port: int) -> Server:
         """As the sandbox user in the service namespace; its port picked by the lab (or its
         old one), its `listening` written by the lab once the port answers."""
-        port = port or run_in(self.netns, _free_port)
+        port = port or run_in(self.netns, free_port)
         values = {**self.values, "port": str(port), "service": SERVICE_DIR, **self.ports()}
         argv = [*spec.program.command, *(expand(a, values) for a in spec.program.args)]
         events = self._events(spec.name)
@@ -126,7 +126,7 @@ class LabServers:
         server = Server(proc, events, port)
         try:
             deadline = time.monotonic() + START_TIMEOUT
-            while not run_in(self.netns, _answers, port):
+            while not run_in(self.netns, answers, port):
                 status = proc.poll()
                 if status is not None:
                     lines = stderr.read_text(errors="replace").strip().splitlines()
@@ -295,18 +295,6 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def program_argv(program: Program, values: dict[str, str]) -> list[str]:
