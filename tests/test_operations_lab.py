@@ -127,6 +127,9 @@ def test_the_killed_service_is_the_clients_failure_named_by_its_act(document):
 def test_the_clients_reach_the_service_and_nothing_of_the_lab(document):
     doc, _ = document
     assert doc["sandbox"]["enabled"] and doc["sandbox"]["settings"]["user"] == "evlab-client"
+    # the record says whose pid namespace the clients ran in: the service's, shared
+    assert "pid (the operable service's, shared)" in doc["sandbox"]["settings"]["namespaces"]
+    assert "pid (the operable service's, shared)" in doc["sandbox"]["summary"]
     runs = {s["id"]: s["invocations"][0] for s in doc["scenarios"]}
     # the root init: EPERM (errno 1); every process kill(-1) reached was in the service's
     # namespace: the service (a server of the lab's watch) and the two sandboxes' bwraps

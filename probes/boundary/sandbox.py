@@ -79,6 +79,7 @@ class SandboxSettings:
 
 
 NAMESPACES = ("user", "pid", "ipc", "uts", "cgroup", "mount")
+SHARED_PID = "pid (the operable service's, shared)"
 # --as-pid-1: the client is its pid namespace's init, so there is no reaper of bwrap's inside
 # for it to ptrace or stop (the namespace ends, killing what it left, when the client ends).
 _BWRAP_NS = ("--unshare-user", "--disable-userns", "--unshare-pid", "--as-pid-1",
@@ -132,9 +133,11 @@ class Sandbox:
         return "" if done.returncode == 0 else (done.stderr.decode(errors="replace").strip()
                                                  or f"exit {done.returncode}")
 
-    def settings(self) -> SandboxSettings:
+    def settings(self, service: bool = False) -> SandboxSettings:
+        """service: the clients run in an operable service's pid namespace, not one of their own."""
+        spaces = tuple(SHARED_PID if n == "pid" and service else n for n in NAMESPACES)
         return SandboxSettings(True, USER, self.user.pw_uid, self.user.pw_gid, self.bwrap,
-                               NAMESPACES, asdict(self.limits))
+                               spaces, asdict(self.limits))
 
     # --- the client's files ----------------------------------------------------------------
     def make_home(self, path: Path) -> Path:

@@ -80,8 +80,9 @@ class Boundary:
                                 f"{gap.fix}; or pass --no-sandbox to run the client unconfined)")
         return cls(options, layout, box, gap, network_gap)
 
-    def settings_event(self) -> SandboxSet:
-        settings = (self.sandbox.settings() if self.sandbox
+    def settings_event(self, service: bool = False) -> SandboxSet:
+        """service: the task has an operable server (its clients share that pid namespace)."""
+        settings = (self.sandbox.settings(service) if self.sandbox
                     else SandboxSettings(False, why_not=self._why_not))
         return SandboxSet(time.monotonic_ns(), settings.enabled, settings.describe(),
                           json.loads(json.dumps(dataclasses.asdict(settings))),  # as read back

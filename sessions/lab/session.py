@@ -159,7 +159,8 @@ class Session:
                                                   cap.fix))
         for line in stale:
             self.stream.publish(StaleCleaned(time.monotonic_ns(), line))
-        self.stream.publish(boundary.settings_event())
+        self.stream.publish(boundary.settings_event(
+            any(spec.operable for spec in self.task.servers)))
 
     def _pace(self) -> float:
         """This machine's pace against the contract's reference (1: a contract without one)."""
