@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 # the init: reaps what is re-parented to it while its owner (the evlab that made it: pid and
@@ -83,19 +84,23 @@ class ServiceNamespace:
 
     def host_pid(self, ns_pid: int) -> int | None:
         """The host pid of the namespace's process ns_pid (a pid file's), or None."""
+        for pid in self._inside():
+            pids = _ns_pids(pid)
+            if len(pids) >= 2 and pids[-1] == ns_pid:
+                return pid
+        return None
+
+    def _inside(self) -> Iterator[int]:
+        """Host pids of every process in the namespace, its init's included (OSError: the
+        init is gone)."""
         mine = os.readlink(f"/proc/{self.init}/ns/pid")
         for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                if os.readlink(f"/proc/{entry.name}/ns/pid") != mine:
+            if entry.name.isdigit():
+                try:
+                    if os.readlink(f"/proc/{entry.name}/ns/pid") == mine:
+                        yield int(entry.name)
+                except OSError:
                     continue
-            except OSError:
-                continue
-            pids = _ns_pids(int(entry.name))
-            if len(pids) >= 2 and pids[-1] == ns_pid:
-                return pids[0]
-        return None
 
     def started(self, launcher: int, timeout: float = START_TIMEOUT,
                 skip: tuple[str, ...] = ("nsenter", "unshare", "prlimit", "setpriv",
@@ -123,18 +128,9 @@ class ServiceNamespace:
     def members(self) -> list[int]:
         """Host pids of every process in the namespace but its init."""
         try:
-            mine = os.readlink(f"/proc/{self.init}/ns/pid")
+            return sorted(pid for pid in self._inside() if pid != self.init)
         except OSError:
             return []
-        out = []
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit() and int(entry.name) != self.init:
-                try:
-                    if os.readlink(f"/proc/{entry.name}/ns/pid") == mine:
-                        out.append(int(entry.name))
-                except OSError:
-                    continue
-        return sorted(out)
 
     def close(self) -> None:
         """SIGKILL the init: the kernel kills every process in the namespace. Once only: its

@@ -140,15 +140,14 @@ class Boundary:
         disk limit, removed when it leaves."""
         lim = self.options.limits
         launch = argv
+        service = self._services.get(s.id)   # only ever with a sandbox (operable_for)
         if self.sandbox is not None:
             scratch = self._scratch[inv] = {}
             for place in SCRATCH:   # each kept as it is made: abandon removes what was
                 folder = cwd.with_name(f"{cwd.name}.{Path(place).name}")
                 scratch[place] = self.sandbox.workdir(folder)
-            service = self._services.get(s.id)
             launch = self.sandbox.wrap(argv, cwd, source_dir, self._programs.get(s.id, []),
                                        outputs, scratch, service[1] if service else None)
-        service = self._services.get(s.id) if self.sandbox is not None else None
         # entered as root, before the sandbox drops it: the lab's network, and with an
         # operable service its pid namespace and a /proc of it; the cgroup's join first, so
         # that every process of the client is in its cgroup (killed there when it leaves: it

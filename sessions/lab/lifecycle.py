@@ -36,13 +36,13 @@ def _session_members(client_pid: int) -> set[int]:
     If the client's pid already belongs to another process, the kernel has reused it, which it
     does only once no session or group of that id has members left: there is nothing to find
     (and scanning would mistake the newcomer's own session for the client's)."""
-    if _running(client_pid):
+    if running(client_pid):
         return set()
     found = set()
     for proc in psutil.process_iter():
         try:
             if (os.getsid(proc.pid) == client_pid or os.getpgid(proc.pid) == client_pid) \
-                    and _running(proc.pid):
+                    and running(proc.pid):
                 found.add(proc.pid)
         except (ProcessLookupError, PermissionError):
             continue
@@ -55,7 +55,7 @@ def leftovers(client_pid: int, live_tasks: list[int] | None) -> set[int]:
     pids = _session_members(client_pid)
     for tid in live_tasks or ():
         tgid = _tgid(tid)
-        if tgid is not None and tgid != os.getpid() and _running(tgid):
+        if tgid is not None and tgid != os.getpid() and running(tgid):
             pids.add(tgid)
     return pids
 
@@ -144,11 +144,11 @@ def _kill(pids: set[int]) -> None:
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + 2
-    while time.monotonic() < deadline and any(_running(p) for p in pids):
+    while time.monotonic() < deadline and any(running(p) for p in pids):
         time.sleep(0.01)
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
     # A killed orphan stays a zombie until init reaps it (which may be never in a container).
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE

@@ -40,6 +40,7 @@ from sessions.lab.harness import (
     start_server,
     stop_all,
 )
+from sessions.lab.lifecycle import running
 from sessions.lab.ports import answers, free_port
 from sessions.lab.spawner import Spawner
 from sessions.spec.scenario_faults import ONE_SHOT, SERVER_KINDS, WIRE_KINDS, for_invocation
@@ -219,7 +220,7 @@ class LabServers:
                 continue
             status = server.process.poll()
             if status is None and spec.operable and self.operable is not None \
-                    and not _alive(server.pid):   # its launcher may outlive it a moment
+                    and not running(server.pid):   # its launcher may outlive it a moment
                 try:
                     status = server.process.wait(1)
                 except subprocess.TimeoutExpired:
@@ -257,7 +258,6 @@ class LabServers:
             for spec in self.task.servers:
                 self.spawner.release(self._key(spec.name))
 
-
     def keep_records(self, out_dir: Path, scenario: str) -> None:
         """Each server's record, copied beside the session's outputs."""
         for spec in self.task.servers:
@@ -285,16 +285,6 @@ def operable_for(task: Task, boundary, s, home: Path | None,
     except BaseException:
         namespace.close()
         raise
-
-
-def _alive(pid: int) -> bool:
-    """Is pid a live process (not gone, not a zombie)?"""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 
 
 def program_argv(program: Program, values: dict[str, str]) -> list[str]:
