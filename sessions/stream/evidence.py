@@ -78,7 +78,7 @@ class InvocationEvidence:
     def client_records(self, records: list[ServerRecord]) -> list[ServerRecord]:
         """A server's records but those of evlab's load's connections (by their `conn`)."""
         theirs = self.load_conns(records)
-        return [r for r in records if not theirs or r.fields.get("conn") not in theirs]
+        return [r for r in records if r.fields.get("conn") not in theirs] if theirs else records
 
     def load_ports(self) -> set[int]:
         """The source ports of evlab's load's connections (its own record of each request)."""
@@ -89,8 +89,10 @@ class InvocationEvidence:
         """A server's connections (the endpoint's by default) that were the load's: opened
         from one of its source ports, as the server's `connection_opened` says (peer_port)."""
         ports = self.load_ports()
+        if not ports:   # no load (every task but those with one): nothing to walk
+            return set()
         return {r.fields.get("conn") for r in (self.endpoint if records is None else records)
-                if ports and r.event == "connection_opened" and r.fields.get("conn") is not None
+                if r.event == "connection_opened" and r.fields.get("conn") is not None
                 and r.fields.get("peer_port") in ports}
 
     def wire_bytes_to(self, port: int) -> int:
