@@ -327,12 +327,12 @@ class ScenarioRun:
                 {"exit_status": status, "port": port, "pid": pid}))
 
     def _settle(self, inv: Invocation) -> None:
-        """Let the endpoint finish with the client's connections so records land in invocation
-        n, and the capture read their last segments: waits on records and the capture, not on
-        a fixed time (SETTLE_S bounds it for a connection the client left open)."""
+        """Records of invocation n land there, the capture reads its last segments, a server the
+        client ended as it exited starts again (SETTLE_S bounds a connection left open)."""
         deadline = time.monotonic() + SETTLE_S
         while True:
             self.parts.check_cancel()
+            self.revive_servers(inv.n)
             self.records(inv.n)
             busy = self.servers is not None and self.servers.busy_sockets()
             if self.open_connections <= 0 and not busy or time.monotonic() > deadline:
