@@ -18,20 +18,31 @@ from tests.support import evlab_in
 from tests.test_operations_clauses import CONTRACT  # the same clauses, the same service
 
 SERVICE = '''
-import json, os, signal, socket, sys, time
+import asyncio, os, signal, sys
 port, pidfile, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-def record(event):
-    with open(log, "a") as f:
-        f.write(event + "\\n")
-signal.signal(signal.SIGHUP, lambda *_: record("reloaded"))
-signal.signal(signal.SIGUSR1, lambda *_: record("reopened"))   # handled: it lives on
-held = open(log, "a")                  # its live log, open for writing while it runs
-listener = socket.create_server(("127.0.0.1", port))
-with open(pidfile + ".tmp", "w") as f:
-    f.write(str(os.getpid()))
-os.replace(pidfile + ".tmp", pidfile)
-while True:
-    listener.accept()[0].close()
+held = open(log, "a", buffering=1)     # its live log, open for writing while it runs
+listener = []
+async def serve(reader, writer):       # PING answers PONG; PAUSE MS: no listener for MS ms
+    while words := (await reader.readline()).split():
+        if words[0] == b"PAUSE":
+            listener.pop().close()
+            await asyncio.sleep(int(words[1]) / 1000)
+            await listen()
+        writer.write(b"OK\\n" if words[0] == b"PAUSE" else b"PONG\\n")
+        await writer.drain()
+    writer.close()
+async def listen():
+    listener.append(await asyncio.start_server(serve, "127.0.0.1", port, reuse_address=True))
+async def main():
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGHUP, lambda: held.write("reloaded\\n"))
+    loop.add_signal_handler(signal.SIGUSR1, lambda: held.write("reopened\\n"))  # it lives on
+    await listen()
+    with open(pidfile + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(pidfile + ".tmp", pidfile)
+    await asyncio.Event().wait()
+asyncio.run(main())
 '''
 TASK = '''
 id = "svc"
@@ -43,33 +54,56 @@ seeded = "scenarios"
 grade = "scenarios"
 [lab]
 invocations = 1
+[client]
+args = ["{port}"]
+[client.placeholders]
+port = { fill = "servers.svc.port", about = "the service's port" }
 [servers.svc]
 command = ["python3"]
 args = ["{task}/service.py", "{port}", "{service}/svc.pid", "{service}/svc.log"]
 role = "endpoint"
 restart = true
 operable = true
+[load.probe]
+target = "svc"
+protocol = "tcp"
+request = "PING"
+rate = 40
 [verifier]
 command = ["python3"]
 args = ["{task}/verify.py"]
 '''
+# the clauses of tests/test_operations_clauses.py, and the load's and the destination's
+LAB_CONTRACT = CONTRACT + """
+[clauses.destination-only]
+holds_when = "the client contacts only the service"
+decided_by = "cgroup socket hooks + connect events + packets"
+[clauses.no-request-failed]
+holds_when = "every request of evlab's load is answered while the client runs"
+decided_by = "evlab's load generator's record of each request"
+"""
 # a client that ends the service exits once it is gone (a probe, signal 0, sends nothing): the
 # lab, which looks for a dead server each time it wakes while the client runs and again as the
-# client's exit wakes it, then sees the death within the invocation whatever the machine's pace
-GONE = ("import time\nfor _ in range(500):\n    try:\n        os.kill(pid, 0)\n"
+# client's exit wakes it, then sees the death within the invocation whatever the machine's pace.
+# Until the lab has started it again, the load's requests are refused.
+GONE = ("for _ in range(500):\n    try:\n        os.kill(pid, 0)\n"
         "    except ProcessLookupError:\n        break\n    time.sleep(0.01)")
+ENDED = ["kept", "signals", "no-request-failed"]
 CLIENTS = {   # name: (what it does, the clauses it must fail)
     "honest": ("os.kill(pid, signal.SIGHUP)", []),
-    "kill": ("os.kill(pid, signal.SIGKILL)\n" + GONE, ["kept", "signals"]),
+    "kill": ("os.kill(pid, signal.SIGKILL)\n" + GONE, ENDED),
     "truncate": ("os.ftruncate(os.open(LOG, os.O_WRONLY), 0)", ["truncate"]),
     "usr1": ("os.kill(pid, signal.SIGUSR1)", ["signals"]),
     # the lab: its root init (EPERM), then every process it may signal, which are only the
     # service's and its own (the load, the verifier and evlab have no pid in its namespace)
     "lab": ("for target in (1, -1):\n    try:\n        os.kill(target, signal.SIGTERM)\n"
-            "    except OSError as e:\n        print(target, e.errno)\n" + GONE,
-            ["kept", "signals"]),
+            "    except OSError as e:\n        print(target, e.errno)\n" + GONE, ENDED),
     "leave": ("import subprocess\nsubprocess.Popen(['sleep', '60'], start_new_session=True)",
               []),
+    # the service refuses connections for 200 ms at its request (no signal: its own command)
+    "pause": ("with socket.create_connection(('127.0.0.1', int(sys.argv[1]))) as s:\n"
+              "    s.sendall(b'PAUSE 200\\n')\n    s.makefile('rb').readline()",
+              ["no-request-failed"]),
     "ptrace": ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
                "print(libc.ptrace(16, pid, 0, 0), ctypes.get_errno())", []),
 }
@@ -82,11 +116,11 @@ def _write(root: Path) -> Path:
     (task / "service.py").write_text(SERVICE)
     (task / "verify.py").write_text('print(\'{"ok": true, "detail": "nothing to check"}\')\n')
     (task / "task.toml").write_text(TASK)
-    (task / "contract.toml").write_text(CONTRACT)
+    (task / "contract.toml").write_text(LAB_CONTRACT)
     for name, (act, fails) in CLIENTS.items():
         client = task / f"{name}.py"
-        client.write_text(f"#!/usr/bin/env python3\nimport os, signal\nLOG = {str(log)!r}\n"
-                          f"pid = int(open({str(pidfile)!r}).read())\n{act}\n")
+        client.write_text(f"#!/usr/bin/env python3\nimport os, signal, socket, sys, time\n"
+                          f"LOG = {str(log)!r}\npid = int(open({str(pidfile)!r}).read())\n{act}\n")
         client.chmod(0o755)
         (task / "scenarios" / f"{name}.toml").write_text(
             f'description = "{name}"\n[client]\npath = "../{name}.py"\n[expect]\n'
@@ -128,6 +162,25 @@ def test_the_killed_service_is_the_clients_failure_named_by_its_act(document):
     honest = {c["id"]: c["reason"] for c in scenarios["honest"]["clauses"]}
     assert "1 signal(s) to the servers, each allowed" in honest["signals"]
 
+
+
+def test_the_load_beside_the_operator_is_never_its_and_sees_each_refusal(document):
+    """Issue 46's proof on the operable task: the load's connections are not the client's
+    (destination-only passes for the honest operator), and a service made to refuse connections
+    for 200 ms, by the client's command or by its death, fails no-request-failed."""
+    doc, _ = document
+    scenarios = {s["id"]: s for s in doc["scenarios"]}
+    honest = {c["id"]: c["status"] for c in scenarios["honest"]["clauses"]}
+    assert honest["destination-only"] == honest["no-request-failed"] == "pass"
+    (inv,) = scenarios["honest"]["invocations"]
+    probe = inv["load"]["probe"]
+    assert probe["sent"] > 0 and probe["outcomes"] == {"answered": probe["sent"]}
+    for name in ("pause", "kill"):
+        reason = next(c["reason"] for c in scenarios[name]["clauses"]
+                      if c["id"] == "no-request-failed")
+        assert "refused" in reason, (name, reason)
+    pause = {c["id"]: c["status"] for c in scenarios["pause"]["clauses"]}
+    assert pause["destination-only"] == "pass"   # it spoke to the service, and only to it
 
 
 def test_the_clients_reach_the_service_and_nothing_of_the_lab(document):

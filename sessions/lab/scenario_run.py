@@ -234,11 +234,12 @@ class ScenarioRun:
         cwd = parts.boundary.workdir(self.home / f"run-{n}")
         # the servers' processes while it runs: their ends and the client's signals to them
         watch_servers(parts.collector, self.stream, s.id, n, inv.id, servers.pids())
-        self.loads.start(servers.ports(), self.network.path)   # stopped once the client ended
+        self.loads.start(servers.ports(), self.network.path)
         inv.launch(argv, cwd, self.files.source, self.home / "inputs", port, self.network,
                    behind=self._endpoint_port() if servers.proxy is not None else None,
                    outputs=self.files.folder, target=self.files.target)
         inv.wait(self)
+        self.revive_servers(n)   # the load sees a server the client ended down until it is back
         self.loads.stop()
         self._settle(inv)
         if s.lifecycle:
@@ -381,8 +382,7 @@ class ScenarioRun:
         if last is not None:
             yield lambda: parts.boundary.abandon(parts.collector, last.id)
             yield lambda: parts.collector.unwatch_processes(last.id)   # not the lab's stop
-        yield from (part.stop for part in (self.noise, self.capture, self.loads)
-                    if part is not None)
+        yield from (part.stop for part in (self.noise, self.capture, self.loads) if part)
         servers = self.servers
         if servers is not None:   # every server and a proxy stop side by side
             yield servers.close
