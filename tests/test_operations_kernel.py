@@ -114,18 +114,23 @@ def test_an_exit_names_who_ended_it_a_sibling_or_nobody(collector, operator):
     assert len(exits) == 4   # the three children and the program
 
 
-@pytest.mark.parametrize("how", ["truncate", "ftruncate", "otrunc", "punch"])
+ROUTES = {"truncate": "truncate", "ftruncate": "ftruncate", "otrunc": "open",
+          "punch": "fallocate", "uring-ftruncate": "io_uring ftruncate",
+          "uring-otrunc": "io_uring open", "uring-punch": "io_uring fallocate"}
+
+
+@pytest.mark.parametrize("how", ROUTES)
 def test_a_truncation_says_whether_another_process_held_the_file_open_for_writing(
         collector, operator, tmp_path, how):
     live, idle = tmp_path / "live.log", tmp_path / "idle.log"
     for f in (live, idle):
         f.write_bytes(b"line\n" * 2000)
-    length = ":4096" if how != "otrunc" else ""
+    length = ":4096" if not how.endswith("otrunc") else ""
     with open(live, "ab"):   # another process (this one) holds it open for writing
         events = run(collector, [operator, f"{how}:{live}{length}", f"{how}:{idle}{length}"],
                      operator)
     made = [e for e in events if isinstance(e, TruncateEvent)]
-    assert [e.how for e in made] == [{"otrunc": "open", "punch": "fallocate"}.get(how, how)] * 2
+    assert [e.how for e in made] == [ROUTES[how]] * 2
     if how == "truncate":   # by path: its file is not reachable at the call's return
         assert [(e.name, e.inode, e.others_writing) for e in made] == [
             (str(live), None, None), (str(idle), None, None)]

@@ -80,6 +80,9 @@ class Trunc(IntEnum):
     FD = 2            # ftruncate(2)
     OPEN = 3          # an open with O_TRUNC of an existing regular file
     FALLOCATE = 4     # fallocate(2) punching a hole, collapsing or zeroing a range
+    URING_FD = 5      # io_uring's FTRUNCATE request
+    URING_OPEN = 6    # io_uring's OPENAT or OPENAT2 request with O_TRUNC, as OPEN
+    URING_FALLOCATE = 7   # io_uring's FALLOCATE request, as FALLOCATE
 
 
 class OpsFlag(IntFlag):

@@ -94,6 +94,16 @@ NAMING_FIELDS = {
 }
 
 
+# io_uring's truncating requests (operations.bpf.c: uring_truncated): FTRUNCATE's length,
+# FALLOCATE's mode and range, and whether an OPENAT's file went to a fixed-file slot (no
+# descriptor to find it by). A kernel whose BTF lacks one counts them as lost events.
+URING_TRUNC_FIELDS = {
+    "IOFTRUNC_LEN_OFF": ("io_ftrunc", "len"), "IOSYNC_LEN_OFF": ("io_sync", "len"),
+    "IOSYNC_OFF_OFF": ("io_sync", "off"), "IOSYNC_MODE_OFF": ("io_sync", "mode"),
+    "IOOPEN_FILE_SLOT_OFF": ("io_open", "file_slot"),
+}
+
+
 # A process's own /proc entries (collector.bpf.c: own_proc_file): a procfs inode's struct pid
 # (proc_inode, around the inode) and the task it is the pid of, so that a write to the writer's
 # own /proc/<tgid>/ or /proc/<tgid>/task/<tid>/ files (the JVM's coredump_filter) is not taken
@@ -272,6 +282,7 @@ def _compile():
               for name, offset in zip(FILE_MACROS + OPS_MACROS, files, strict=True)),
             f"-DHAVE_IO_URING={int(IO_URING_COMPLETE.exists())}",
             *optional_flags(NAMING_FIELDS, "HAVE_IO_URING_NAMING"),
+            *optional_flags(URING_TRUNC_FIELDS, "HAVE_IO_URING_TRUNC"),
             *optional_flags(PROC_FIELDS, "HAVE_PROC_OWN"),
             *optional_flags(XATTR_FIELDS, "HAVE_IO_URING_XATTR"),
             f"-DHAVE_FILEMAP={int(have_filemap())}",
@@ -306,8 +317,11 @@ def tick_ns() -> int:
 def attach_btf(bpf) -> list[tuple[int, int]]:
     """The collector's tp_btf programs (probes/bcc/btf.py) loaded and attached: [(program fd,
     link fd)], or CollectorUnavailable."""
+    # io_uring's truncating requests (operations.bpf.c), a program beside the collector's own
+    # io_uring_complete, which BCC attaches (it takes one program a raw tracepoint)
+    uring = (("uring_truncations", "io_uring_complete"),) if IO_URING_COMPLETE.exists() else ()
     try:
-        return bcc_btf.attach(bpf)
+        return bcc_btf.attach(bpf, bcc_btf.PROGRAMS + uring)
     except OSError as e:
         raise CollectorUnavailable(Capability(
             "tp_btf", False, str(e),

@@ -78,7 +78,8 @@ class Watches:
 
 
 _TRUNC_HOW = {Trunc.PATH: "truncate", Trunc.FD: "ftruncate", Trunc.OPEN: "open",
-              Trunc.FALLOCATE: "fallocate"}
+              Trunc.FALLOCATE: "fallocate", Trunc.URING_FD: "io_uring ftruncate",
+              Trunc.URING_OPEN: "io_uring open", Trunc.URING_FALLOCATE: "io_uring fallocate"}
 
 
 def operation(e, names: dict[int, str]) -> SignalEvent | TruncateEvent | LifeEvent:

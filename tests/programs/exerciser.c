@@ -317,9 +317,6 @@ static void put_other(const char *name, const char *text)
     waitpid(pid, &status, 0);
 }
 
-#ifndef IORING_OP_FTRUNCATE
-#define IORING_OP_FTRUNCATE 55
-#endif
 struct xattr_args_ { uint64_t value; uint32_t size, flags; };
 
 /* One change of path's metadata by how (see the usage); its result is not looked at: a

@@ -20,6 +20,8 @@
  *   truncate:FILE:LEN, ftruncate:FILE:LEN, otrunc:FILE, punch:FILE:LEN
  *                     FILE truncated by truncate(2), by ftruncate(2), by open(O_WRONLY|O_TRUNC),
  *                     or a hole of LEN bytes punched at 0 (fallocate PUNCH_HOLE|KEEP_SIZE)
+ *   uring-ftruncate:FILE:LEN, uring-otrunc:FILE, uring-punch:FILE:LEN
+ *                     the same through io_uring (FTRUNCATE, OPENAT with O_TRUNC, FALLOCATE)
  *   hold:FILE         keep FILE open for writing, twice over (a descriptor and its dup)
  *   creat:FILE        open(O_WRONLY|O_CREAT|O_TRUNC) of a FILE that does not exist (truncates
  *                     nothing)
@@ -35,6 +37,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "uring.h"
 
 static pid_t children[64];
 static int nchildren;
@@ -104,7 +108,35 @@ static void truncate_step(const char *how, char *rest)
     char *file = strtok(rest, ":");
     char *len = strtok(NULL, ":");
     long n = len ? atol(len) : 0;
-    if (!strcmp(how, "truncate")) {
+    if (!strncmp(how, "uring-", 6)) {
+        struct ring r;
+        if (ring_open(&r, 0, 0))
+            fail("io_uring");
+        int otrunc = !strcmp(how, "uring-otrunc");
+        int fd = otrunc ? AT_FDCWD : open(file, O_RDWR);
+        ok(fd == AT_FDCWD ? 0 : fd, "open");
+        struct io_uring_sqe *sqe = ring_sqe(&r);
+        sqe->fd = fd;
+        if (otrunc) {
+            sqe->opcode = IORING_OP_OPENAT;
+            sqe->addr = (uint64_t)(uintptr_t)file;
+            sqe->open_flags = O_WRONLY | O_TRUNC;
+        } else if (!strcmp(how, "uring-ftruncate")) {
+            sqe->opcode = IORING_OP_FTRUNCATE;
+            sqe->off = (uint64_t)n;
+        } else {
+            sqe->opcode = IORING_OP_FALLOCATE;
+            sqe->addr = (uint64_t)n;   /* its length, at offset 0 */
+            sqe->len = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+        }
+        int res = ring_submit(&r);
+        ok(res, how);
+        if (otrunc)
+            close(res);
+        else
+            close(fd);
+        ring_close(&r);
+    } else if (!strcmp(how, "truncate")) {
         ok(truncate(file, n), "truncate");
     } else if (!strcmp(how, "otrunc") || !strcmp(how, "creat")) {
         int fd = open(file, O_WRONLY | O_TRUNC | (how[0] == 'c' ? O_CREAT | O_EXCL : 0), 0644);
@@ -165,7 +197,8 @@ int main(int argc, char **argv)
                 _exit(kill(victim, atoi(rest)) ? 1 : 0);
             reap(killer, 0);
             reap(victim, atoi(rest));
-        } else if (strstr("truncate ftruncate otrunc punch hold creat", step)) {
+        } else if (strstr("truncate ftruncate otrunc punch hold creat uring-ftruncate uring-otrunc "
+                          "uring-punch", step)) {
             truncate_step(step, rest);
         } else {
             signal_step(step, rest);

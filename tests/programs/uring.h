@@ -11,6 +11,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#ifndef IORING_OP_FTRUNCATE   /* Linux 6.9; this machine's headers may be older */
+#define IORING_OP_FTRUNCATE 55
+#endif
+
 struct ring {
     int fd;
     struct io_uring_params p;
