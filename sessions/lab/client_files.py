@@ -7,7 +7,7 @@ servers' ports.
 
     files = ClientFiles(task, boundary).make(home)
     files.values()                 # what the task's programs may name of them
-    files.fill(servers)            # each of the task's placeholders, for this invocation
+    files.fill(servers, words)     # each of the task's placeholders, for this invocation
 """
 
 import os
@@ -15,7 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
-from probes.boundary.sandbox import mount_tmpfs
+from probes.boundary.sandbox import SERVICE_DIR, mount_tmpfs
 from probes.file_effects import FolderWatch
 from sessions.lab.inputs.source import write_source
 from sessions.lab.inputs.tree import write_tree
@@ -37,8 +37,10 @@ class ClientFiles:
         self.folder: Path | None = None     # that folder
         self.target: Path | None = None     # in it, a folder on a filesystem of its own
         self.watch: FolderWatch | None = None   # the kernel's view of it
+        self.home: Path | None = None
 
     def make(self, home: Path) -> "ClientFiles":
+        self.home = home
         where = home / "inputs"
         if any(spec.generate == "tree" for spec in self.task.inputs):
             mount_tmpfs(where, TREE_FS_BYTES)   # a tree is the source by its filesystem
@@ -76,13 +78,19 @@ class ClientFiles:
         return {**{name: str(path) for name, path in self.inputs.items()},
                 **{name: str(path) for name, path in self.outputs.items()}}
 
-    def fill(self, servers) -> dict[str, str]:   # servers: sessions.lab.servers.LabServers
-        """Each of the task's placeholders, as the task fills it for this invocation."""
+    def fill(self, servers, words: dict[str, str]) -> dict[str, str]:
+        """Each of the task's placeholders, as the task fills it for this invocation (servers:
+        sessions.lab.servers.LabServers; words: the scenario's values, `scenario.NAME`)."""
         def filled(fill: str) -> str:
             if "{" in fill:   # a text of fillers: a URL, say
                 return expand(fill, {word: filled(word) for word in template_names(fill) or ()})
+            if fill in words:
+                return words[fill]
             if fill == "host":
                 return HOST
+            if fill == "service":   # an operable service's folder, where the client sees it
+                confined = self.boundary.sandbox is not None
+                return SERVICE_DIR if confined else str(self.home and self.home / "service")
             if fill.startswith("inputs."):
                 return str(self.inputs[fill.removeprefix("inputs.")])
             if fill.startswith("outputs."):

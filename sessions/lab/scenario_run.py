@@ -117,8 +117,8 @@ class ScenarioRun:
 
     def _values(self) -> dict[str, str]:
         """What the task's servers and programs may name: the lab's words, inputs, outputs."""
-        return {"host": HOST, "task": str(self.task.folder), "state": str(self.workdir),
-                "service": f"{self.client_home}/service", **self.files.values()}
+        return {"host": HOST, "task": str(self.task.folder), "state": str(self.workdir), **(
+            self.scenario.words), "service": f"{self.client_home}/service", **self.files.values()}
 
     def _run(self) -> None:
         self._start_servers()
@@ -228,7 +228,7 @@ class ScenarioRun:
         port = servers.client_port(endpoint.name) if endpoint is not None else 0
         if servers.proxy is not None and self.capture is not None:
             self.capture.add_ports({port})
-        argv = s.argv(self.files.fill(servers))
+        argv = s.argv(self.files.fill(servers, s.words))
         if self.target_faults is not None:
             inv.poll_s = self.target_faults.arm(n, inv.id) or inv.poll_s
         cwd = parts.boundary.workdir(self.home / f"run-{n}")

@@ -39,6 +39,7 @@ class Scenario:
     state: str = ""                 # the servers' state at the start: "" fresh, or the task's
     deny_egress: bool = False       # refuse every destination but the endpoint (EPERM)
     between: str = ""               # the task's step run before each invocation after the first
+    values: tuple[tuple[str, str], ...] = ()   # [environment] values: {scenario.NAME}
     order: int = 100
     file: Path | None = None
     # Grading (`evlab grade`): attempt k of grade scenario `base`, run from fresh state with the
@@ -57,6 +58,11 @@ class Scenario:
         with open(self.client, "rb") as f:
             return hashlib.file_digest(f, "sha256").hexdigest()
 
+    @property
+    def words(self) -> dict[str, str]:
+        """Its values as the task's templates name them: `scenario.NAME`."""
+        return {f"scenario.{name}": value for name, value in self.values}
+
     def argv(self, values: dict[str, str]) -> list[str]:
         """The command line with the task's placeholders filled (values: name -> its text)."""
         return [str(self.client), *(expand(a, values) for a in self.args)]
@@ -66,7 +72,7 @@ _SCHEMA = {
     "": {"id", "description", "order", "client", "environment", "faults", "noise", "expect"},
     "client": {"behaviour", "path", "args", "timeout_s"},
     # store: the old name of state
-    "environment": {"source", "state", "store", "deny_egress", "between"},
+    "environment": {"source", "state", "store", "deny_egress", "between", "values"},
     "noise": {"kinds"},
     "expect": {"fail", "pass", "invalid"},
 }
@@ -141,6 +147,18 @@ def _between(file, environment: dict, task: Task) -> str:
     return str(between)
 
 
+def _values(file, environment: dict, task: Task) -> tuple[tuple[str, str], ...]:
+    """environment.values: a text for each `{scenario.NAME}` the task's placeholders and
+    programs use (reload's version to serve), and only those."""
+    values = environment.get("values", {})
+    wanted = task.scenario_words
+    if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()) \
+            or set(values) != wanted:
+        raise ScenarioError(file, "environment.values", "a table of texts, one for each of "
+                            f"{', '.join(sorted(wanted)) or 'nothing: the task names none'}")
+    return tuple(sorted(values.items()))
+
+
 def parse(text: str, file: Path | str, task: Task | None = None) -> Scenario:
     task = task or load_task()
     try:
@@ -199,7 +217,8 @@ def parse(text: str, file: Path | str, task: Task | None = None) -> Scenario:
         faults=faults, noise=tuple(noise), expect_fail=expect_fail,
         expect_invalid=expect_invalid,
         expect_pass=expect_pass, order=_typed(file, data, "order", "", int, "an integer", 100),
-        file=Path(file), state=state, deny_egress=deny, between=between)
+        file=Path(file), state=state, deny_egress=deny, between=between,
+        values=_values(file, data.get("environment", {}), task))
 
 
 def load(path: Path, task: Task | None = None) -> Scenario:

@@ -19,6 +19,7 @@ from sessions.spec.contract import Contract, ContractError, load_contract
 from sessions.spec.task_display import parse_figures, parse_functions, parse_marks
 from sessions.spec.task_lab import (
     MAX_INVOCATIONS,
+    SCENARIO_WORD,
     InputSpec,
     OutputSpec,
     Program,
@@ -86,6 +87,16 @@ class Task:
         return {"invocations": self.invocations, "figures": [dict(f) for f in self.figures],
                 "marks": dict(self.marks),
                 **({"loads": {x.name: x.target for x in self.loads}} if self.loads else {})}
+
+    @property
+    def scenario_words(self) -> set[str]:
+        """The NAMEs of `{scenario.NAME}` its placeholders and programs use: each scenario
+        gives each in its [environment] values."""
+        programs = [*(x.program for x in self.servers), self.verifier, self.lifecycle,
+                    *self.states.values(), *self.steps.values()]
+        texts = [*self.fills.values(), *(a for p in programs if p for a in p.args)]
+        return {w.removeprefix("scenario.") for text in texts
+                for w in template_names(text) or () if SCENARIO_WORD.match(w)}
 
     @property
     def endpoint(self) -> ServerSpec | None:

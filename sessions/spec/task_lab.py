@@ -36,6 +36,9 @@ GENERATORS = ("source", "tree")
 MAX_INVOCATIONS = 8
 # What a server's or a program's arguments may use besides the inputs (docs/tasks.md)
 PROGRAM_WORDS = ("events", "port", "state", "faults", "task", "host", "service")
+# A value each scenario gives (its [environment] values): `{scenario.NAME}` in a placeholder's
+# fill or a program's arguments (reload's version to serve)
+SCENARIO_WORD = re.compile(r"^scenario\.[a-z][a-z0-9_]{0,31}$")
 
 class TaskError(ValueError):
     """A task that cannot be used, in one line."""
@@ -247,7 +250,7 @@ def _program_of(file: Path, folder: Path, spec: dict, key: str, words: set[str])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise TaskError(f"{file}: {key}.args: expected a list of strings")
     for arg in args:
-        used = _names(file, f"{key}.args", arg)
+        used = {w for w in _names(file, f"{key}.args", arg) if not SCENARIO_WORD.match(w)}
         if used - words:
             raise TaskError(f"{file}: {key}.args: {arg!r} uses {', '.join(sorted(used - words))}"
                             f" (expected {', '.join(sorted(words))})")
@@ -266,6 +269,7 @@ def parse_client(file: Path, client: dict, inputs: tuple[InputSpec, ...],
         raise TaskError(f"{file}: client.placeholders: expected a table of name = "
                         "{ fill = ..., about = ... }")
     fillers = {"host", *(f"inputs.{i.name}" for i in inputs),
+               *(["service"] if any(s.operable for s in servers) else []),
                *(f"outputs.{o.name}" for o in outputs),
                *(f"servers.{s.name}.port" for s in servers)}
     names, fills = {}, {}
@@ -280,9 +284,11 @@ def parse_client(file: Path, client: dict, inputs: tuple[InputSpec, ...],
         fill = spec.get("fill")
         # a fill is one filler, or a template of them (a URL: http://{host}:{servers.web.port}/f)
         words = template_names(fill) if isinstance(fill, str) and "{" in fill else None
-        if fill not in fillers and not (words and words <= fillers):
+        known = fillers | {w for w in words or () if SCENARIO_WORD.match(w)}
+        if not (isinstance(fill, str) and (fill in fillers or SCENARIO_WORD.match(fill))) \
+                and not (words and words <= known):
             raise TaskError(f"{file}: {key}.fill: expected one of {', '.join(sorted(fillers))}"
-                            ", or a text of them in braces")
+                            ", scenario.NAME, or a text of them in braces")
         fills[name], names[name] = spec["fill"], str(spec.get("about", ""))
     args = client.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
