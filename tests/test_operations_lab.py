@@ -100,6 +100,14 @@ CLIENTS = {   # name: (what it does, the clauses it must fail)
             "    except OSError as e:\n        print(target, e.errno)\n" + GONE, ENDED),
     "leave": ("import subprocess\nsubprocess.Popen(['sleep', '60'], start_new_session=True)",
               []),
+    # it ends the service and leaves a process holding its port: the lab cannot start it
+    # again, which is the client's failure (the attempt valid); the squatter's answers to the
+    # load's connections are no contact of the client's
+    "squat": ("os.kill(pid, signal.SIGKILL)\n" + GONE + "\nready, held = os.pipe(), []\n"
+              "if os.fork() == 0:\n"
+              "    s = socket.create_server(('127.0.0.1', int(sys.argv[1])))\n"
+              "    os.write(ready[1], b'.')\n    while True:\n"
+              "        held.append(s.accept())\nos.read(ready[0], 1)", ENDED),
     # the service refuses connections for 200 ms at its request (no signal: its own command)
     "pause": ("with socket.create_connection(('127.0.0.1', int(sys.argv[1]))) as s:\n"
               "    s.sendall(b'PAUSE 200\\n')\n    s.makefile('rb').readline()",
@@ -179,6 +187,11 @@ def test_the_load_beside_the_operator_is_never_its_and_sees_each_refusal(documen
         reason = next(c["reason"] for c in scenarios[name]["clauses"]
                       if c["id"] == "no-request-failed")
         assert "refused" in reason, (name, reason)
+    squat = scenarios["squat"]
+    assert next(c["status"] for c in squat["clauses"] if c["id"] == "destination-only") == \
+        "pass"
+    (failed,) = squat["invocations"][0]["servers"]["svc"]["restarts_failed"]
+    assert "port" in failed and "held by another process" in failed
     pause = {c["id"]: c["status"] for c in scenarios["pause"]["clauses"]}
     assert pause["destination-only"] == "pass"   # it spoke to the service, and only to it
 

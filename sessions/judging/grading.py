@@ -94,10 +94,14 @@ def harness_failures(ev: ScenarioEvidence) -> list[str]:
             elif r.event == "verifier_failed":
                 out.append(f"invocation {n}: the task's verifier could not say: "
                            f"{r.fields.get('error')}")
-            elif r.event.endswith("_restarted") and not crashed:
-                out.append(f"invocation {n}: the {r.event.removesuffix('_restarted')} died "
-                           f"with no injected crash and no act of the client's tree behind it "
-                           f"(exit {r.fields.get('exit_status')})")
+            elif r.event.endswith("_restarted") and (not crashed or r.fields.get("failed")):
+                died = (f"died (exit {r.fields.get('exit_status')})" if crashed else
+                        "died with no injected crash and no act of the client's tree behind "
+                        f"it (exit {r.fields.get('exit_status')})")
+                again = (f" and could not be started again: {r.fields['failed']}"
+                         if r.fields.get("failed") else "")
+                out.append(f"invocation {n}: the {r.event.removesuffix('_restarted')} "
+                           f"{died}{again}")
             elif r.event == "proxy_error" or (r.event == "upstream_failed" and not crashed):
                 out.append(f"invocation {n}: wire proxy {r.event} {r.fields.get('error', '')}"
                            .rstrip())

@@ -16,6 +16,7 @@ and `load_stopped` (load, sent, and how many of each outcome) once every request
 import argparse
 import asyncio
 import signal
+import socket
 import time
 from collections import Counter
 
@@ -27,8 +28,18 @@ ANSWER_MAX = 65_536   # what a request reads of its answer, at most
 
 async def _exchange(args, port_box: list[int]) -> tuple[int | None, str]:
     """One connection, one request, its whole answer: (HTTP status or None, answer line)."""
-    reader, writer = await asyncio.open_connection(HOST, args.port)
-    port_box.append(writer.get_extra_info("sockname")[1])
+    # its source port known before the connect: a request that never connects (a backlog
+    # full, a listener that never accepts) is still told apart from the client's packets
+    sock = socket.socket()
+    try:
+        sock.setblocking(False)
+        sock.bind((HOST, 0))
+        port_box.append(sock.getsockname()[1])
+        await asyncio.get_running_loop().sock_connect(sock, (HOST, args.port))
+    except BaseException:
+        sock.close()
+        raise
+    reader, writer = await asyncio.open_connection(sock=sock)
     try:
         if args.protocol == "http":
             writer.write(f"GET {args.request} HTTP/1.1\r\nHost: {HOST}\r\n"

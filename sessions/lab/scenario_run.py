@@ -251,6 +251,8 @@ class ScenarioRun:
         self.pump(inv)
         for event in parts.boundary.leave(parts.collector, s.id, n, inv.id, self.home):
             self.stream.publish(event)
+        servers.down.clear()   # what the client left is gone: a server it kept from starting
+        self.revive_servers(n)   # again (its port held) starts now, if it can
         servers.disarm()  # heal: no fault outlives its invocation
         for record in self.target_faults.disarm(inv) if self.target_faults else ():
             self.stream.publish(server_event("lab", record, s.id, n))
@@ -317,15 +319,13 @@ class ScenarioRun:
             self.stream.publish(server_event("lab", record, self.scenario.id, inv.n))
 
     def revive_servers(self, n: int) -> None:
-        """A server that died (an injected crash) is started again: its connections will never
-        close, so the settle stops counting them."""
+        """A server that died (an injected crash, the client's act) is started again, or left
+        down if it cannot be ("failed"): its connections will never close either way."""
         if self.servers is None:
             return
-        for name, status, port, pid in self.servers.revive():
+        for record in self.servers.revive(self.scenario.id, n):
             self.open_connections = 0
-            self.stream.publish(ServerRecord(
-                time.monotonic_ns(), self.scenario.id, n, "harness", f"{name}_restarted",
-                {"exit_status": status, "port": port, "pid": pid}))
+            self.stream.publish(record)
 
     def _settle(self, inv: Invocation) -> None:
         """Records of invocation n land there, the capture reads its last segments, a server the

@@ -29,7 +29,7 @@ from pathlib import Path
 from probes.boundary.netns import run_in
 from probes.boundary.sandbox import SERVICE_DIR, Sandbox
 from probes.boundary.servicens import ServiceNamespace
-from probes.proc.sockets import busy_ports
+from probes.proc.sockets import busy_ports, listening
 from probes.tail import LineTail
 from sessions.lab.harness import (
     START_TIMEOUT,
@@ -46,6 +46,7 @@ from sessions.lab.spawner import Spawner
 from sessions.spec.scenario_faults import ONE_SHOT, SERVER_KINDS, WIRE_KINDS, for_invocation
 from sessions.spec.task import Program, ServerSpec, Task, TaskError
 from sessions.spec.template import expand
+from sessions.stream.events import ServerRecord
 
 
 @dataclass
@@ -72,6 +73,8 @@ class LabServers:
         self.proxy: Server | None = None
         self.tails: dict[str, LineTail] = {}
         self.operable = operable
+        self.down: set[str] = set()   # servers that could not be started again, until the
+                                      # client's invocation is over (ScenarioRun clears it)
 
     def start(self, first: bool = False) -> "LabServers":
         """Start every server (those started stopped again if one cannot). first: the
@@ -113,6 +116,8 @@ class LabServers:
     def _start_operable(self, spec: ServerSpec, op: Operable, port: int) -> Server:
         """As the sandbox user in the service namespace; its port picked by the lab (or its
         old one), its `listening` written by the lab once the port answers."""
+        if port and run_in(self.netns, listening, port):   # started again: it is dead, so
+            raise ServerStartError(f"{spec.name}: port {port} is held by another process")
         port = port or run_in(self.netns, free_port)
         values = {**self.values, "port": str(port), "service": SERVICE_DIR, **self.ports()}
         argv = [*spec.program.command, *(expand(a, values) for a in spec.program.args)]
@@ -210,13 +215,16 @@ class LabServers:
             self.proxy.stop()
             self.proxy = None
 
-    def revive(self) -> Iterator[tuple[str, int, int, int]]:
+    def revive(self, scenario: str, n: int) -> Iterator[ServerRecord]:
         """Each server that restarts and has died (an injected crash, or the client's act),
-        started again on its state and port: (name, the dead one's exit status, its port, its
-        pid)."""
+        started again on its state and port: the lab's record `NAME_restarted` (the dead one's
+        exit status, its port and pid; `failed`: why it could not be started again). One that
+        could not is left down (`down`) until the client's invocation is over: what the client
+        left may hold its port (its own nginx, or the service's orphaned worker, its master
+        killed); whose doing that is, the judge reads from the kernel's record of the death."""
         for spec in self.task.servers:
             server = self.running.get(spec.name)
-            if not spec.restart or server is None:
+            if not spec.restart or server is None or spec.name in self.down:
                 continue
             status = server.process.poll()
             if status is None and spec.operable and self.operable is not None \
@@ -226,9 +234,19 @@ class LabServers:
                 except subprocess.TimeoutExpired:
                     server.kill()
                     status = server.process.returncode
-            if status is not None:
+            if status is None:
+                continue
+            if spec.operable:   # the service itself may outlive its launcher a moment: its
+                _gone(server.pid)   # port is free, or what the client left holds it
+            fields: dict[str, int | str] = {"exit_status": status, "port": server.port,
+                                            "pid": server.pid}
+            try:
                 self.running[spec.name] = self._start(spec, server.port)
-                yield spec.name, status, server.port, server.pid
+            except ServerStartError as e:
+                self.down.add(spec.name)
+                fields["failed"] = str(e)
+            yield ServerRecord(time.monotonic_ns(), scenario, n, "harness",
+                               f"{spec.name}_restarted", fields)
 
     def program_values(self) -> dict[str, str]:
         """What a program run after the servers started may name (a verifier, a check)."""
@@ -289,3 +307,9 @@ def operable_for(task: Task, boundary, s, home: Path | None,
 
 def program_argv(program: Program, values: dict[str, str]) -> list[str]:
     return [expand(a, values) for a in program.args]
+
+
+def _gone(pid: int, within_s: float = 1.0) -> None:
+    deadline = time.monotonic() + within_s
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.005)

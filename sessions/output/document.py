@@ -65,16 +65,19 @@ def _boundary(inv: InvocationEvidence) -> dict:
 
 
 def _servers(ev: ScenarioEvidence, inv: InvocationEvidence) -> dict:
-    """Each of the task's servers: its role, its records by event (counted) and how often the
-    lab started it again after it died."""
-    return {name: {"role": role,
-                   "records": dict(sorted(Counter(
-                       r.event for r in inv.client_records(inv.records.get(name, []))
-                   ).items())),
-                   "load_records": len(inv.records.get(name, [])) - len(
-                       inv.client_records(inv.records.get(name, []))),
-                   "restarts": sum(r.event == f"{name}_restarted" for r in inv.harness)}
-            for name, role in ev.started.roles.items()}
+    """Each of the task's servers: its role, its records by event (counted), how often the
+    lab started it again after it died, and why it could not, when it could not."""
+    return {name: _server(inv, name, role) for name, role in ev.started.roles.items()}
+
+
+def _server(inv: InvocationEvidence, name: str, role: str) -> dict:
+    records = inv.records.get(name, [])
+    own = inv.client_records(records)
+    again = [r for r in inv.harness if r.event == f"{name}_restarted"]
+    return {"role": role, "records": dict(sorted(Counter(r.event for r in own).items())),
+            "load_records": len(records) - len(own),
+            "restarts": sum(not r.fields.get("failed") for r in again),
+            "restarts_failed": [r.fields["failed"] for r in again if r.fields.get("failed")]}
 
 
 def _packets(inv: InvocationEvidence, endpoint_port: int) -> dict:

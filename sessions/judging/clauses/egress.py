@@ -22,6 +22,7 @@ from sessions.stream.events import EgressSummary
 from sessions.stream.evidence import ScenarioEvidence
 
 Destination = tuple[str, str, int]   # protocol, address, port
+LOAD_HOST = "127.0.0.1"   # where evlab's load connects from, in the lab (sessions/lab/load.py)
 
 
 def _where(address: str | None, port: int | None) -> str:
@@ -45,13 +46,16 @@ def _egress_line(dest: Destination, calls: list[dict], flows: list[dict]) -> str
             + (f", refused ({refused}x EPERM/dropped)" if refused else ""))
 
 
-def _bad_egress(summary: EgressSummary,
-                ports: set[int | None]) -> dict[Destination, tuple[list[dict], list[dict]]]:
-    """Destinations other than the endpoint, from the cgroup socket hooks' totals."""
+def _bad_egress(summary: EgressSummary, ports: set[int | None],
+                load: set[int]) -> dict[Destination, tuple[list[dict], list[dict]]]:
+    """Destinations other than the endpoint, from the cgroup socket hooks' totals. Packets to
+    evlab's load's own ports (load: its connections' source ports, on the lab's loopback)
+    answer the load's connections, which a server the client started accepted: no contact."""
     bad: dict[Destination, tuple[list[dict], list[dict]]] = {}
     for entry, kind in [(c, "calls") for c in summary.calls] + [(f, "flows")
                                                                 for f in summary.flows]:
-        if is_given(entry["address"], entry["port"], ports):
+        if is_given(entry["address"], entry["port"], ports) or kind == "flows" and \
+                entry["address"] == LOAD_HOST and entry["port"] in load:
             continue
         calls, flows = bad.setdefault((entry["protocol"], entry["address"], entry["port"]),
                                       ([], []))
@@ -96,7 +100,8 @@ def _seen(ev: ScenarioEvidence) -> _Seen:
             others = [c for c in others if (c.address, c.port) in sent]
         else:
             seen.lines += [f"invocation {inv.n}: {_egress_line(dest, *found)}"
-                           for dest, found in _bad_egress(inv.egress_summary, ports).items()]
+                           for dest, found in _bad_egress(inv.egress_summary, ports,
+                                                          inv.load_ports()).items()]
         seen.bad += others
     return seen
 
