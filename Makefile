@@ -12,6 +12,12 @@ CFLAGS ?= -std=c11 -O2 -g -Wall -Wextra -Werror -fno-omit-frame-pointer
 # on this 2-core machine. The tests hold beside such load (a CPU hog beside make test passes).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
+# Python's bytecode cache on, whatever the caller's environment says: with
+# PYTHONDONTWRITEBYTECODE set (as on this machine's shells) every process of a session (evlab,
+# its spawner, a Ray worker, each pytest worker's assertion rewriting) compiles evlab from its
+# source again; make test cost ~30 CPU-s more of its ~460 (docs/performance.md).
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: all setup system venv clients run test test-fast bench lint clean
 all: clients
 
