@@ -31,9 +31,10 @@ import pytest
 
 from sessions.spec.scenario import ScenarioError, load_suite, parse
 from sessions.spec.task import load_task
-from tests.support import evlab_in
+from tests.support import evlab_in, grade
 
 TASK = load_task("reload")
+PERL_CLIENT = Path(__file__).parent / "clients" / "reload_client.pl"
 SEEDED = [s.id for s in load_suite("seeded", TASK)]
 GRADE = {s.id: dict(s.values)["version"] for s in load_suite("grade", TASK)}
 
@@ -69,12 +70,12 @@ def _tools(root: Path) -> list[Path]:
         script = root / f"{name}.sh"
         script.write_text(PRELUDE + body + CONFIRM)
         script.chmod(0o755)
-        for grade, fails in judged.items():
-            scenario = root / f"{name}-{grade}.toml"
+        for on, fails in judged.items():
+            scenario = root / f"{name}-{on}.toml"
             scenario.write_text(
-                f'description = "{name} on {grade}"\norder = 50\n[client]\n'
+                f'description = "{name} on {on}"\norder = 50\n[client]\n'
                 f'path = "{name}.sh"\n[environment]\nvalues = {{ version = '
-                f"{json.dumps(GRADE[grade])} }}\n[expect]\nfail = {json.dumps(fails)}\n")
+                f"{json.dumps(GRADE[on])} }}\n[expect]\nfail = {json.dumps(fails)}\n")
             files.append(scenario)
     return files
 
@@ -183,3 +184,16 @@ def test_a_scenario_gives_each_value_the_task_names(tmp_path):
     assert GRADE == {"first": "2.0", "invalid": "2.0$beta"}
     grade = tomllib.loads((TASK.folder / "scenarios/grade/invalid.toml").read_text())
     assert grade["expect"]["fail"] == []
+
+
+def test_an_honest_perl_client_from_the_document_alone_is_graded_a_success(tmp_path):
+    """tests/clients/reload_client.pl, written from protocol.md alone, graded as a user would:
+    on the grade's own PATH (Debian root's, sbin included: `nginx` by name) every attempt is
+    valid and a success, and its work in the service's folder (a new configuration written
+    there, renamed over CONF) is its own, no write outside."""
+    doc = grade(f"{PERL_CLIENT} {{conf}} {{version}}", tmp_path, attempts=1, task="reload")
+    for name, sc in doc["grade"]["scenarios"].items():
+        assert [(r["valid"], r["success"]) for r in sc["runs"]] == [(True, True)], (
+            name, [(r["reason"], r["clauses"]) for r in sc["runs"]])
+        found = [f for r in sc["runs"] for f in r["risk_findings"]]
+        assert not [f for f in found if f["kind"] in ("write-outside", "read")], found

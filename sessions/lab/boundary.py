@@ -25,7 +25,7 @@ from pathlib import Path
 from probes.boundary import netns
 from probes.boundary.cgroup import ClientCgroup, Layout, Limits, find_layout, remove_parents
 from probes.boundary.netns import HostNetwork, LabNetwork, Network
-from probes.boundary.sandbox import SCRATCH, Sandbox, SandboxSettings
+from probes.boundary.sandbox import SCRATCH, SERVICE_DIR, Sandbox, SandboxSettings
 from probes.boundary.servicens import ServiceNamespace
 from probes.capability import Capability
 from probes.collectors.choose import Collector
@@ -172,7 +172,10 @@ class Boundary:
         if inv not in self._scratch:
             return (), ()
         shown = {str(original) for _, original in self._programs.get(s.id, [])}
-        return tuple(self._scratch[inv]), tuple(sorted(shown | {str(source_dir)}))
+        # an operable service's folder is where an operator's work is (its configuration, its
+        # logs): the program's to read and write, as its working directory is
+        service = (SERVICE_DIR,) if s.id in self._services else ()
+        return tuple(self._scratch[inv]) + service, tuple(sorted(shown | {str(source_dir)}))
 
     def tasks(self, collector: Collector, inv: int) -> list[int] | None:
         """Tasks of the invocation still running: the kernel's view of its tree, and whatever

@@ -47,8 +47,10 @@ from sessions.spec.scenario import Scenario, placeholders_of
 from sessions.spec.task import Task, load_task, task_named_in
 from sessions.stream.events import GradeStarted
 
-BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
-            "HOME": "{cwd}", "TMPDIR": "{cwd}"}
+# PATH: Debian's default for root, sbin included, so an operator's control commands (nginx,
+# logrotate: /usr/sbin) are found by name as an operator's shell finds them
+BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "LANG": "C.UTF-8", "HOME": "{cwd}", "TMPDIR": "{cwd}"}
 MAX_ATTEMPTS = 50
 SANDBOX_KEYS = {"memory_mib": int, "pids": int, "cpu_seconds": int, "open_files": int,
                 "disk_mib": int, "deny_egress": bool}

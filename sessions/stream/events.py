@@ -137,8 +137,9 @@ class ClientLaunched(Event):
     own_files: tuple[str, ...] = () # the command's own files (a script), which it may read
     outputs: str = ""               # the outputs folder its task gave it, which it may write
     scratch: tuple[str, ...] = ()   # its own places in the sandbox ("/tmp", "/dev/shm": each a
-                                    # folder of its home, as its cwd is; (): none, the host's
-                                    # /tmp and /dev/shm are outside, an old record's too)
+                                    # folder of its home, as its cwd is; "/run/service": an
+                                    # operable service's folder; (): none, the host's /tmp and
+                                    # /dev/shm are outside, an old record's too)
     read_only: tuple[str, ...] = () # what the sandbox shows read-only (its inputs, its program)
     inputs: str = ""                # the folder of the inputs its task gave it, to read ("": an
                                     # old record's)
