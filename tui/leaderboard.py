@@ -52,8 +52,6 @@ class LeaderboardScreen(Screen):
     def on_mount(self) -> None:
         table = self.query_one("#leaderboard", DataTable)
         table.border_title = "leaderboard (enter: the client's grade · l or esc: dashboard)"
-        for column in COLUMNS:
-            table.add_column(column, key=column)
         table.focus()
         self.draw(self.feed.model)
 
@@ -66,10 +64,18 @@ class LeaderboardScreen(Screen):
         self.query_one("#campaign-progress", Static).update(progress_text(board, model))
         table = self.query_one("#leaderboard", DataTable)
         current = self.highlighted
-        table.clear()
         mixed = board is not None and len(board.tasks) > 1   # ranks restart in each task
-        for row in board.leaderboard if board else ():
-            table.add_row(*leaderboard_row(row, mixed), key=row.name)
+        ranked = board.leaderboard if board else []
+        rows = [leaderboard_row(row, mixed) for row in ranked]
+        # each column as wide as its widest cell, set as the rows are: measured when the
+        # table next idles, a client's name was drawn cut ("c-base") and could stay so
+        table.clear(columns=True)
+        for n, column in enumerate(COLUMNS):
+            table.add_column(column, key=column, width=max(
+                [len(column)] + [Text(c).cell_len if isinstance(c, str) else c.cell_len
+                                 for c in (cells[n] for cells in rows)]))
+        for row, cells in zip(ranked, rows, strict=True):
+            table.add_row(*cells, key=row.name)
         if current is not None and current in table.rows:
             table.move_cursor(row=table.get_row_index(current))
         self._drawn = key
