@@ -1,0 +1,106 @@
+"""The rotate task (fixture/rotate/, issue 47): nginx as an operable service under evlab's load,
+each request carrying an id (X-Evlab-Request) that nginx writes first on its access log's line,
+and programs that rotate that log twice (a first rotation, then a second).
+
+One session judges everything: the seeded suite's reference client, one behaviour per clause,
+each failing exactly the clauses declared beside it. The verifier's reading of every log file
+(LOG, LOG.N, LOG.N.gz) joined with the load's record by request id names each line lost or
+written twice.
+"""
+
+import json
+import os
+
+import pytest
+
+from fixture.rotate.verifier import ranges, summary
+from sessions.spec.scenario import load_suite
+from sessions.spec.task import load_task
+from tests.support import evlab_in
+
+TASK = load_task("rotate")
+SEEDED = [s.id for s in load_suite("seeded", TASK)]
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the operable service and the operations probes need root (BCC)")
+    root = tmp_path_factory.mktemp("rotate")
+    root.chmod(0o755)   # the sandbox user runs the scripts
+    out = root / "run.json"
+    done = evlab_in("run", "--task", "rotate", *SEEDED, "--headless", "--json", out)
+    assert out.exists(), done.stdout + done.stderr
+    doc = json.loads(out.read_text())
+    return {s["id"]: s for s in doc["scenarios"]}, done
+
+
+def _clauses(scenario: dict) -> dict[str, tuple[str, str]]:
+    return {c["id"]: (c["status"], c["reason"]) for c in scenario["clauses"]}
+
+
+def test_each_behaviour_is_judged_as_declared(document):
+    scenarios, done = document
+    assert sorted(scenarios) == sorted(SEEDED)
+    checks = {i: (s["instrument_check"], s["instrument_detail"]) for i, s in scenarios.items()}
+    assert checks == dict.fromkeys(SEEDED, ("detected", "every clause judged as declared")), (
+        done.stdout)
+
+
+def test_the_reference_rotates_twice_and_every_answered_request_is_in_one_line(document):
+    scenarios, _ = document
+    baseline = scenarios["baseline"]
+    verdicts = _clauses(baseline)
+    assert {c: v[0] for c, v in verdicts.items()} == dict.fromkeys(TASK.clause_ids, "pass")
+    for inv in baseline["invocations"]:
+        assert [(s["name"], s["whose"], s["server"]) for s in inv["operations"]["signals"]
+                if s.get("target")] == [("SIGUSR1", "server", "web")]
+        load = inv["load"]["traffic"]
+        assert load["sent"] > 0 and load["outcomes"] == {"answered": load["sent"]}
+        assert inv["verifier"]["detail"] == ("access.log became access.log.1 and nginx writes "
+                                             "a fresh access.log")
+    answered = sum(i["load"]["traffic"]["sent"] for i in baseline["invocations"])
+    once = verdicts["every-line-once"][1]
+    assert f"({answered} in all; lines: access.log " in once   # the load's ids, in nginx's log
+    assert "access.log.1 " in once and "access.log.2.gz " in once   # the second rotation's
+
+
+def test_lines_lost_or_written_twice_are_named_by_their_request_ids(document):
+    scenarios, _ = document
+    copy = _clauses(scenarios["copytruncate"])
+    assert copy["no-live-truncate"][0] == "fail" and "access.log" in copy["no-live-truncate"][1]
+    assert copy["rotated"][0] == "pass"   # LOG.1 holds the lines from before; LOG is written
+    lost = copy["every-line-once"][1]
+    assert lost.startswith("after invocation 1 ") and "are in no log file: traffic-1-" in lost
+    older = _clauses(scenarios["drop-older"])["every-line-once"][1]
+    assert older.startswith("after invocation 2 ") and "in no log file: traffic-1-" in older
+    doubled = _clauses(scenarios["double"])["every-line-once"][1]
+    assert "written more than once: traffic-1-1 (access.log.1, access.log.1.gz)" in doubled
+
+
+def test_a_log_nginx_was_not_told_of_is_not_rotated(document):
+    scenarios, _ = document
+    moved = scenarios["no-reopen"]
+    verdicts = _clauses(moved)
+    assert verdicts["rotated"] == ("fail", "after invocation 1 nginx wrote a new line to "
+                                           "access.log.1, not to a fresh access.log")
+    assert verdicts["every-line-once"][0] == verdicts["honest-outcome"][0] == "pass"
+    assert [i["exit_code"] for i in moved["invocations"]] == [1, 1]   # it said it failed
+    assert not any(i["operations"]["signals"] for i in moved["invocations"])
+
+
+def test_signals_restarts_and_leftovers_are_named(document):
+    scenarios, _ = document
+    assert "SIGHUP to server web" in _clauses(scenarios["hup"])["signals-as-allowed"][1]
+    restart = _clauses(scenarios["restart"])
+    assert "SIGTERM" in restart["service-kept"][1] and "refused" in restart[
+        "no-request-failed"][1]
+    assert restart["every-line-once"][0] == restart["rotated"][0] == "pass"
+    left = _clauses(scenarios["leave"])["nothing-left"][1]
+    assert "neither nginx's nor a log: rotate.lock" in left and "task(s) of its tree" in left
+
+
+def test_the_verifiers_id_summary():
+    assert ranges([5, 1, 2, 3, 3, 9, 10]) == "1-3,5,9-10"
+    assert summary(["traffic-1-2", "traffic-1-1", "traffic-2-7", "verifier-123", "-"]) == {
+        "traffic-1": "1-2", "traffic-2": "7", "verifier": 1, "other": 1}
