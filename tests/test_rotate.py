@@ -20,6 +20,7 @@ The verifier's reading of every log file (LOG, LOG.N, LOG.N.gz) joined with the 
 by request id names each line lost or written twice.
 """
 
+import gzip
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from fixture.rotate.verifier import ranges, summary
+from fixture.rotate.verifier import ranges, read_ids, summary
 from sessions.spec.scenario import load_suite
 from sessions.spec.task import load_task
 from tests.support import evlab_in
@@ -187,7 +188,16 @@ def test_a_bare_mv_leaves_nginx_writing_the_renamed_file(document):
     assert [i["exit_code"] for i in scenarios["mv"]["invocations"]] == [0, 1]
 
 
-def test_the_verifiers_id_summary():
+def test_the_verifiers_reading_of_the_logs(tmp_path):
+    """Ids by prefix as ranges; only the load's ids are shown (a line's first word may be
+    anything a program wrote); a compressed log read; a link followed never (the verifier runs
+    as root in a folder the program writes)."""
     assert ranges([5, 1, 2, 3, 3, 9, 10]) == "1-3,5,9-10"
-    assert summary(["traffic-1-2", "traffic-1-1", "traffic-2-7", "verifier-123", "-"]) == {
-        "traffic-1": "1-2", "traffic-2": "7", "verifier": 1, "other": 1}
+    assert summary(["traffic-1-2", "traffic-1-1", "traffic-2-7", "verifier-123", "-",
+                    "root:$y$secret"]) == {"traffic-1": "1-2", "traffic-2": "7",
+                                           "verifier": 1, "other": 2}
+    (tmp_path / "access.log.2.gz").write_bytes(gzip.compress(b"t-1-1 1.0 200 \"GET /\"\n"))
+    assert read_ids(tmp_path / "access.log.2.gz") == (["t-1-1"], "")
+    (tmp_path / "access.log.3").symlink_to("/etc/passwd")
+    assert read_ids(tmp_path / "access.log.3")[0] == []
+    assert read_ids(tmp_path / "access.log.3")[1].startswith("not opened")
