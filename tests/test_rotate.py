@@ -28,9 +28,19 @@ from pathlib import Path
 
 import pytest
 
+from fixture.rotate.predicates import every_line_once
 from fixture.rotate.verifier import ranges, read_ids, summary
+from sessions.spec.contract import Thresholds
 from sessions.spec.scenario import load_suite
 from sessions.spec.task import load_task
+from sessions.stream.events import (
+    ClientExited,
+    ClientLaunched,
+    ScenarioStarted,
+    ServerRecord,
+    VerifierResult,
+)
+from sessions.stream.evidence import EvidenceBook
 from tests.support import evlab_in
 
 TASK = load_task("rotate")
@@ -201,3 +211,42 @@ def test_the_verifiers_reading_of_the_logs(tmp_path):
     (tmp_path / "access.log.3").symlink_to("/etc/passwd")
     assert read_ids(tmp_path / "access.log.3")[0] == []
     assert read_ids(tmp_path / "access.log.3")[1].startswith("not opened")
+
+
+# --- every-line-once on hand-made evidence ----------------------------------------------
+
+def _scenario(requests: list[tuple[str, str]], files: dict | None, twice=None):
+    """One invocation: the load's requests (id, outcome), the verifier's reading after it."""
+    started = ScenarioStarted(1, "s", "/bin/c", "0" * 64, (), (), (), 4000, 0, 0, "s.toml",
+                              display={"loads": {"traffic": "web"}})
+    events = [started, ClientLaunched(10, "s", 1, 7, ("c",), "/", "", seq=2)]
+    events += [ServerRecord(20, "s", 1, "load", "request",
+                            {"load": "traffic", "id": rid, "outcome": outcome}, seq=10 + i)
+               for i, (rid, outcome) in enumerate(requests)]
+    events += [ServerRecord(30, "s", 1, "load", "load_stopped",
+                            {"load": "traffic", "sent": len(requests)}, seq=50),
+               ClientExited(40, "s", 1, 0, False, 1, 0, seq=51)]
+    if files is not None:
+        events.append(VerifierResult(50, "s", 1, True, "", {"files": files,
+                                                            "twice": twice or {}}, seq=52))
+    return EvidenceBook.of(events).scenarios["s"]
+
+
+def test_every_line_once_joins_the_loads_answered_requests_with_the_logs():
+    t = Thresholds()
+    asked = [("traffic-1-1", "answered"), ("traffic-1-2", "answered"),
+             ("traffic-1-3", "refused")]
+    logs = {"access.log": {"lines": 1, "ids": {"traffic-1": "2"}},
+            "access.log.1": {"lines": 2, "ids": {"traffic-1": "1", "verifier": 1}}}
+    judged = every_line_once(_scenario(asked, logs), t)
+    assert judged.status == "pass", judged.reason   # the refused one need not be there
+    lost = every_line_once(_scenario(asked, {"access.log": logs["access.log"]}), t)
+    assert lost.status == "fail" and lost.reason == (
+        "after invocation 1 1 of the 2 request(s) nginx answered to evlab's load are in no "
+        "log file: traffic-1-1")
+    twice = every_line_once(_scenario(asked, logs, {"traffic-1-2": ["access.log.1",
+                                                                    "access.log"]}), t)
+    assert twice.status == "fail" and twice.reason.endswith(
+        "written more than once: traffic-1-2 (access.log.1, access.log)")
+    unseen = every_line_once(_scenario(asked, None), t)
+    assert unseen.status == "inconclusive" and "no verifier reading" in unseen.reason
