@@ -8,6 +8,7 @@ PKGS=(gcc make libssl-dev strace tmux iproute2 tcpdump tshark bpftrace
       bpfcc-tools python3-bpfcc libbpfcc linux-headers-amd64 bubblewrap util-linux
       chromium fonts-dejavu-core    # the HTML report's browser test and screenshots (Playwright)
       nginx rsync                   # the fetch task's web server; the mirror task's real client
+      logrotate                     # the rotate task's real client (tests/test_rotate.py)
       curl wget                     # the fetch task's real clients
       openjdk-17-jdk-headless tcl)  # outsiders' clients in the tests: a JVM's, Tcl's
 # The tests grade an honest Node.js client: Debian's nodejs unless a node is already there.

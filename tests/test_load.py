@@ -46,6 +46,11 @@ def test_the_loads_connections_are_not_the_honest_clients(ran):
     assert inv["packets"]["to_endpoint_bytes"] == len(b"PING\n") * 3
     probe = inv["load"]["probe"]
     assert probe["outcomes"] == {"answered": probe["sent"]} and probe["failed"] == []
+    # each request has an id of its own: the load's name, the invocation, its place
+    requests = [r for r in ran[1].events if getattr(r, "server", None) == "load"
+                and r.event == "request" and r.scenario == "honest"]
+    assert sorted(r.fields["id"] for r in requests) == sorted(
+        f"probe-1-{k}" for k in range(1, len(requests) + 1))
 
 
 def test_a_client_that_makes_the_service_refuse_fails_no_request_failed(ran):

@@ -5,7 +5,7 @@ scenario run, which publishes them as evlab's own `load` records (never a server
 client's).
 
     loads = LabLoads(task, workdir, spawner)
-    loads.start(servers.ports(), netns); ... loads.stop(); loads.records()
+    loads.start(servers.ports(), netns, n); ... loads.stop(); loads.records()
 """
 
 import json
@@ -29,13 +29,15 @@ class LabLoads:
     def _path(self, name: str) -> Path:
         return self.workdir / f"load-{name}.jsonl"
 
-    def start(self, ports: dict[str, str], netns: Path | None) -> None:
+    def start(self, ports: dict[str, str], netns: Path | None, n: int = 1) -> None:
         """Each load against its target's own port (never a fault proxy's: the load measures
-        the service, not evlab's faults); returns once each has said it started."""
+        the service, not evlab's faults) for invocation n (in its requests' ids); returns once
+        each has said it started."""
         for spec in self.specs:
             args = ["--name", spec.name, "--port", ports[f"servers.{spec.target}.port"],
                     "--protocol", spec.protocol, "--request", spec.request,
-                    "--rate", str(spec.rate), "--timeout-ms", str(spec.timeout_ms)]
+                    "--rate", str(spec.rate), "--timeout-ms", str(spec.timeout_ms),
+                    "--invocation", str(n)]
             self.running.append(start_module("sessions.lab.load", args, self._path(spec.name),
                                              self.spawner, netns=netns,
                                              ready="load_started"))

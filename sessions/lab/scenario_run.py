@@ -234,7 +234,7 @@ class ScenarioRun:
         cwd = parts.boundary.workdir(self.home / f"run-{n}")
         # the servers' processes while it runs: their ends and the client's signals to them
         watch_servers(parts.collector, self.stream, s.id, n, inv.id, servers.pids())
-        self.loads.start(servers.ports(), self.network.path)
+        self.loads.start(servers.ports(), self.network.path, n)
         inv.launch(argv, cwd, self.files.source, self.home / "inputs", port, self.network,
                    behind=self._endpoint_port() if servers.proxy is not None else None,
                    outputs=self.files.folder, target=self.files.target)
