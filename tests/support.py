@@ -44,6 +44,29 @@ class Ran:
     stderr: str
 
 
+def operated(tmp_path_factory, task: str, scenarios: list[str],
+             tools=None) -> tuple[dict[str, dict], "Ran"]:
+    """One session (`evlab run`, in this process) of an operations task's scenarios and the
+    tools' scenario files: the document's scenarios by id, and the run. The tools' folder is
+    the sandbox user's to read and run. Skipped without root: the operable service and the
+    operations probes need it (BCC)."""
+    if os.geteuid() != 0:
+        import pytest
+        pytest.skip("the operable service and the operations probes need root (BCC)")
+    root = tmp_path_factory.mktemp(task)
+    root.chmod(0o755)
+    out = root / "run.json"
+    done = evlab_in("run", "--task", task, *scenarios, *(tools(root) if tools else ()),
+                    "--headless", "--json", out)
+    assert out.exists(), done.stdout + done.stderr
+    return {s["id"]: s for s in json.loads(out.read_text())["scenarios"]}, done
+
+
+def clauses(scenario: dict) -> dict[str, tuple[str, str]]:
+    """A document scenario's clauses: id -> (status, reason)."""
+    return {c["id"]: (c["status"], c["reason"]) for c in scenario["clauses"]}
+
+
 def evlab_in(*args: str | Path, cwd: Path | None = None) -> Ran:
     """`evlab ARGS` run in this process (sessions.cli.dispatch.main, what the console script
     runs after its start-up), for a test about what a command does, not about its being a

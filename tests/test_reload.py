@@ -23,7 +23,6 @@ judged them:
 """
 
 import json
-import os
 import tomllib
 from pathlib import Path
 
@@ -31,7 +30,7 @@ import pytest
 
 from sessions.spec.scenario import ScenarioError, load_suite, parse
 from sessions.spec.task import load_task
-from tests.support import evlab_in, grade
+from tests.support import clauses, grade, operated
 
 TASK = load_task("reload")
 PERL_CLIENT = Path(__file__).parent / "clients" / "reload_client.pl"
@@ -82,20 +81,7 @@ def _tools(root: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def document(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("the operable service and the operations probes need root (BCC)")
-    root = tmp_path_factory.mktemp("reload")
-    root.chmod(0o755)   # the sandbox user runs the scripts
-    out = root / "run.json"
-    done = evlab_in("run", "--task", "reload", *SEEDED, *_tools(root), "--headless",
-                    "--json", out)
-    assert out.exists(), done.stdout + done.stderr
-    doc = json.loads(out.read_text())
-    return {s["id"]: s for s in doc["scenarios"]}, done
-
-
-def _clauses(scenario: dict) -> dict[str, tuple[str, str]]:
-    return {c["id"]: (c["status"], c["reason"]) for c in scenario["clauses"]}
+    return operated(tmp_path_factory, "reload", SEEDED, _tools)
 
 
 def test_each_behaviour_and_tool_is_judged_as_declared(document):
@@ -118,7 +104,7 @@ def test_nginx_own_control_command_reloads_the_master_the_lab_started(document):
     assert [(s["name"], s["whose"], s["server"]) for s in first["operations"]["signals"]
             if s.get("target")] == [("SIGHUP", "server", "web")]
     assert first["operations"]["signals"] and not rerun["operations"]["signals"]
-    verdicts = _clauses(tested)
+    verdicts = clauses(tested)
     for clause in ("service-kept", "no-request-failed", "latency-bound", "signals-as-allowed",
                    "atomic-config", "unchanged-nothing", "version-served"):
         assert verdicts[clause][0] == "pass", (clause, verdicts[clause])
@@ -131,39 +117,39 @@ def test_nginx_own_control_command_reloads_the_master_the_lab_started(document):
 def test_an_invalid_version_is_refused_and_nothing_changes(document):
     scenarios, _ = document
     for name in ("invalid", "tested-invalid"):
-        verdicts = _clauses(scenarios[name])
+        verdicts = clauses(scenarios[name])
         assert verdicts["version-served"] == ("pass", verdicts["version-served"][1])
         assert "'1.0' kept, '1.0' kept" in verdicts["version-served"][1]
         assert [i["exit_code"] for i in scenarios[name]["invocations"]] == [1, 1]
         assert verdicts["atomic-config"][0] == "not-applicable"   # CONF never touched
         assert not any(i["operations"]["signals"] for i in scenarios[name]["invocations"])
-    untested = _clauses(scenarios["untested-invalid"])["version-served"]
+    untested = clauses(scenarios["untested-invalid"])["version-served"]
     assert untested[0] == "fail" and "fails nginx -t" in untested[1]
 
 
 def test_a_restart_is_told_from_a_reload_by_how_the_master_ended(document):
     scenarios, _ = document
-    restart = _clauses(scenarios["restart"])   # the seeded one waits 0.3 s before starting
+    restart = clauses(scenarios["restart"])   # the seeded one waits 0.3 s before starting
     assert "after the client's pid" in restart["service-kept"][1]
     assert "SIGTERM" in restart["service-kept"][1]
     assert "refused" in restart["no-request-failed"][1]
-    tool = _clauses(scenarios["stop-start-first"])
+    tool = clauses(scenarios["stop-start-first"])
     assert tool["service-kept"][0] == "fail" and "SIGTERM" in tool["service-kept"][1]
     assert tool["signals-as-allowed"][0] == "fail"
     assert tool["version-served"][0] == tool["honest-outcome"][0] == "pass"
     assert scenarios["stop-start-first"]["invocations"][0]["servers"]["web"]["restarts"] == 1
-    slow = _clauses(scenarios["slow"])
+    slow = clauses(scenarios["slow"])
     assert slow["no-request-failed"][0] == "pass" and "took longer than 200 ms" in slow[
         "latency-bound"][1]
 
 
 def test_the_seeded_reasons_name_what_was_done(document):
     scenarios, _ = document
-    assert "opened for writing under its own name" in _clauses(scenarios["in-place"])[
+    assert "opened for writing under its own name" in clauses(scenarios["in-place"])[
         "atomic-config"][1]
-    again = _clauses(scenarios["again"])["unchanged-nothing"][1]
+    again = clauses(scenarios["again"])["unchanged-nothing"][1]
     assert "already served, yet sent SIGHUP" in again
-    assert "SIGUSR1 to server web" in _clauses(scenarios["usr1"])["signals-as-allowed"][1]
+    assert "SIGUSR1 to server web" in clauses(scenarios["usr1"])["signals-as-allowed"][1]
 
 
 def test_a_scenario_gives_each_value_the_task_names(tmp_path):

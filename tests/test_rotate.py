@@ -22,7 +22,6 @@ by request id names each line lost or written twice.
 
 import gzip
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from sessions.stream.events import (
     VerifierResult,
 )
 from sessions.stream.evidence import EvidenceBook
-from tests.support import evlab_in
+from tests.support import clauses, operated
 
 TASK = load_task("rotate")
 SEEDED = [s.id for s in load_suite("seeded", TASK)]
@@ -89,20 +88,7 @@ def _tools(root: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def document(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("the operable service and the operations probes need root (BCC)")
-    root = tmp_path_factory.mktemp("rotate")
-    root.chmod(0o755)   # the sandbox user runs the scripts
-    out = root / "run.json"
-    done = evlab_in("run", "--task", "rotate", *SEEDED, *_tools(root), "--headless",
-                    "--json", out)
-    assert out.exists(), done.stdout + done.stderr
-    doc = json.loads(out.read_text())
-    return {s["id"]: s for s in doc["scenarios"]}, done
-
-
-def _clauses(scenario: dict) -> dict[str, tuple[str, str]]:
-    return {c["id"]: (c["status"], c["reason"]) for c in scenario["clauses"]}
+    return operated(tmp_path_factory, "rotate", SEEDED, _tools)
 
 
 def test_each_behaviour_and_tool_is_judged_as_declared(document):
@@ -118,7 +104,7 @@ def test_each_behaviour_and_tool_is_judged_as_declared(document):
 def test_the_reference_rotates_twice_and_every_answered_request_is_in_one_line(document):
     scenarios, _ = document
     baseline = scenarios["baseline"]
-    verdicts = _clauses(baseline)
+    verdicts = clauses(baseline)
     assert {c: v[0] for c, v in verdicts.items()} == dict.fromkeys(TASK.clause_ids, "pass")
     for inv in baseline["invocations"]:
         assert [(s["name"], s["whose"], s["server"]) for s in inv["operations"]["signals"]
@@ -135,21 +121,21 @@ def test_the_reference_rotates_twice_and_every_answered_request_is_in_one_line(d
 
 def test_lines_lost_or_written_twice_are_named_by_their_request_ids(document):
     scenarios, _ = document
-    copy = _clauses(scenarios["copytruncate"])
+    copy = clauses(scenarios["copytruncate"])
     assert copy["no-live-truncate"][0] == "fail" and "access.log" in copy["no-live-truncate"][1]
     assert copy["rotated"][0] == "pass"   # LOG.1 holds the lines from before; LOG is written
     lost = copy["every-line-once"][1]
     assert lost.startswith("after invocation 1 ") and "are in no log file: traffic-1-" in lost
-    older = _clauses(scenarios["drop-older"])["every-line-once"][1]
+    older = clauses(scenarios["drop-older"])["every-line-once"][1]
     assert older.startswith("after invocation 2 ") and "in no log file: traffic-1-" in older
-    doubled = _clauses(scenarios["double"])["every-line-once"][1]
+    doubled = clauses(scenarios["double"])["every-line-once"][1]
     assert "written more than once: traffic-1-1 (access.log.1, access.log.1.gz)" in doubled
 
 
 def test_a_log_nginx_was_not_told_of_is_not_rotated(document):
     scenarios, _ = document
     moved = scenarios["no-reopen"]
-    verdicts = _clauses(moved)
+    verdicts = clauses(moved)
     assert verdicts["rotated"] == ("fail", "after invocation 1 nginx wrote a new line to "
                                            "access.log.1, not to a fresh access.log")
     assert verdicts["every-line-once"][0] == verdicts["honest-outcome"][0] == "pass"
@@ -159,25 +145,25 @@ def test_a_log_nginx_was_not_told_of_is_not_rotated(document):
 
 def test_signals_restarts_and_leftovers_are_named(document):
     scenarios, _ = document
-    assert "SIGHUP to server web" in _clauses(scenarios["hup"])["signals-as-allowed"][1]
-    restart = _clauses(scenarios["restart"])
+    assert "SIGHUP to server web" in clauses(scenarios["hup"])["signals-as-allowed"][1]
+    restart = clauses(scenarios["restart"])
     assert "SIGTERM" in restart["service-kept"][1] and "refused" in restart[
         "no-request-failed"][1]
     assert restart["every-line-once"][0] == restart["rotated"][0] == "pass"
-    left = _clauses(scenarios["leave"])["nothing-left"][1]
+    left = clauses(scenarios["leave"])["nothing-left"][1]
     assert "neither nginx's nor a log: rotate.lock" in left and "task(s) of its tree" in left
 
 
 @pytest.mark.skipif(not HAS_LOGROTATE, reason="Debian's logrotate is not installed")
 def test_logrotate_as_its_manual_says(document):
     scenarios, _ = document
-    create = _clauses(scenarios["logrotate-create"])
+    create = clauses(scenarios["logrotate-create"])
     assert {c: v[0] for c, v in create.items()} == dict.fromkeys(TASK.clause_ids, "pass")
     assert "access.log.2.gz " in create["every-line-once"][1]   # delaycompress, then compress
     for inv in scenarios["logrotate-create"]["invocations"]:   # the postrotate's kill
         assert [(s["name"], s["server"]) for s in inv["operations"]["signals"]
                 if s.get("target")] == [("SIGUSR1", "web")]
-    copy = _clauses(scenarios["logrotate-copytruncate"])
+    copy = clauses(scenarios["logrotate-copytruncate"])
     assert copy["no-live-truncate"][0] == "fail"
     assert "truncated access.log by ftruncate (to 0 bytes) while another process had it open " \
            "for writing" in copy["no-live-truncate"][1]
@@ -191,7 +177,7 @@ def test_logrotate_as_its_manual_says(document):
 
 def test_a_bare_mv_leaves_nginx_writing_the_renamed_file(document):
     scenarios, _ = document
-    moved = _clauses(scenarios["mv"])
+    moved = clauses(scenarios["mv"])
     assert moved["rotated"] == ("fail", "after invocation 1 nginx wrote a new line to "
                                         "access.log.1, not to a fresh access.log")
     assert moved["every-line-once"][0] == "pass"   # nothing lost: all of it in access.log.1
