@@ -61,11 +61,20 @@ def interrupt_once(signum, frame) -> None:
 
     Landing in a callback the interpreter runs for itself (the import system's module-lock
     weakref callback, during start-up's imports), an exception would be printed as "ignored"
-    and the interrupt lost: the signal is sent again, to be handled once the callback is done."""
-    if frame is not None and frame.f_code.co_name == "cb" \
-            and frame.f_globals.get("__name__") == "importlib._bootstrap":
-        os.kill(os.getpid(), signum)
+    and the interrupt lost: the signal is sent again a moment later, from a thread, to be
+    handled once the callback is done (sent from here, it was handled at once, still in it)."""
+    if _in_import_callback(frame):
+        threading.Timer(0.005, os.kill, (os.getpid(), signum)).start()
         return
     for sig in SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     raise_or_defer(Interrupted())
+
+
+def _in_import_callback(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_name == "cb" and \
+                frame.f_globals.get("__name__") == "importlib._bootstrap":
+            return True
+        frame = frame.f_back
+    return False
