@@ -63,14 +63,16 @@ def targets(results: dict) -> list[dict]:
                 target.get(how, {}).get(f"ratio_{what}"), "report", "report", "x")
     add("target_write_bytes exact in every traced run, 0 events lost", target.get("exact"),
         "exact", bool(target.get("exact")))
-    fetch = flow.get("fetch", {})
-    add("fetch grade (nginx): harness cost per attempt, median",
-        fetch.get("harness_ms_per_attempt"), "report", "report", "ms")
-    add("fetch / backup: harness cost per attempt", fetch.get("ratio_to_backup"), "report",
-        "report", "x")
-    add("fetch grade: every attempt passed, verdicts identical across runs",
-        fetch.get("every_attempt_passed") and fetch.get("verdicts_identical"), "identical",
-        bool(fetch.get("every_attempt_passed") and fetch.get("verdicts_identical")))
+    for task, what in (("fetch", "nginx"), ("reload", "nginx operated, under load"),
+                       ("rotate", "nginx operated, under load")):
+        graded = flow.get(task, {})
+        add(f"{task} grade ({what}): harness cost per attempt, median",
+            graded.get("harness_ms_per_attempt"), "report", "report", "ms")
+        add(f"{task} / backup: harness cost per attempt", graded.get("ratio_to_backup"),
+            "report", "report", "x")
+        same = graded.get("every_attempt_passed") and graded.get("verdicts_identical")
+        add(f"{task} grade: every attempt passed, verdicts identical across runs", same,
+            "identical", bool(same))
     starts = flow.get("endpoint_start_ms", {})
     add("endpoint start-up to `listening`: nginx (fetch), median", starts.get("fetch"), "report",
         "report", "ms")

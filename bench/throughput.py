@@ -38,12 +38,20 @@ from sessions.stream.events import ClientExited, PhaseChanged
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "fixture" / "build" / "client-baseline"
 FETCH_CLIENT = ROOT / "tests" / "clients" / "fetch_client.py"
+RELOAD_CLIENT = ROOT / "tests" / "clients" / "reload_client.pl"
+ROTATE_CLIENT = ROOT / "fixture" / "rotate" / "client.py"
 ATTEMPTS = 3
 NETWORKS = 200
 STARTS = 20
 GRADES = {"backup": ["--client", f"{BASELINE} {{host}} {{port}} {{source}}"],
           "fetch": ["--task", "fetch", "--client",
-                    f"/usr/bin/python3 {FETCH_CLIENT} {{url}} {{out}}"]}
+                    f"/usr/bin/python3 {FETCH_CLIENT} {{url}} {{out}}"],
+          # the tasks that operate nginx under evlab's load (its start, the load, the
+          # verifier's nginx -t and probes are the harness's share)
+          "reload": ["--task", "reload", "--client", f"{RELOAD_CLIENT} {{conf}} {{version}}"],
+          "rotate": ["--task", "rotate", "--client",
+                     f"/usr/bin/python3 {ROTATE_CLIENT} {{log}} {{pidfile}}"]}
+OPERATED = ("reload", "rotate")
 # each task's endpoint as the lab starts it (fixture/*/task.toml), its state in a fresh folder
 ENDPOINTS = {"backup": ("fixture.backup.receiver", ["--store", "{state}/store", "--port", "0"]),
              "fetch": ("fixture.fetch.nginx", ["--state", "{state}", "--port", "0"])}
@@ -115,11 +123,15 @@ def measure(repeats: int) -> dict:
     say(f"throughput: {NETWORKS} lab networks made and removed")
     network_ms, run_in_ms = _network_ms()
     runs, fetch, starts = [], [], {task: [] for task in ENDPOINTS}
+    operated: dict[str, list[dict]] = {task: [] for task in OPERATED}
     with tempfile.TemporaryDirectory(prefix="evlab-bench-throughput-") as tmp:
         for i in range(repeats):
-            say(f"throughput: grade of backup and of fetch, run {i + 1}/{repeats}")
+            say(f"throughput: grade of backup, fetch, {', '.join(OPERATED)}: run "
+                f"{i + 1}/{repeats}")
             runs.append(_grade(Path(tmp) / f"g{i}.tar.gz"))
             fetch.append(_grade(Path(tmp) / f"f{i}.tar.gz", "fetch"))
+            for task in OPERATED:
+                operated[task].append(_grade(Path(tmp) / f"{task}{i}.tar.gz", task))
         say(f"throughput: each task's endpoint started {STARTS} times")
         for _ in range(STARTS):
             for task in ENDPOINTS:
@@ -135,6 +147,7 @@ def measure(repeats: int) -> dict:
                                               for *_, ok in r["judged"].values()),
                   "ratio_to_backup": ratio(fetch_ms, median(
                       ms for r in runs for ms in r["harness_ms"]))},
+        **{task: _beside(task, grades, runs) for task, grades in operated.items()},
         "endpoint_start_ms": start_ms,
         "endpoint_start_ratio_nginx_receiver": ratio(start_ms["fetch"], start_ms["backup"]),
 
@@ -153,3 +166,20 @@ def measure(repeats: int) -> dict:
         "runs": [{k: v for k, v in r.items() if k not in ("rss_samples", "judged")}
                  for r in runs],
     }
+
+
+def _beside(task: str, grades: list[dict], backup: list[dict]) -> dict:
+    """A task's harness cost per attempt beside backup's, from the same loop."""
+    ms = median(ms for r in grades for ms in r["harness_ms"])
+    return {"command": "evlab grade " + " ".join(GRADES[task]), "harness_ms_per_attempt": ms,
+            "attempts_per_grade": grades[0]["attempts"],
+            "verdicts_identical": all(r["judged"] == grades[0]["judged"] for r in grades),
+            "every_attempt_passed": all(ok for r in grades for *_, ok in r["judged"].values()),
+            # what an attempt that did not pass failed, to read why (run k, attempt, clauses,
+            # gates, valid)
+            "not_passed": [(k, attempt, sorted(c for c, v in clauses.items() if v == "fail"),
+                            sorted(g for g, v in gates.items() if v == "fail"), valid)
+                           for k, r in enumerate(grades, 1)
+                           for attempt, (clauses, gates, valid, ok) in r["judged"].items()
+                           if not ok],
+            "ratio_to_backup": ratio(ms, median(ms for r in backup for ms in r["harness_ms"]))}
