@@ -62,6 +62,22 @@ def operated(tmp_path_factory, task: str, scenarios: list[str],
     return {s["id"]: s for s in json.loads(out.read_text())["scenarios"]}, done
 
 
+def tool_scenario(root: Path, name: str, script: str, body: str, fails: list[str],
+                  environment: str = "") -> Path:
+    """A real tool's scenario in root: its script (root/SCRIPT.sh, written once, executable)
+    and root/NAME.toml running it, expected to fail exactly `fails`; environment: the lines of
+    its [environment] table."""
+    path = root / f"{script}.sh"
+    if not path.exists():
+        path.write_text(body)
+        path.chmod(0o755)
+    scenario = root / f"{name}.toml"
+    scenario.write_text(f'description = "{name}"\norder = 50\n[client]\npath = "{path.name}"\n'
+                        + (f"[environment]\n{environment}\n" if environment else "")
+                        + f"[expect]\nfail = {json.dumps(fails)}\n")
+    return scenario
+
+
 def clauses(scenario: dict) -> dict[str, tuple[str, str]]:
     """A document scenario's clauses: id -> (status, reason)."""
     return {c["id"]: (c["status"], c["reason"]) for c in scenario["clauses"]}

@@ -30,7 +30,7 @@ import pytest
 
 from sessions.spec.scenario import ScenarioError, load_suite, parse
 from sessions.spec.task import load_task
-from tests.support import clauses, grade, operated
+from tests.support import clauses, grade, operated, tool_scenario
 
 TASK = load_task("reload")
 PERL_CLIENT = Path(__file__).parent / "clients" / "reload_client.pl"
@@ -64,19 +64,9 @@ TIMED = ("stop-start-first",)   # its load's refusals depend on a few millisecon
 
 def _tools(root: Path) -> list[Path]:
     """A script and a scenario file per tool and grade scenario it is judged on."""
-    files = []
-    for name, (body, judged) in TOOLS.items():
-        script = root / f"{name}.sh"
-        script.write_text(PRELUDE + body + CONFIRM)
-        script.chmod(0o755)
-        for on, fails in judged.items():
-            scenario = root / f"{name}-{on}.toml"
-            scenario.write_text(
-                f'description = "{name} on {on}"\norder = 50\n[client]\n'
-                f'path = "{name}.sh"\n[environment]\nvalues = {{ version = '
-                f"{json.dumps(GRADE[on])} }}\n[expect]\nfail = {json.dumps(fails)}\n")
-            files.append(scenario)
-    return files
+    return [tool_scenario(root, f"{name}-{on}", name, PRELUDE + body + CONFIRM, fails,
+                          f"values = {{ version = {json.dumps(GRADE[on])} }}")
+            for name, (body, judged) in TOOLS.items() for on, fails in judged.items()]
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ by request id names each line lost or written twice.
 """
 
 import gzip
-import json
 import shutil
 from pathlib import Path
 
@@ -40,7 +39,7 @@ from sessions.stream.events import (
     VerifierResult,
 )
 from sessions.stream.evidence import EvidenceBook
-from tests.support import clauses, operated
+from tests.support import clauses, operated, tool_scenario
 
 TASK = load_task("rotate")
 SEEDED = [s.id for s in load_suite("seeded", TASK)]
@@ -72,18 +71,8 @@ HAS_LOGROTATE = shutil.which("logrotate") is not None
 
 def _tools(root: Path) -> list[Path]:
     """A script and a scenario file per tool (logrotate's only where it is installed)."""
-    files = []
-    for name, (body, fails) in TOOLS.items():
-        if name.startswith("logrotate") and not HAS_LOGROTATE:
-            continue
-        script = root / f"{name}.sh"
-        script.write_text(body)
-        script.chmod(0o755)
-        scenario = root / f"{name}.toml"
-        scenario.write_text(f'description = "{name}"\norder = 50\n[client]\npath = '
-                            f'"{name}.sh"\n[expect]\nfail = {json.dumps(fails)}\n')
-        files.append(scenario)
-    return files
+    return [tool_scenario(root, name, name, body, fails) for name, (body, fails) in TOOLS.items()
+            if HAS_LOGROTATE or not name.startswith("logrotate")]
 
 
 @pytest.fixture(scope="module")

@@ -94,7 +94,7 @@ NAMING_FIELDS = {
 }
 
 
-# io_uring's truncating requests (operations.bpf.c: uring_truncated): FTRUNCATE's length,
+# io_uring's truncating requests (operations.bpf.c: uring_truncations): FTRUNCATE's length,
 # FALLOCATE's mode and range, and whether an OPENAT's file went to a fixed-file slot (no
 # descriptor to find it by). A kernel whose BTF lacks one counts them as lost events.
 URING_TRUNC_FIELDS = {

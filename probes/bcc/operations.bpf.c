@@ -348,8 +348,8 @@ static __always_inline void truncation_done(struct task *t, u64 regs, u64 nr, s6
 // OPENAT/OPENAT2 with O_TRUNC that truncated (res: its descriptor, or -errno). Without their
 // offsets in the BTF, or for an open into a fixed-file slot (no descriptor to find its file
 // by), the view is incomplete: a lost event. A program of its own beside the collector's
-// io_uring_complete (probes/bcc/collector.py attaches it): one more function in that one
-// would cost every compile a third more.
+// io_uring_complete (probes/bcc/load.py attach_btf loads it as tp_btf): in that one it would
+// cost every compile a third more.
 int uring_truncations(struct bpf_raw_tracepoint_args *ctx)
 {
     struct counters *c = 0;

@@ -203,19 +203,19 @@ class Places:
 Resolved = list[tuple[FileObserved, list[str | None]]]
 # The last invocation resolved, by its identity and its evidence's extent so far: the judge's
 # predicates, its risk scan and the file-effects view each ask for the same one in turn.
-_last: list[tuple[tuple[int, int, int, ClientLaunched], Resolved]] = []
+_last: list[tuple[tuple[int, int, int], ClientLaunched, Resolved]] = []
 
 
 def resolved_files(inv: InvocationEvidence, launched: ClientLaunched) -> Resolved:
     """Each file event of an invocation (chdir aside) with its path, and a rename's or a
     link's old path after it (a symbolic link's text is not a path of the client's), resolved
     where its process was then (None: not known)."""
-    key = (id(inv), len(inv.files), len(inv.processes), launched)
+    key = (id(inv), len(inv.files), len(inv.processes))
     hit = _last[0] if _last else None   # read once: the dashboard's thread may ask too
-    if hit is not None and hit[0] == key and hit[0][3] is launched:
-        return hit[1]
+    if hit is not None and hit[0] == key and hit[1] is launched:
+        return hit[2]
     out = _resolve(inv, launched)
-    _last[:] = [(key, out)]
+    _last[:] = [(key, launched, out)]
     return out
 
 
