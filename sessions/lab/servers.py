@@ -227,8 +227,10 @@ class LabServers:
             if not spec.restart or server is None or spec.name in self.down:
                 continue
             status = server.process.poll()
-            if status is None and spec.operable and self.operable is not None \
-                    and not running(server.pid):   # its launcher may outlive it a moment
+            if spec.operable and (status is not None or not running(server.pid)):
+                # the service and its launcher end a moment apart, either first: both gone,
+                # its port is free, or what the client left holds it
+                _gone(server.pid)
                 try:
                     status = server.process.wait(1)
                 except subprocess.TimeoutExpired:
@@ -236,8 +238,6 @@ class LabServers:
                     status = server.process.returncode
             if status is None:
                 continue
-            if spec.operable:   # the service itself may outlive its launcher a moment: its
-                _gone(server.pid)   # port is free, or what the client left holds it
             fields: dict[str, int | str] = {"exit_status": status, "port": server.port,
                                             "pid": server.pid}
             try:
