@@ -20,10 +20,11 @@ _ids = itertools.count(1)
 
 @pytest.fixture(scope="module")
 def collector():
-    from probes.bcc.collector import BccCollector
-    c = BccCollector(functions=("hash_file", "send_payload", "busy_wait", "counted_fn"))
-    yield c
-    c.close()
+    # the collector a session of this worker kept, or a new one (compiled once per worker)
+    from probes.collectors.choose import open_collector
+    launcher, _ = open_collector("bcc", ("hash_file", "send_payload", "busy_wait", "counted_fn"))
+    yield launcher.bcc
+    launcher.close()
 
 
 def run(collector, argv, source=None, target=None, home=None):

@@ -17,10 +17,11 @@ SIZE = 524_288   # tests.conftest source_file: whole pages, so a mapped pass is 
 
 @pytest.fixture(scope="module")
 def collector():
-    from probes.bcc.collector import BccCollector
-    c = BccCollector(functions=("hash_file",))
-    yield c
-    c.close()
+    # the collector a session of this worker kept, or a new one (compiled once per worker)
+    from probes.collectors.choose import open_collector
+    launcher, _ = open_collector("bcc", ("hash_file",))
+    yield launcher.bcc
+    launcher.close()
 
 
 @pytest.fixture

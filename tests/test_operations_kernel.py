@@ -20,10 +20,11 @@ USR1, TERM, KILL = int(signal.SIGUSR1), int(signal.SIGTERM), int(signal.SIGKILL)
 
 @pytest.fixture(scope="module")
 def collector():
-    from probes.bcc.collector import BccCollector
-    c = BccCollector()
-    yield c
-    c.close()
+    # the collector a session of this worker kept, or a new one (compiled once per worker)
+    from probes.collectors.choose import open_collector
+    launcher, _ = open_collector("bcc", ())
+    yield launcher.bcc
+    launcher.close()
 
 
 def run(collector, argv, client, watch: dict[str, int] | None = None, then=None):

@@ -61,9 +61,7 @@ class BccCollector:
 
     def __init__(self, functions: tuple[str, ...] = (),
                  bpf_stats: bool = False):
-        if len(functions) > MAX_FUNCS:
-            raise ValueError(f"at most {MAX_FUNCS} function probes, got {len(functions)}")
-        self.functions = tuple(functions)
+        self.probe_functions(functions)
         self._stats_fd: int | None = None
         self._attached: dict[Path, tuple[str, ...]] = {}  # binary -> symbols with a uprobe
         self._binary_of: dict[int, Path] = {}              # invocation -> its client binary
@@ -313,6 +311,13 @@ class BccCollector:
         return {"bpf_run_time_ns": run_ns if self._stats_fd is not None else None,
                 "bpf_run_count": run_cnt if self._stats_fd is not None else None,
                 "events": self._events_seen, "events_per_s": self._events_seen / elapsed}
+
+    def probe_functions(self, functions: tuple[str, ...]) -> None:
+        """The functions whose calls its uprobes count, one counter slot each, from the next
+        binary it attaches to (a new or reset collector has none attached)."""
+        if len(functions) > MAX_FUNCS:
+            raise ValueError(f"at most {MAX_FUNCS} function probes, got {len(functions)}")
+        self.functions = tuple(functions)
 
     def reset(self) -> None:
         """Ready for another session, as if new but not compiled again (probes/collectors/choose.py

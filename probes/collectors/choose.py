@@ -65,6 +65,17 @@ class BccLauncher:
         self._bcc = BccCollector(functions)
         self.functions = self._bcc.functions
 
+    @property
+    def bcc(self) -> BccCollector:
+        """The collector itself (a test of the kernel side drives it directly)."""
+        return self._bcc
+
+    def probing(self, functions: tuple[str, ...]) -> "BccLauncher":
+        """Itself, kept from an earlier session, now probing these functions."""
+        self._bcc.probe_functions(functions)
+        self.functions = self._bcc.functions
+        return self
+
     def prepare(self, clients):
         self._bcc.prepare(clients)
 
@@ -137,11 +148,9 @@ def _close_kept() -> None:
 
 
 def _reuse(functions: tuple[str, ...]) -> BccLauncher | None:
-    for kept in list(_kept):
-        if kept.functions == tuple(functions):
-            _kept.remove(kept)
-            return kept
-    return None
+    """A kept collector, probing these functions (which function each counter slot counts is
+    chosen when uprobes attach, not compiled in)."""
+    return _kept.pop().probing(functions) if _kept else None
 
 
 class NoCollector(NoEgressView, NoProcessWatch):

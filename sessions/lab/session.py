@@ -31,6 +31,7 @@ from probes.pace import pace_ns
 from probes.packets.capture import CaptureUnavailable, PacketCapture
 from sessions.judging.clauses import predicates_of
 from sessions.judging.gates import gates_of
+from sessions.lab import spawner as spawners
 from sessions.lab.boundary import Boundary, BoundaryError
 from sessions.lab.invocation import Invocations
 from sessions.lab.parts import HOST, Cancelled, LabParts
@@ -126,7 +127,7 @@ class Session:
         # The servers' warm interpreter imports them while the collector compiles; without it
         # each server starts an interpreter of its own (and says so if it cannot).
         try:
-            self._spawner = Spawner.start()
+            self._spawner = spawners.obtain()
         except SpawnError:
             self._spawner = None
         try:
@@ -188,7 +189,8 @@ class Session:
         spawner, self._spawner = self._spawner, None
         try:
             with ThreadPoolExecutor(1, thread_name_prefix="evlab-spawner-close") as pool:
-                closing = pool.submit(spawner.close) if spawner is not None else None
+                closing = pool.submit(spawners.release, spawner) \
+                    if spawner is not None else None
                 try:
                     if self._boundary is not None:
                         self._boundary.close(self._collector)

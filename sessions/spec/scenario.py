@@ -4,12 +4,12 @@ file you name), read against a task: its clauses, its placeholders, its default 
 A malformed file is a ScenarioError naming the file, the key and what was expected.
 """
 
-import hashlib
 import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from sessions.spec.digest import sha256_of
 from sessions.spec.scenario_faults import FaultSpecError, parse_faults
 from sessions.spec.suites import NOISE_KINDS
 from sessions.spec.task import Task, TaskError, load_task
@@ -55,8 +55,10 @@ class Scenario:
         return self.attempt > 0
 
     def client_sha256(self) -> str:
-        with open(self.client, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
+        digest = sha256_of(self.client)
+        if digest is None:
+            raise FileNotFoundError(f"{self.client}: no such file")
+        return digest
 
     @property
     def words(self) -> dict[str, str]:
