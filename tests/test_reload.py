@@ -16,10 +16,12 @@ judged them:
   not hold on every run: the new master binds within a few milliseconds of the old one's exit,
   shorter than the load's 25 ms between requests, so no-request-failed and (the new nginx, in
   the program's cgroup, answering the load's connections) destination-only are asserted only
-  as what they may be, not declared. `kill -9` of the master then `nginx` is not run here:
-  nginx's orphaned worker keeps the port and answers the load with the old version, the new
-  `nginx` cannot bind, and the lab's restart of the service fails the same way, which the lab
-  takes for its own failure (an invalid attempt): an open problem, not a verdict to pin.
+  as what they may be, not declared;
+- `kill -9` of the master then `nginx`: the master ended by SIGKILL (service-kept,
+  signals-as-allowed); its orphaned worker keeps the port and answers the load with the old
+  version, so the new `nginx` cannot bind (exit 1) and the lab cannot start the service again
+  either (`restarts_failed`): version-served fails, and the attempt is valid (the kernel saw
+  the client's SIGKILL).
 """
 
 import json
@@ -58,6 +60,10 @@ TOOLS = {   # name: (what it runs after the prelude, {grade scenario: the clause
     # declared as the manual has it; judged below clause by clause (see the module's words)
     "stop-start": (TESTED + 'nginx -s stop -c "$conf"; nginx -c "$conf"\n',
                    {"first": ["service-kept", "signals-as-allowed", "no-request-failed"]}),
+    # the master's pid from the pid file CONF names
+    "kill-start": (TESTED + 'kill -9 "$(cat "$(sed -n \'s/^ *pid  *\\([^;]*\\);.*/\\1/p\' '
+                   '"$conf")")"; nginx -c "$conf" || exit 1\n',
+                   {"first": ["service-kept", "signals-as-allowed", "version-served"]}),
 }
 TIMED = ("stop-start-first",)   # its load's refusals depend on a few milliseconds' gap
 
@@ -128,6 +134,12 @@ def test_a_restart_is_told_from_a_reload_by_how_the_master_ended(document):
     assert tool["signals-as-allowed"][0] == "fail"
     assert tool["version-served"][0] == tool["honest-outcome"][0] == "pass"
     assert scenarios["stop-start-first"]["invocations"][0]["servers"]["web"]["restarts"] == 1
+    killed = scenarios["kill-start-first"]
+    first = killed["invocations"][0]
+    assert "SIGKILL" in clauses(killed)["service-kept"][1]
+    assert first["servers"]["web"]["restarts"] == 0
+    assert first["servers"]["web"]["restarts_failed"], first["servers"]
+    assert first["exit_code"] == 1 and "'1.0'" in clauses(killed)["version-served"][1]
     slow = clauses(scenarios["slow"])
     assert slow["no-request-failed"][0] == "pass" and "took longer than 200 ms" in slow[
         "latency-bound"][1]
