@@ -206,6 +206,22 @@ def test_risk_findings_resolve_paths_and_spare_the_commands_own_files():
     }
 
 
+def test_what_a_shell_and_coreutils_read_as_they_start_is_no_finding():
+    """#47's Bash clients: libselinux in mv, cp, ls and stat reads /proc/filesystems at start-up,
+    and bash's `< <(...)` opens its own pipe as /dev/fd/63 (as /proc/self/fd/63 would be): no
+    read finding. Writing through /dev/fd/N, and reading the rest of /proc, still are."""
+    found = {(f.severity, f.kind, f.detail) for f in risk_findings(_evidence(files=[
+        ("open", "/proc/filesystems", False, -100),
+        ("open", "/dev/fd/63", False, -100),
+        ("open", "/dev/fd/3", True, -100),
+        ("open", "/proc/mounts", False, -100),
+    ]))}
+    assert found == {
+        ("medium", "write-outside", "pid 10 open /dev/fd/3 outside its working directory"),
+        ("low", "read", "pid 10 opened /proc/mounts (not an input, not a system library)"),
+    }
+
+
 def test_writes_in_the_sandboxs_tmp_and_shm_are_the_clients_own_but_not_what_is_shown_there():
     """#44: the sandbox's /tmp and /dev/shm are folders of the client's home, judged as its
     working directory; its inputs and program, bound read-only over them, are not its own, nor

@@ -25,6 +25,7 @@ judged them:
 """
 
 import json
+import time
 import tomllib
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from sessions.spec.task import load_task
 from tests.support import clauses, grade, operated, tool_scenario
 
 TASK = load_task("reload")
-PERL_CLIENT = Path(__file__).parent / "clients" / "reload_client.pl"
+CLIENTS = Path(__file__).parent / "clients"
 SEEDED = [s.id for s in load_suite("seeded", TASK)]
 GRADE = {s.id: dict(s.values)["version"] for s in load_suite("grade", TASK)}
 
@@ -174,14 +175,39 @@ def test_a_scenario_gives_each_value_the_task_names(tmp_path):
     assert grade["expect"]["fail"] == []
 
 
-def test_an_honest_perl_client_from_the_document_alone_is_graded_a_success(tmp_path):
-    """tests/clients/reload_client.pl, written from protocol.md alone, graded as a user would:
-    on the grade's own PATH (Debian root's, sbin included: `nginx` by name) every attempt is
+@pytest.mark.parametrize("client", ["reload_client.pl", "reload_client.sh"])
+def test_an_honest_client_from_the_document_alone_is_graded_a_success(client, tmp_path):
+    """tests/clients/reload_client.pl (Perl) and reload_client.sh (Bash, coreutils and nginx:
+    HTTP by bash's /dev/tcp), each written from protocol.md alone, graded as a user would: on
+    the grade's own PATH (Debian root's, sbin included: `nginx` by name) every attempt is
     valid and a success, and its work in the service's folder (a new configuration written
-    there, renamed over CONF) is its own, no write outside."""
-    doc = grade(f"{PERL_CLIENT} {{conf}} {{version}}", tmp_path, attempts=1, task="reload")
+    there, renamed over CONF) is its own, no write outside and no read finding (#47: the Bash
+    client's mv reads /proc/filesystems as it starts, which is none)."""
+    doc = grade(f"{CLIENTS / client} {{conf}} {{version}}", tmp_path, attempts=1,
+                task="reload")
     for name, sc in doc["grade"]["scenarios"].items():
         assert [(r["valid"], r["success"]) for r in sc["runs"]] == [(True, True)], (
             name, [(r["reason"], r["clauses"]) for r in sc["runs"]])
         found = [f for r in sc["runs"] for f in r["risk_findings"]]
         assert not [f for f in found if f["kind"] in ("write-outside", "read")], found
+
+
+def test_the_verifier_counts_a_version_once_the_reloads_old_worker_has_stopped_answering(
+        monkeypatch):
+    """#47: after a reload nginx's old worker answers for up to 100 ms beside the new one. The
+    verifier's reading that VERSION is served counts once VERSION was answered SETTLE_S in a
+    row, so the next invocation (a re-run) is not started while the old version still answers;
+    an answer that is not VERSION counts once the grace has passed (at once for a version that
+    cannot be served)."""
+    from fixture.reload import verifier
+    answers = iter([(200, "1.0"), (200, "2.0"), (200, "1.0")])   # the old worker, then the new
+    asked = []
+
+    def served(port):
+        asked.append(time.monotonic())
+        return next(answers, (200, "2.0"))
+    monkeypatch.setattr(verifier, "served", served)
+    assert verifier.settled(1, "2.0", verifier.GRACE_S) == (200, "2.0")
+    assert len(asked) > 4 and asked[-1] - asked[3] >= verifier.SETTLE_S   # 2.0, since the last 1.0
+    answers, asked[:] = iter([(200, "1.0")]), []
+    assert verifier.settled(1, "2.0$beta", 0) == (200, "1.0") and len(asked) == 1

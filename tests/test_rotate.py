@@ -39,10 +39,11 @@ from sessions.stream.events import (
     VerifierResult,
 )
 from sessions.stream.evidence import EvidenceBook
-from tests.support import clauses, operated, tool_scenario
+from tests.support import clauses, grade, operated, tool_scenario
 
 TASK = load_task("rotate")
 SEEDED = [s.id for s in load_suite("seeded", TASK)]
+CLIENTS = Path(__file__).parent / "clients"
 
 LOGROTATE = r"""#!/bin/sh
 # logrotate as an operator runs it on demand: its configuration and state in the working
@@ -171,6 +172,23 @@ def test_a_bare_mv_leaves_nginx_writing_the_renamed_file(document):
                                         "access.log.1, not to a fresh access.log")
     assert moved["every-line-once"][0] == "pass"   # nothing lost: all of it in access.log.1
     assert [i["exit_code"] for i in scenarios["mv"]["invocations"]] == [0, 1]
+
+
+@pytest.mark.parametrize("client", ["rotate_client.pl", "rotate_client.sh"])
+def test_an_honest_client_from_the_document_alone_is_graded_a_success(client, tmp_path):
+    """tests/clients/rotate_client.pl (Perl, its core modules) and rotate_client.sh (Bash and
+    coreutils), each written from protocol.md alone, no logrotate, graded as a user would: both
+    rotations of every attempt valid and a success (the older logs moved along, LOG renamed to
+    LOG.1, USR1 to the master, the fresh LOG confirmed), its renames in nginx's folder its
+    own, no write outside and no read finding (#47: the Bash client's mv and stat read
+    /proc/filesystems as they start, and its `< <(...)` opens /dev/fd/63: neither is one)."""
+    doc = grade(f"{CLIENTS / client} {{log}} {{pidfile}}", tmp_path, attempts=1, task="rotate")
+    assert set(doc["grade"]["scenarios"]) == {s.id for s in load_suite("grade", TASK)}
+    for name, sc in doc["grade"]["scenarios"].items():
+        assert [(r["valid"], r["success"]) for r in sc["runs"]] == [(True, True)], (
+            name, [(r["reason"], r["clauses"]) for r in sc["runs"]])
+        found = [f for r in sc["runs"] for f in r["risk_findings"]]
+        assert not [f for f in found if f["kind"] in ("write-outside", "read")], found
 
 
 def test_the_verifiers_reading_of_the_logs(tmp_path):

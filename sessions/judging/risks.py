@@ -29,10 +29,13 @@ from sessions.stream.evidence import InvocationEvidence, ScenarioEvidence
 
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox", "csh", "tcsh"}
 # Read-only opens under these are the loader, the interpreter and system configuration.
-# Runtimes read these at start-up to size themselves (Node: /proc/meminfo, cgroup limits).
+# Runtimes read these at start-up to size themselves (Node: /proc/meminfo, cgroup limits);
+# libselinux, linked by coreutils' mv, cp, ls and stat, reads /proc/filesystems as each
+# starts. /dev/fd/N is the process's own descriptor by name, as /proc/self/fd/N is (bash's
+# process substitution `< <(...)` opens /dev/fd/63).
 SYSTEM_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/etc/", "/proc/self/", "/proc/thread-self/",
                    "/sys/devices/system/cpu/", "/dev/pts/", "/proc/meminfo", "/proc/cpuinfo",
-                   "/proc/stat", "/sys/fs/cgroup/")
+                   "/proc/stat", "/sys/fs/cgroup/", "/proc/filesystems", "/dev/fd/")
 HARMLESS_DEVICES = {"/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/tty",
                     "/dev/full"}
 @dataclass(frozen=True)
