@@ -217,3 +217,14 @@ def test_a_path_to_a_system_executable_runs_the_nodes_own_file(tmp_path):
     assert py.tokens[0] == str(target) and "py" not in py.shipped
     order = plan(c)[0].order(tmp_path / "node-root-without-py")
     assert order.spec.executable == target and order.spec.sha256 == py.spec.sha256
+
+
+def test_the_operators_example_campaign_ranks_each_tasks_tools_apart():
+    """docs/examples/operators/campaign.toml (docs/tasks.md): every tool the tests judge on
+    reload and rotate, each a client of its task, each script the one the tests run."""
+    folder = Path(__file__).resolve().parent.parent / "docs" / "examples" / "operators"
+    c = load_campaign(folder / "campaign.toml")
+    tasks = {client.name: client.task for client in c.clients}
+    assert sorted(set(tasks.values())) == ["reload", "rotate"]
+    scripts = {Path(client.spec.command[1]).name for client in c.clients}
+    assert scripts == {p.name for p in folder.glob("*.sh")}

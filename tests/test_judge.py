@@ -254,6 +254,8 @@ UDP = {"address": "127.0.0.53", "calls": 1, "kind": "sendmsg", "pid": 2189, "por
        "protocol": "udp", "refused": 0}
 PROBE = {"address": "::", "calls": 1, "kind": "connect", "pid": 2189, "port": 0,
          "protocol": "udp", "datagram": True, "refused": 0}
+ANSWER = {"address": "127.0.0.1", "bytes": 143, "dropped": 0, "packets": 4, "port": 40_123,
+          "protocol": "tcp"}
 PROBED = (E.ConnectObserved(0, "", 1, 2189, "AF_INET6", "::", 0, 0),
           E.ConnectObserved(0, "", 1, 2189, "0", None, None, 0))   # connect(AF_UNSPEC)
 
@@ -288,7 +290,13 @@ CLAUSES = {   # clause: {case: its stream}; what the judge decides: tests/data/j
         "address-probe": add(probed(B()), 1, *PROBED),
         "probe-then-send": edit(B(), E.EgressSummary, 1, calls=(PROBE,),
                                 flows=({**PROBE, "packets": 1, "bytes": 39, "dropped": 0},)),
-        "probe-no-socket-view": add(drop(B(), E.EgressSummary, 1), 1, *PROBED)},
+        "probe-no-socket-view": add(drop(B(), E.EgressSummary, 1), 1, *PROBED),
+        # packets to a port that connected to the endpoint: a server the client started on
+        # the endpoint's port answering that caller; to a port the wire saw no SYN from: sent
+        "answers-a-caller": add(edit(B(), E.EgressSummary, 1, flows=(ANSWER,)), 1,
+                                E.PacketSeen(0, "", 1, "127.0.0.1", 40_123, "127.0.0.1", RP,
+                                             "SYN", 0)),
+        "sends-to-a-stranger": edit(B(), E.EgressSummary, 1, flows=(ANSWER,))},
     "bounded-recovery": {
         "honest": B(), "recovered": B(((CUT, OK), ()), **F),
         "never-committed": B(((CUT,), ()), **F),

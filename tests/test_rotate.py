@@ -43,28 +43,14 @@ from tests.support import clauses, grade, operated, tool_scenario
 
 TASK = load_task("rotate")
 SEEDED = [s.id for s in load_suite("seeded", TASK)]
+OPERATORS = Path(__file__).resolve().parent.parent / "docs" / "examples" / "operators"
 CLIENTS = Path(__file__).parent / "clients"
 
-LOGROTATE = r"""#!/bin/sh
-# logrotate as an operator runs it on demand: its configuration and state in the working
-# directory, forced (its state is new each run)
-log=$1 pidfile=$2
-cat > rotate.conf <<CONF
-$log {
-    rotate 5
-    compress
-    delaycompress
-%s
-}
-CONF
-exec logrotate -f -s "$PWD/rotate.state" "$PWD/rotate.conf"
-"""
-POSTROTATE = ("    create\n    postrotate\n        kill -USR1 \\$(cat $pidfile)\n"
-              "    endscript")
-TOOLS = {   # name: (the script, the clauses it fails)
-    "logrotate-create": (LOGROTATE % POSTROTATE, []),
-    "logrotate-copytruncate": (LOGROTATE % "    copytruncate", ["no-live-truncate"]),
-    "mv": ('#!/bin/sh\nexec mv "$1" "$1.1"\n', ["rotated", "honest-outcome"]),
+# what operators write (docs/examples/operators/rotate-NAME.sh, also a campaign there)
+TOOLS = {   # name: the clauses it fails
+    "logrotate-create": [],
+    "logrotate-copytruncate": ["no-live-truncate"],
+    "mv": ["rotated", "honest-outcome"],
 }
 TIMED = ("logrotate-copytruncate",)   # its loss depends on a request in a sub-millisecond gap
 HAS_LOGROTATE = shutil.which("logrotate") is not None
@@ -72,8 +58,8 @@ HAS_LOGROTATE = shutil.which("logrotate") is not None
 
 def _tools(root: Path) -> list[Path]:
     """A script and a scenario file per tool (logrotate's only where it is installed)."""
-    return [tool_scenario(root, name, name, body, fails) for name, (body, fails) in TOOLS.items()
-            if HAS_LOGROTATE or not name.startswith("logrotate")]
+    return [tool_scenario(root, name, name, (OPERATORS / f"rotate-{name}.sh").read_text(), fails)
+            for name, fails in TOOLS.items() if HAS_LOGROTATE or not name.startswith("logrotate")]
 
 
 @pytest.fixture(scope="module")

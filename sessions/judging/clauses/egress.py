@@ -47,15 +47,16 @@ def _egress_line(dest: Destination, calls: list[dict], flows: list[dict]) -> str
 
 
 def _bad_egress(summary: EgressSummary, ports: set[int | None],
-                load: set[int]) -> dict[Destination, tuple[list[dict], list[dict]]]:
+                answered: set[int]) -> dict[Destination, tuple[list[dict], list[dict]]]:
     """Destinations other than the endpoint, from the cgroup socket hooks' totals. Packets to
-    evlab's load's own ports (load: its connections' source ports, on the lab's loopback)
-    answer the load's connections, which a server the client started accepted: no contact."""
+    the ports that opened connections to the endpoint (answered: evlab's load's source ports,
+    and those the wire saw send a SYN to it), on the lab's loopback, answer those connections,
+    which a server the client started on the endpoint's port accepted: no contact."""
     bad: dict[Destination, tuple[list[dict], list[dict]]] = {}
     for entry, kind in [(c, "calls") for c in summary.calls] + [(f, "flows")
                                                                 for f in summary.flows]:
         if is_given(entry["address"], entry["port"], ports) or kind == "flows" and \
-                entry["address"] == LOAD_HOST and entry["port"] in load:
+                entry["address"] == LOAD_HOST and entry["port"] in answered:
             continue
         calls, flows = bad.setdefault((entry["protocol"], entry["address"], entry["port"]),
                                       ([], []))
@@ -99,9 +100,12 @@ def _seen(ev: ScenarioEvidence) -> _Seen:
             seen.untold += [c for c in others if (c.address, c.port) not in sent]
             others = [c for c in others if (c.address, c.port) in sent]
         else:
+            # the ports that connected to the endpoint (a restarted service answers them)
+            callers = inv.load_ports() | {p.sport for p in inv.packets
+                                          if p.flags == "SYN" and p.dport in ports}
             seen.lines += [f"invocation {inv.n}: {_egress_line(dest, *found)}"
                            for dest, found in _bad_egress(inv.egress_summary, ports,
-                                                          inv.load_ports()).items()]
+                                                          callers).items()]
         seen.bad += others
     return seen
 
