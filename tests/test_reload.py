@@ -40,6 +40,7 @@ TASK = load_task("reload")
 CLIENTS = Path(__file__).parent / "clients"
 OPERATORS = Path(__file__).resolve().parent.parent / "docs" / "examples" / "operators"
 SEEDED = [s.id for s in load_suite("seeded", TASK)]
+FAULTS = [s.id for s in load_suite("faults", TASK)]
 GRADE = {s.id: dict(s.values)["version"] for s in load_suite("grade", TASK)}
 
 # what operators write (docs/examples/operators/reload-NAME.sh, also a campaign there): the
@@ -64,12 +65,12 @@ def _tools(root: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def document(tmp_path_factory):
-    return operated(tmp_path_factory, "reload", SEEDED, _tools)
+    return operated(tmp_path_factory, "reload", SEEDED + FAULTS, _tools)
 
 
 def test_each_behaviour_and_tool_is_judged_as_declared(document):
     scenarios, done = document
-    expected = [*SEEDED, *(f"{n}-{g}" for n, judged in TOOLS.items() for g in judged)]
+    expected = [*SEEDED, *FAULTS, *(f"{n}-{g}" for n, judged in TOOLS.items() for g in judged)]
     assert sorted(scenarios) == sorted(expected)
     checks = {i: (s["instrument_check"], s["instrument_detail"]) for i, s in scenarios.items()
               if i not in TIMED}
@@ -140,6 +141,26 @@ def test_the_seeded_reasons_name_what_was_done(document):
     again = clauses(scenarios["again"])["unchanged-nothing"][1]
     assert "already served, yet sent SIGHUP" in again
     assert "SIGUSR1 to server web" in clauses(scenarios["usr1"])["signals-as-allowed"][1]
+
+
+def test_the_fault_suite_is_judged_as_declared(document):
+    """scenarios/faults/, in the same session: the load at 200 requests a second; CONF grown
+    by 200,000 redirects (a slow reload: the reference client asks until it is served, a
+    client that looks once is told from it); CONF broken by the lab (nothing can be applied:
+    the program leaves the service as it was and says it failed)."""
+    scenarios, _ = document
+    assert FAULTS == ["heavy-load", "slow-reload", "slow-reload-once", "broken-conf"]
+    for name in FAULTS:
+        assert scenarios[name]["instrument_check"] == "detected", (name, clauses(scenarios[name]))
+    heavy = scenarios["heavy-load"]["invocations"][0]["load"]["traffic"]
+    assert heavy["rate"] == 200 and heavy["outcomes"] == {"answered": heavy["sent"]}
+    assert scenarios["slow-reload"]["invocations"][0]["load"]["traffic"]["rate"] == 40
+    once = clauses(scenarios["slow-reload-once"])["honest-outcome"][1]
+    assert "claimed failure (exit 1)" in once and "serves '2.0'" in once
+    broken = scenarios["broken-conf"]
+    assert 'unknown directive "retrun"' in clauses(broken)["version-served"][1]
+    assert [i["exit_code"] for i in broken["invocations"]] == [1, 1]
+    assert not any(i["operations"]["signals"] for i in broken["invocations"])
 
 
 def test_a_scenario_gives_each_value_the_task_names(tmp_path):

@@ -43,6 +43,7 @@ from tests.support import clauses, grade, operated, tool_scenario
 
 TASK = load_task("rotate")
 SEEDED = [s.id for s in load_suite("seeded", TASK)]
+FAULTS = [s.id for s in load_suite("faults", TASK)]
 OPERATORS = Path(__file__).resolve().parent.parent / "docs" / "examples" / "operators"
 CLIENTS = Path(__file__).parent / "clients"
 
@@ -64,16 +65,16 @@ def _tools(root: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def document(tmp_path_factory):
-    return operated(tmp_path_factory, "rotate", SEEDED, _tools)
+    return operated(tmp_path_factory, "rotate", SEEDED + FAULTS, _tools)
 
 
 def test_each_behaviour_and_tool_is_judged_as_declared(document):
     scenarios, done = document
     tools = [n for n in TOOLS if HAS_LOGROTATE or not n.startswith("logrotate")]
-    assert sorted(scenarios) == sorted([*SEEDED, *tools])
+    assert sorted(scenarios) == sorted([*SEEDED, *FAULTS, *tools])
     checks = {i: (s["instrument_check"], s["instrument_detail"]) for i, s in scenarios.items()
               if i not in TIMED}
-    assert checks == dict.fromkeys(set(SEEDED + tools) - set(TIMED), (
+    assert checks == dict.fromkeys(set(SEEDED + FAULTS + tools) - set(TIMED), (
         "detected", "every clause judged as declared")), done.stdout
 
 
@@ -93,6 +94,21 @@ def test_the_reference_rotates_twice_and_every_answered_request_is_in_one_line(d
     once = verdicts["every-line-once"][1]
     assert f"({answered} in all; lines: access.log " in once   # the load's ids, in nginx's log
     assert "access.log.1 " in once and "access.log.2.gz " in once   # the second rotation's
+
+
+def test_the_fault_suite_is_judged_as_declared(document):
+    """scenarios/faults/, in the same session: the load at 200 requests a second, five times
+    the lines, every clause still passes and every answered request is in exactly one line."""
+    scenarios, _ = document
+    assert FAULTS == ["heavy-load"]
+    heavy = scenarios["heavy-load"]
+    assert heavy["instrument_check"] == "detected", clauses(heavy)
+    assert {c: v[0] for c, v in clauses(heavy).items()} == dict.fromkeys(TASK.clause_ids, "pass")
+    loads = [i["load"]["traffic"] for i in heavy["invocations"]]
+    assert [load["rate"] for load in loads] == [200, 200]
+    assert all(load["outcomes"] == {"answered": load["sent"]} for load in loads)
+    answered = sum(load["sent"] for load in loads)
+    assert f"({answered} in all; lines: " in clauses(heavy)["every-line-once"][1]
 
 
 def test_lines_lost_or_written_twice_are_named_by_their_request_ids(document):

@@ -85,6 +85,10 @@ def test_argv_fills_placeholders(tmp_path):
      '"fresh" or "stale"'),
     ('[client]\nbehaviour = "baseline"\n[environment]\nstore = "full"\n', "environment.store",
      '"fresh" or "stale"'),
+    ('[client]\nbehaviour = "baseline"\n[environment]\nload_rates = { traffic = 200 }\n',
+     "environment.load_rates", "nothing: the task has no [load]"),
+    ('[client]\nbehaviour = "baseline"\n[environment]\nbefore_first = "grow"\n',
+     "environment.before_first", "nothing: the task has no [steps]"),
     ('client = "baseline"\n', "client", "a table"),
     ('[client\n', "(syntax)", "valid TOML"),
     ('id = "Bad Id"\n[client]\nbehaviour = "baseline"\n', "id", "lowercase"),
@@ -227,3 +231,40 @@ def test_a_behaviour_is_a_build_of_the_tasks_reference_client(tmp_path):
     with pytest.raises(ScenarioError, match="client.behaviour: expected a client.path: the "
                                             "task has no reference client"):
         parse('[client]\nbehaviour = "retry"\n', tmp_path / "b.toml", load_task(folder))
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("load_rates = { traffic = 0 }", "a table of requests per second in (0, 200] by load name "
+                                     "(traffic)"),
+    ("load_rates = { traffic = 201 }", "in (0, 200]"),
+    ("load_rates = { traffic = -5 }", "in (0, 200]"),
+    ("load_rates = { traffic = nan }", "in (0, 200]"),
+    ("load_rates = { traffic = true }", "in (0, 200]"),
+    ('load_rates = { traffic = "200" }', "in (0, 200]"),
+    ("load_rates = { web = 100 }", "by load name (traffic)"),
+    ("load_rates = 200", "by load name (traffic)"),
+])
+def test_a_load_rate_is_one_of_the_tasks_loads_within_its_bounds(tmp_path, line, expected):
+    """[environment] load_rates: a rate in place of task.toml's, for a load the task has, in
+    the bounds a task's own rate is held to; refused in one line naming the key."""
+    reload = load_task("reload")
+    path = tmp_path / "heavy.toml"
+    text = '[client]\npath = "/bin/true"\n[environment]\nvalues = { version = "2" }\n'
+    with pytest.raises(ScenarioError) as err:
+        parse(text + line + "\n", path, reload)
+    assert str(err.value).startswith(f"{path}: environment.load_rates: expected ")
+    assert expected in str(err.value) and "\n" not in str(err.value)
+    assert parse(text, path, reload).load_rates == ()
+    given = parse(text + "load_rates = { traffic = 200 }\n", path, reload)
+    assert given.load_rates == (("traffic", 200.0),)
+
+
+def test_a_step_before_the_first_invocation_is_one_of_the_tasks(tmp_path):
+    reload = load_task("reload")
+    path = tmp_path / "broken.toml"
+    text = '[client]\npath = "/bin/true"\n[environment]\nvalues = { version = "2" }\n'
+    assert parse(text + 'before_first = "break"\n', path, reload).before_first == "break"
+    assert parse(text, path, reload).before_first == ""
+    with pytest.raises(ScenarioError, match=r'environment.before_first: expected "grow" or '
+                                            r'"break"$'):
+        parse(text + 'before_first = "melt"\n', path, reload)

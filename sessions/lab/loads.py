@@ -4,12 +4,13 @@ stopped once it exited, when every request in flight has ended; its records tail
 scenario run, which publishes them as evlab's own `load` records (never a server's, never the
 client's).
 
-    loads = LabLoads(task, workdir, spawner)
+    loads = LabLoads(task, workdir, spawner, scenario.load_rates)
     loads.start(servers.ports(), netns, n); ... loads.stop(); loads.records()
 """
 
+import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from probes.tail import LineTail
@@ -21,8 +22,13 @@ STOP_GRACE_S = 2.0   # past a request's timeout, for the generator to write its 
 
 
 class LabLoads:
-    def __init__(self, task: Task, workdir: Path, spawner: Spawner | None):
-        self.specs, self.workdir, self.spawner = task.loads, workdir, spawner
+    def __init__(self, task: Task, workdir: Path, spawner: Spawner | None,
+                 rates: Iterable[tuple[str, float]] = ()):
+        """rates: (load name, requests per second) a scenario sets in place of the task's."""
+        given = dict(rates)
+        self.specs = tuple(dataclasses.replace(spec, rate=given.get(spec.name, spec.rate))
+                           for spec in task.loads)
+        self.workdir, self.spawner = workdir, spawner
         self.running: list[Server] = []
         self.tails = {spec.name: LineTail(self._path(spec.name)) for spec in self.specs}
 

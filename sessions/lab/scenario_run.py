@@ -73,7 +73,7 @@ class ScenarioRun:
         self.lab_records: list[dict] = []     # the task's states' and steps' own words
         self.network: Network = HostNetwork()   # the attempt's own, once set up
         self.servers: LabServers | None = None
-        self.loads = LabLoads(self.task, self.workdir, parts.spawner)   # evlab's, if any
+        self.loads = LabLoads(self.task, self.workdir, parts.spawner, scenario.load_rates)
         self.capture: PacketCapture | None = None
         self.noise: Noise | None = None
         self.caps = Caps()                # the current invocation's
@@ -124,10 +124,10 @@ class ScenarioRun:
         self._start_servers()
         self._publish_started()
         self.records(0)  # the servers' start-up records belong to set-up
+        self._step(1, self.scenario.before_first)   # what the first invocation finds
         self._verify(0)
         for n in range(1, self.task.invocations + 1):
-            if n > 1 and self.scenario.between:
-                self._step(n)
+            self._step(n, self.scenario.between if n > 1 else "")
             self._invoke(n)
             self._verify(n)
         if self.scenario.lifecycle and self.task.lifecycle is not None:
@@ -192,18 +192,18 @@ class ScenarioRun:
             self.task.display()))
         self.started = True
 
-    def _step(self, n: int) -> None:
-        """The task's step between invocations (the remote changed, say), run with the servers
-        up; what it says of itself is a `lab` record of invocation n, the client's writes
-        before it are not."""
-        assert self.servers is not None
-        step = self.task.steps[self.scenario.between]
+    def _step(self, n: int, name: str) -> None:
+        """The task's step `name` ("": none) before invocation n (the remote changed, say), the
+        servers up; what it says of itself is a `lab` record of invocation n, the client's
+        writes before it are not."""
+        if not name or self.servers is None:
+            return
+        step = self.task.steps[name]
         said = run_program(step.module, step.command,
                            program_argv(step, self.servers.program_values()),
                            self.workdir / "steps", self.parts.spawner, self.network.path)
-        self.lab_records.append({"event": "step", "t_ns": time.monotonic_ns(),
-                                 "name": self.scenario.between, "before": n,
-                                 **last_object(said)})
+        self.lab_records.append({"event": "step", "t_ns": time.monotonic_ns(), "name": name,
+                                 "before": n, **last_object(said)})
 
     def _lab_records(self, n: int) -> None:
         """What the task's states and steps said they did; the outputs folder's changes so far

@@ -1,5 +1,6 @@
 """What the JSON document says of evlab's load in one invocation (docs/json-schema.md): per
-load, its requests counted by outcome, the slowest answer, and each failed request."""
+load, the rate it was started at, its requests counted by outcome, the slowest answer, and
+each failed request."""
 
 from sessions.judging.clauses.load import request_failed
 from sessions.stream.evidence import InvocationEvidence
@@ -12,8 +13,10 @@ def load_summary(inv: InvocationEvidence) -> dict:
     loads: dict[str, dict] = {}
     for r in inv.load:
         entry = loads.setdefault(str(r.fields.get("load")), {
-            "sent": None, "outcomes": {}, "latency_max_ns": None, "failed": []})
-        if r.event == "load_stopped":
+            "rate": None, "sent": None, "outcomes": {}, "latency_max_ns": None, "failed": []})
+        if r.event == "load_started":
+            entry["rate"] = r.fields.get("rate")
+        elif r.event == "load_stopped":
             entry["sent"] = r.fields.get("sent")
         if r.event != "request":
             continue

@@ -13,6 +13,7 @@ from sessions.spec.digest import sha256_of
 from sessions.spec.scenario_faults import FaultSpecError, parse_faults
 from sessions.spec.suites import NOISE_KINDS
 from sessions.spec.task import Task, TaskError, load_task
+from sessions.spec.task_load import RATE_MAX
 from sessions.spec.template import expand, placeholders_of
 
 _SHELL_SYNTAX = re.compile(r"[;&|`$<>(){}*?!\n\\\"']")
@@ -39,6 +40,8 @@ class Scenario:
     state: str = ""                 # the servers' state at the start: "" fresh, or the task's
     deny_egress: bool = False       # refuse every destination but the endpoint (EPERM)
     between: str = ""               # the task's step run before each invocation after the first
+    before_first: str = ""          # the task's step run once before the first, servers up
+    load_rates: tuple[tuple[str, float], ...] = ()   # [environment] load_rates: a load's rate
     values: tuple[tuple[str, str], ...] = ()   # [environment] values: {scenario.NAME}
     order: int = 100
     file: Path | None = None
@@ -74,7 +77,8 @@ _SCHEMA = {
     "": {"id", "description", "order", "client", "environment", "faults", "noise", "expect"},
     "client": {"behaviour", "path", "args", "timeout_s"},
     # store: the old name of state
-    "environment": {"source", "state", "store", "deny_egress", "between", "values"},
+    "environment": {"source", "state", "store", "deny_egress", "between", "before_first",
+                    "values", "load_rates"},
     "noise": {"kinds"},
     "expect": {"fail", "pass", "invalid"},
 }
@@ -139,14 +143,28 @@ def _state(file, environment: dict, task: Task) -> str:
     return "" if state == "fresh" else state
 
 
-def _between(file, environment: dict, task: Task) -> str:
+def _step(file, environment: dict, task: Task, key: str) -> str:
     """environment.between: one of the task's [steps], run before each invocation after the
-    first ("": none)."""
-    between = environment.get("between", "")
-    if between != "" and between not in task.steps:
-        raise ScenarioError(file, "environment.between", " or ".join(
+    first; environment.before_first: one run once before the first ("": none)."""
+    step = environment.get(key, "")
+    if step != "" and step not in task.steps:
+        raise ScenarioError(file, f"environment.{key}", " or ".join(
             f'"{s}"' for s in task.steps) or "nothing: the task has no [steps]")
-    return str(between)
+    return str(step)
+
+
+def _load_rates(file, environment: dict, task: Task) -> tuple[tuple[str, float], ...]:
+    """environment.load_rates: requests per second for some of the task's loads, by name, in
+    place of task.toml's rate (a fault suite's heavier traffic)."""
+    rates = environment.get("load_rates", {})
+    names = [spec.name for spec in task.loads]
+    if not isinstance(rates, dict) or not set(rates) <= set(names) or not all(
+            isinstance(r, int | float) and not isinstance(r, bool) and 0 < r <= RATE_MAX
+            for r in rates.values()):
+        raise ScenarioError(file, "environment.load_rates", (
+            f"a table of requests per second in (0, {RATE_MAX}] by load name "
+            f"({', '.join(names)})") if names else "nothing: the task has no [load]")
+    return tuple(sorted((name, float(rate)) for name, rate in rates.items()))
 
 
 def _values(file, environment: dict, task: Task) -> tuple[tuple[str, str], ...]:
@@ -159,6 +177,17 @@ def _values(file, environment: dict, task: Task) -> tuple[tuple[str, str], ...]:
         raise ScenarioError(file, "environment.values", "a table of texts, one for each of "
                             f"{', '.join(sorted(wanted)) or 'nothing: the task names none'}")
     return tuple(sorted(values.items()))
+
+
+def _environment(file, environment: dict, task: Task) -> dict:
+    """What the scenario changes of the task's environment ([environment]), as its fields."""
+    return {"state": _state(file, environment, task),
+            "deny_egress": _typed(file, environment, "deny_egress", "environment", bool,
+                                  "true or false", False),
+            "between": _step(file, environment, task, "between"),
+            "before_first": _step(file, environment, task, "before_first"),
+            "values": _values(file, environment, task),
+            "load_rates": _load_rates(file, environment, task)}
 
 
 def parse(text: str, file: Path | str, task: Task | None = None) -> Scenario:
@@ -195,8 +224,6 @@ def parse(text: str, file: Path | str, task: Task | None = None) -> Scenario:
     source = data.get("environment", {}).get("source", "builtin")
     if source != "builtin":
         raise ScenarioError(file, "environment.source", "\"builtin\" (the deterministic source)")
-    state = _state(file, data.get("environment", {}), task)
-    between = _between(file, data.get("environment", {}), task)
     try:
         faults = parse_faults(data.get("faults", []), scenario_id)
     except FaultSpecError as e:
@@ -210,8 +237,6 @@ def parse(text: str, file: Path | str, task: Task | None = None) -> Scenario:
     if set(expect_fail) & set(expect_pass):
         raise ScenarioError(file, "expect", "a clause in fail or pass, not both")
     expect_invalid = _typed(file, expect, "invalid", "expect", bool, "true or false", False)
-    deny = _typed(file, data.get("environment", {}), "deny_egress", "environment", bool,
-                  "true or false", False)
     return Scenario(
         id=scenario_id,
         description=_typed(file, data, "description", "", str, "a string", "") or "",
@@ -219,8 +244,7 @@ def parse(text: str, file: Path | str, task: Task | None = None) -> Scenario:
         faults=faults, noise=tuple(noise), expect_fail=expect_fail,
         expect_invalid=expect_invalid,
         expect_pass=expect_pass, order=_typed(file, data, "order", "", int, "an integer", 100),
-        file=Path(file), state=state, deny_egress=deny, between=between,
-        values=_values(file, data.get("environment", {}), task))
+        file=Path(file), **_environment(file, data.get("environment", {}), task))
 
 
 def load(path: Path, task: Task | None = None) -> Scenario:
