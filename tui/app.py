@@ -31,6 +31,7 @@ from tui.panels import (
     Banner,
     CountersPanel,
     FilterBox,
+    LoadPanel,
     PanesPanel,
     ScenarioList,
     StatusFacts,
@@ -44,9 +45,9 @@ REFRESH_S = 0.2   # 5 redraws a second at most
 # the dashboard's own keys (its list, panes, filter): not on the leaderboard or the timeline
 DASHBOARD_ONLY = ("move", "run_all", "filter", "follow", "show", "timeline")
 COMPACT_BELOW = (100, 32)
-# keys 1-5, in order: the verdicts or one evidence pane (by its widget id)
+# keys 1-6, in order: the verdicts, one evidence pane or the load view (by its widget id)
 PANELS = {"verdicts": "Verdicts", "packets": "Packets", "events": "Events", "claims": "Claims",
-          "effects": "File effects"}
+          "effects": "File effects", "load": "Load"}
 
 
 class EvlabApp(App):
@@ -96,6 +97,7 @@ class EvlabApp(App):
             yield ScenarioList(self.feed.scenario_ids, id="scenarios").data_bind(
                 EvlabApp.compact)
             yield CountersPanel(id="counters-box").data_bind(EvlabApp.compact)
+        yield LoadPanel(id="load")   # a task with evlab's load only (class has-load)
         yield VerdictTable(id="verdicts")
         yield PanesPanel(id="panes").data_bind(EvlabApp.filter_text)
         yield FilterBox(id="filter")
@@ -143,9 +145,10 @@ class EvlabApp(App):
         self.add_class(f"show-{new}")
 
     def action_show(self, panel: str) -> None:
-        """Keys 1-5: the verdicts, or one evidence pane, in the room below the scenarios (a
-        small terminal shows one at a time; a larger one shows them all, and the key focuses
-        it). Packets and file effects share a column on a larger one: 2 or 5 chooses."""
+        """Keys 1-6: the verdicts, one evidence pane or the load view, in the room below the
+        scenarios (a small terminal shows one at a time; a larger one shows them all, and the
+        key focuses it). Packets and file effects share a column on a larger one: 2 or 5
+        chooses. The load view is for a task with evlab's load (app.tcss, has-load)."""
         self.shown = panel
         if panel in ("packets", "effects"):
             self.set_class(panel == "packets", "pick-packets")
@@ -186,6 +189,8 @@ class EvlabApp(App):
         if view is not None and view.wire is not None:
             self.set_class(not view.wire, "no-wire")   # its file effects take the packets' place
         if view is not None:
+            self.set_class(view.load is not None, "has-load")
+            self.query_one(LoadPanel).view = view
             self.query_one(CountersPanel).view = view
             self.query_one(VerdictTable).view = view
             self.query_one(PanesPanel).view = view

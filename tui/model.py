@@ -21,6 +21,7 @@ from sessions.output.file_effects import InvocationEffects, invocation_effects, 
 from sessions.output.grades import ClientGrade, grade_of, outcome_word
 from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import Board, board_of
+from sessions.output.load_over_time import LoadOverTime, load_over_time
 from sessions.output.timeline import Timeline, timeline_of
 from sessions.spec.task import record_of
 from sessions.stream.campaign_events import AttemptDispatched, AttemptLost, CampaignStarted
@@ -46,6 +47,7 @@ from tui.lines import CLAIMS, EVENTS, PACKETS, PANES, pane_line
 PANE_LINES = 500          # each scrolling pane keeps this many lines
 PANE_FIGURES = 3          # the task's figures the counters pane has room for (the reports: all)
 RATE_POINTS = 60          # sparkline history
+LOAD_BUCKETS = 60         # the load view's buckets over the load's span, about (100 ms at least)
 _generations = itertools.count(1)
 # what a campaign's leaderboard and progress are made from (the rest leaves them as they are)
 _CAMPAIGN_EVENTS = (CampaignStarted, AttemptDispatched, AttemptLost, AttemptJudged,
@@ -66,6 +68,7 @@ class _ScenarioPanes:
     client: dict[int, tuple[ProcessMetrics | None, ProcessMetrics]] = field(default_factory=dict)
     # each invocation's file effects and what they were made from (sessions/output/file_effects)
     effects: dict[int, tuple[tuple, InvocationEffects | None]] = field(default_factory=dict)
+    load: tuple[tuple, LoadOverTime | None] = ((), None)   # and what it was made from
 
     def note_sample(self, sample: CounterSample) -> None:
         moved = (sample.counters.get("source_read_bytes", 0)
@@ -117,6 +120,7 @@ class ScenarioView:
     figure_labels: tuple[str, ...] = ()       # the task's figures, by label
     effects: tuple[InvocationEffects, ...] = ()   # where its file changes landed, by invocation
     wire: bool | None = None                  # its task has servers to talk to (None: not started)
+    load: LoadOverTime | None = None          # evlab's load over time (None: its task has none)
 
 
 @dataclass(frozen=True)
@@ -241,7 +245,7 @@ class DashboardModel:
                 tuple(panes.lines[PACKETS]), tuple(panes.lines[EVENTS]),
                 tuple(panes.lines[CLAIMS]), invocation_count(ev) if ev else 2,
                 tuple(label for label, _ in task_figures(ev, None))[:PANE_FIGURES] if ev else (),
-                wire=bool(ev.started.roles) if ev else None)
+                wire=bool(ev.started.roles) if ev else None, load=_load(ev, panes))
             numbers, grown = _grown_effects(ev, panes)
         # made outside the lock: resolving thousands of paths must not hold up the stream
         return replace(view, effects=_effects(panes, numbers, grown))
@@ -302,6 +306,17 @@ class DashboardModel:
         """`evlab grade`'s grade so far (sessions.output.grades, as the reports have it)."""
         with self._lock:
             return grade_of(self.book)
+
+
+def _load(ev: ScenarioEvidence | None, panes: _ScenarioPanes) -> LoadOverTime | None:
+    """The load over time, made again only when a load record, a launch or an exit came."""
+    if ev is None:
+        return None
+    key = tuple((n, len(inv.load), inv.launched is not None, inv.exited is not None)
+                for n, inv in ev.invocations.items())
+    if panes.load[0] != key or not key:
+        panes.load = (key, load_over_time(ev, LOAD_BUCKETS))
+    return panes.load[1]
 
 
 def _grown_effects(ev: ScenarioEvidence | None, panes: _ScenarioPanes

@@ -24,9 +24,10 @@ HELP = f"""\
   + / -           replay: faster / slower
   /               filter the packet, server and claim panes (empty: clear)
   end             resume following: the panes' newest lines and the running scenario
-  1 2 3 4 5       verdicts · packets · servers & kernel · claims · file effects
+  1 2 3 4 5 6     verdicts · packets · servers & kernel · claims · file effects · load
                   (a small terminal: one below the scenarios; a larger one: all,
-                  file effects in the packets' column: no servers, or key 5)
+                  file effects in the packets' column: no servers, or key 5; the
+                  load: a task with evlab's load, answered/s, failed, slowest)
   t               timeline of the selected scenario: a lane per process and per server;
                   + / - zoom, ← / → move, 0 the whole, j / k scenario; t or esc: back
   e               export the session archive (.tar.gz)

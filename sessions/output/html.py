@@ -23,6 +23,7 @@ import re
 
 from sessions.output import document
 from sessions.output import file_effects as fx
+from sessions.output import load_over_time as lot
 from sessions.output.escape import html as esc
 from sessions.output.escape import visible
 from sessions.output.grades import (
@@ -325,6 +326,20 @@ def _file_effects(s: dict, book: EvidenceBook) -> str:
     return f"<h4>File effects</h4>{table}" + (f"<ul>{items}</ul>" if items else "")
 
 
+def _load(s: dict, book: EvidenceBook) -> str:
+    """evlab's load over time (sessions/output/load_over_time), as the dashboard's load view."""
+    load = lot.load_over_time(book.scenarios[s["id"]], lot.REPORT_BUCKETS)
+    if load is None:
+        return ""
+    return (f"<h4>Load over time ({esc(', '.join(load.loads))})</h4><p>requests by when they "
+            "began, seconds from the scenario's start</p>" + "".join(
+                f"<p>{esc(lot.invocation_heading(load, inv))}</p>"
+                + _table([esc(h) for h in lot.REPORT_HEAD],
+                         ["".join(f"<td>{esc(c)}</td>" for c in row)
+                          for row in lot.table_rows(load, inv)])
+                for inv in load.invocations))
+
+
 def _claims(s: dict) -> str:
     items = [f"<li>invocation {i['n']}: exit {fmt(i['exit_code'])}"
              + (" (timed out, killed)" if i["timed_out"] else "") + "<ol>"
@@ -359,5 +374,5 @@ def _scenario(s: dict, anchor: str, book: EvidenceBook, run: AttemptRow | None) 
             f"{esc(s['instrument_check'])}</span></p>"
             f"<h4>Clauses and gates</h4>{_verdicts(s, run, book, ev.started.t_ns)}{risks}"
             f"<h4>Timeline</h4><div class=\"scroll\">{svg(tl)}</div>{legend(tl)}"
-            f"<h4>Figures</h4>{_figures(s)}{_file_effects(s, book)}"
+            f"<h4>Figures</h4>{_figures(s)}{_file_effects(s, book)}{_load(s, book)}"
             f"<h4>Claims and exits</h4>{_claims(s)}</details>")

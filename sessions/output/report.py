@@ -13,6 +13,13 @@ from sessions.output.escape import markdown as md
 from sessions.output.grade_report import grade_markdown
 from sessions.output.grades import ClientGrade, grade_of
 from sessions.output.leaderboard import Board, board_of
+from sessions.output.load_over_time import (
+    REPORT_BUCKETS,
+    REPORT_HEAD,
+    invocation_heading,
+    load_over_time,
+    table_rows,
+)
 from sessions.output.vocabulary import event_line, in_timeline, status_text
 from sessions.stream.events import (
     Event,
@@ -96,6 +103,7 @@ def _scenario_section(s: dict, book: EvidenceBook) -> list[str]:
     for label, get in figure_rows(s):
         out.append(f"| {label} | " + " | ".join(fmt(get(i)) for i in s["invocations"]) + " |")
     out += _file_effects(book, s)
+    out += _load(book, s)
     out += ["", "Timeline (ms from scenario start):", "", "```"]
     out += _timeline(book, s["id"])
     out += ["```", ""]
@@ -117,6 +125,20 @@ def _file_effects(book: EvidenceBook, s: dict) -> list[str]:
     items = fx.details(effects, code)
     return out + ([""] if items else []) + [f"- invocation {n}, {what}: {', '.join(things)}"
                                             for n, what, things in items]
+
+
+def _load(book: EvidenceBook, s: dict) -> list[str]:
+    """evlab's load over time (sessions/output/load_over_time), as the dashboard's load view."""
+    load = load_over_time(book.scenarios[s["id"]], REPORT_BUCKETS)
+    if load is None:
+        return []
+    out = ["", f"Load over time ({', '.join(map(md, load.loads))}; requests by when they "
+           "began, seconds from the scenario's start):"]
+    for inv in load.invocations:
+        out += ["", f"- {invocation_heading(load, inv)}", "",
+                "| " + " | ".join(REPORT_HEAD) + " |", "|---" * len(REPORT_HEAD) + "|"]
+        out += ["| " + " | ".join(row) + " |" for row in table_rows(load, inv)]
+    return out
 
 
 FIGURES = (

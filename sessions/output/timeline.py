@@ -256,7 +256,7 @@ def _connects(b: _Builder, ev: ScenarioEvidence, inv: InvocationEvidence) -> Non
 
 def _operations(b: _Builder, inv: InvocationEvidence) -> None:
     """Signals the tree sent and truncations it made (on the sender's row), and the servers'
-    processes begun and ended (on the server's row)."""
+    processes begun and ended, and started again by the lab (on the server's row)."""
     def row(pid: int) -> str:
         return b.by_pid.get(pid) or b.row(pid, "", inv.n)
 
@@ -270,6 +270,15 @@ def _operations(b: _Builder, inv: InvocationEvidence) -> None:
             b.rows.append(life.server)
             kind = "server-start" if life.kind == "started" else "server-exit"
             b.mark(life.t_ns, life.server, kind, life_label(life))
+    for r in inv.harness:   # the lab, the service's supervisor, started it again
+        server = r.event.removesuffix("_restarted")
+        if server != r.event:
+            b.rows.append(server)
+            f = r.fields
+            b.mark(r.t_ns, server, "server-start" if not f.get("failed") else "server-exit",
+                   f"{server} could not be started again by the lab: {f['failed']}"
+                   if f.get("failed") else f"{server} started again by the lab (pid "
+                   f"{f.get('pid', '?')} had ended, status {f.get('exit_status', '?')})")
 
 
 def _given(ev: ScenarioEvidence, port: int | None) -> str:

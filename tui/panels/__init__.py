@@ -4,10 +4,11 @@ refresh tick, and posts a message (tui.messages) when the user asks for somethin
 from tui.panels.banner import Banner
 from tui.panels.counters import CountersPanel
 from tui.panels.filter import FilterBox
+from tui.panels.load import LoadPanel
 from tui.panels.panes import PanesPanel
 from tui.panels.scenarios import ScenarioList
 from tui.panels.status import StatusFacts, StatusLine
 from tui.panels.verdicts import VerdictTable
 
-__all__ = ["Banner", "CountersPanel", "FilterBox", "PanesPanel", "ScenarioList", "StatusFacts",
-           "StatusLine", "VerdictTable"]
+__all__ = ["Banner", "CountersPanel", "FilterBox", "LoadPanel", "PanesPanel", "ScenarioList",
+           "StatusFacts", "StatusLine", "VerdictTable"]
