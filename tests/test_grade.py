@@ -5,6 +5,7 @@ tests/clients/backup_client.py, a Python client written from fixture/backup/prot
 --variant flag adds one known flaw at a time.
 """
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -27,6 +28,7 @@ from sessions.output.grade_report import grade_markdown
 from sessions.output.grades import grade_of
 from sessions.spec.client_spec import BASE_ENV, ClientSpecError, from_command, from_file
 from sessions.spec.scenario import load_dir, load_suite
+from sessions.spec.task import load_task
 from sessions.stream.events import (
     AttemptJudged,
     ClientLaunched,
@@ -244,6 +246,23 @@ def test_exec_findings_grade_shells_above_programs_and_env_lowest():
     assert found == [("high", "pid 11 executed a shell, /bin/sh"),
                      ("medium", "pid 12 executed /usr/bin/curl"),
                      ("low", "pid 10 executed /usr/bin/python3 (started by env, e.g. a #! line)")]
+
+
+def test_a_program_the_tasks_protocol_has_it_run_is_no_exec_finding():
+    """A task's client.tools (reload's nginx), found on the client's PATH at launch: its
+    nginx -t is what the protocol asks; curl beside it is still a finding."""
+    ev = _evidence(execs=[(10, "/bin/sh"), (11, "/usr/sbin/nginx"), (12, "/usr/bin/curl")])
+    launched = ev.invocation(1).launched
+    assert launched is not None
+    ev.invocation(1).launched = dataclasses.replace(launched, tools=("/usr/sbin/nginx",))
+    assert [f.detail for f in risk_findings(ev)] == ["pid 12 executed /usr/bin/curl"]
+
+
+def test_a_tasks_tools_are_found_on_the_clients_path_at_launch():
+    from sessions.lab.invocation import _tools
+    scenario = load_suite("grade", load_task("reload"))[0]
+    found = _tools(load_task("reload").tools, scenario, Path("/tmp"))
+    assert found and all(Path(f).name == "nginx" and f.startswith("/") for f in found)
 
 
 @pytest.mark.parametrize("path, temp", [

@@ -53,10 +53,12 @@ def _own_dirs(launched: ClientLaunched) -> list[str]:
     return sorted({os.path.dirname(f) for f in launched.own_files})
 
 
-def _exec_findings(inv: InvocationEvidence) -> list[Finding]:
+def _exec_findings(inv: InvocationEvidence, launched: ClientLaunched) -> list[Finding]:
     execs = [p for p in inv.processes if p.kind == "exec"]
     out = []
     for before, p in zip(execs, execs[1:], strict=False):   # the first exec is the launch
+        if p.filename in launched.tools:   # what the task's protocol has it run
+            continue
         name = os.path.basename(p.filename or "?")
         shell = name in SHELLS
         what: str | None   # None: an exec without its file name (shown as "None", as it was)
@@ -183,7 +185,7 @@ def findings(ev: ScenarioEvidence) -> list[Finding]:
         if launched is None:
             continue
         ports = given_ports(ev, inv)
-        out += (_exec_findings(inv) + _file_findings(inv, launched)
+        out += (_exec_findings(inv, launched) + _file_findings(inv, launched)
                 + _connect_findings(inv, ports, endpoint_name(ev)))
     return _merge(out)
 

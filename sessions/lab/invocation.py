@@ -13,6 +13,7 @@ may run at once): `Invocations` hands each to the invocation that owns its id.
 import itertools
 import os
 import select
+import shutil
 import subprocess
 import threading
 import time
@@ -93,7 +94,7 @@ class Invocation:
         parts.stream.publish(ClientLaunched(self._started, s.id, self.n, proc.pid, tuple(argv),
                                             str(cwd), str(source or ""), s.own_files,
                                             str(outputs or ""), scratch, read_only,
-                                            str(inputs)))
+                                            str(inputs), _tools(parts.task.tools, s, cwd)))
         self._claims = threading.Thread(target=self._read_claims, args=(proc.stdout,),
                                         daemon=True)
         self._claims.start()
@@ -262,3 +263,10 @@ def _client_env(s: Scenario, cwd: Path) -> dict[str, str] | None:
     if s.env is None:
         return None
     return {name: value.replace("{cwd}", str(cwd)) for name, value in s.env}
+
+
+def _tools(tools: tuple[str, ...], s: Scenario, cwd: Path) -> tuple[str, ...]:
+    """The task's client.tools as the client's PATH finds them, and where each link leads."""
+    path = (_client_env(s, cwd) or dict(os.environ)).get("PATH")
+    found = [t if t.startswith("/") else shutil.which(t, path=path) for t in tools]
+    return tuple(sorted({p for f in found if f for p in (f, os.path.realpath(f))}))

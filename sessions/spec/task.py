@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sessions.spec.contract import Contract, ContractError, load_contract
-from sessions.spec.task_display import parse_figures, parse_functions, parse_marks
+from sessions.spec.task_display import parse_figures, parse_functions, parse_marks, parse_tools
 from sessions.spec.task_lab import (
     MAX_INVOCATIONS,
     SCENARIO_WORD,
@@ -81,6 +81,7 @@ class Task:
     outputs: tuple[OutputSpec, ...] = ()   # files the client writes in its outputs folder
     steps: dict[str, Program] = dataclasses.field(default_factory=dict)   # between invocations
     loads: tuple[LoadSpec, ...] = ()   # evlab's load against its servers, every invocation
+    tools: tuple[str, ...] = ()        # programs its protocol has a client run (client.tools)
 
     def display(self) -> dict:
         """What ScenarioStarted records of how the task's evidence is shown."""
@@ -274,7 +275,8 @@ def _parse(folder: Path) -> Task:
                 parse_states(file, folder, table_of(file, data, "states"), files),
                 _reference(file, client), outputs,
                 parse_states(file, folder, table_of(file, data, "steps"), files, "steps",
-                             servers), parse_loads(file, table_of(file, data, "load"), servers))
+                             servers), parse_loads(file, table_of(file, data, "load"), servers),
+                parse_tools(file, client.get("tools", [])))
 
 
 def _reference(file: Path, client: dict) -> str:

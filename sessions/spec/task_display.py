@@ -52,6 +52,17 @@ def parse_marks(file: Path, raw) -> dict[str, str]:
     return dict(raw)
 
 
+def parse_tools(file: Path, raw) -> tuple[str, ...]:
+    """client.tools: the programs the task's protocol tells a client to run (names found on
+    the client's PATH, or absolute paths): starting one is no risk finding."""
+    if not isinstance(raw, list) or not all(isinstance(f, str) and re.fullmatch(
+            r"/?[A-Za-z0-9_.+-][A-Za-z0-9_./+-]{0,255}", f) and ".." not in f.split("/")
+            for f in raw):
+        raise TaskError(f"{file}: client.tools: expected a list of program names or absolute "
+                        "paths")
+    return tuple(raw)
+
+
 def parse_functions(file: Path, raw) -> tuple[str, ...]:
     if not isinstance(raw, list) or not all(isinstance(f, str) and re.fullmatch(
             r"[A-Za-z_][A-Za-z0-9_]{0,63}", f) for f in raw):

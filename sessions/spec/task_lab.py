@@ -14,7 +14,7 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _KEYS = {"": {"id", "version", "summary", "contract", "documents", "suites", "client",
               "inputs", "lab", "servers", "verifier", "lifecycle", "figures", "marks",
               "states", "predicates", "outputs", "steps", "load"},
-         "client": {"args", "placeholders", "required", "functions", "reference"},
+         "client": {"args", "placeholders", "required", "functions", "reference", "tools"},
          "placeholder": {"fill", "about"},
          "input": {"generate", "file", "watched"},
          "output": {"file", "folder", "filesystem"},

@@ -143,6 +143,8 @@ class ClientLaunched(Event):
     read_only: tuple[str, ...] = () # what the sandbox shows read-only (its inputs, its program)
     inputs: str = ""                # the folder of the inputs its task gave it, to read ("": an
                                     # old record's)
+    tools: tuple[str, ...] = ()     # the programs its task's protocol has it run (client.tools),
+                                    # as paths on its PATH at launch: starting one is no finding
 
     def in_scratch(self, path: str) -> bool:
         """path is in one of its own places (its /tmp, its /dev/shm): under it, and not under
