@@ -150,7 +150,11 @@ def _close_kept() -> None:
 def _reuse(functions: tuple[str, ...]) -> BccLauncher | None:
     """A kept collector, probing these functions (which function each counter slot counts is
     chosen when uprobes attach, not compiled in)."""
-    return _kept.pop().probing(functions) if _kept else None
+    try:
+        kept = _kept.pop()   # atomic: two sessions opening at once never take the same one
+    except IndexError:
+        return None
+    return kept.probing(functions)
 
 
 class NoCollector(NoEgressView, NoProcessWatch):

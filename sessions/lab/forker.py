@@ -19,7 +19,6 @@ import setproctitle
 SERVERS = ("sessions.lab.decoy", "sessions.lab.proxy.server", "sessions.lab.load")
 
 
-
 def _child(request: dict) -> None:
     """In the forked child: become the server the request names (never returns)."""
     code = 1
