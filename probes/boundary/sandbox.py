@@ -56,6 +56,11 @@ SCRATCH = ("/tmp", "/dev/shm")   # the client's own places: each a folder of its
 SERVICE_DIR = "/run/service"     # an operable service's folder, where it and the client see it
 
 
+def service_folder(client_home: Path) -> Path:
+    """Where an operable service's folder is on the host, in the scenario's client home."""
+    return client_home / "service"
+
+
 @dataclass(frozen=True)
 class SandboxSettings:
     """Exactly how a client was confined: recorded in the session's events and archive."""

@@ -15,7 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
-from probes.boundary.sandbox import SERVICE_DIR, mount_tmpfs
+from probes.boundary.sandbox import SERVICE_DIR, mount_tmpfs, service_folder
 from probes.file_effects import FolderWatch
 from sessions.lab.inputs.source import write_source
 from sessions.lab.inputs.tree import write_tree
@@ -90,7 +90,7 @@ class ClientFiles:
                 return HOST
             if fill == "service":   # an operable service's folder, where the client sees it
                 confined = self.boundary.sandbox is not None
-                return SERVICE_DIR if confined else str(self.home and self.home / "service")
+                return SERVICE_DIR if confined else str(self.home and service_folder(self.home))
             if fill.startswith("inputs."):
                 return str(self.inputs[fill.removeprefix("inputs.")])
             if fill.startswith("outputs."):

@@ -10,7 +10,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import psutil
@@ -143,9 +143,14 @@ def _kill(pids: set[int]) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    deadline = time.monotonic() + 2
+    wait_gone(pids, 2.0)
+
+
+def wait_gone(pids: Iterable[int], within_s: float) -> None:
+    """Until none of pids is running (a zombie is not), within_s at most."""
+    deadline = time.monotonic() + within_s
     while time.monotonic() < deadline and any(running(p) for p in pids):
-        time.sleep(0.01)
+        time.sleep(0.005)
 
 
 def running(pid: int) -> bool:

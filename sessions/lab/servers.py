@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probes.boundary.netns import run_in
-from probes.boundary.sandbox import SERVICE_DIR, Sandbox
+from probes.boundary.sandbox import SERVICE_DIR, Sandbox, service_folder
 from probes.boundary.servicens import ServiceNamespace
 from probes.proc.sockets import busy_ports, listening
 from probes.tail import LineTail
@@ -40,7 +40,7 @@ from sessions.lab.harness import (
     start_server,
     stop_all,
 )
-from sessions.lab.lifecycle import running
+from sessions.lab.lifecycle import running, wait_gone
 from sessions.lab.ports import answers, free_port
 from sessions.lab.spawner import Spawner
 from sessions.spec.scenario_faults import ONE_SHOT, SERVER_KINDS, WIRE_KINDS, for_invocation
@@ -230,7 +230,7 @@ class LabServers:
             if spec.operable and (status is not None or not running(server.pid)):
                 # the service and its launcher end a moment apart, either first: both gone,
                 # its port is free, or what the client left holds it
-                _gone(server.pid)
+                wait_gone([server.pid], 1.0)
                 try:
                     status = server.process.wait(1)
                 except subprocess.TimeoutExpired:
@@ -293,9 +293,9 @@ def operable_for(task: Task, boundary, s, home: Path | None,
     if home is None or not any(spec.operable for spec in task.servers):
         return None
     if box is None:
-        (home / "service").mkdir(exist_ok=True)
+        service_folder(home).mkdir(exist_ok=True)
         return None
-    folder = box.workdir(home / "service")
+    folder = box.workdir(service_folder(home))
     namespace = ServiceNamespace.create(network)
     try:
         boundary.serve(s, namespace, folder)
@@ -308,8 +308,3 @@ def operable_for(task: Task, boundary, s, home: Path | None,
 def program_argv(program: Program, values: dict[str, str]) -> list[str]:
     return [expand(a, values) for a in program.args]
 
-
-def _gone(pid: int, within_s: float = 1.0) -> None:
-    deadline = time.monotonic() + within_s
-    while running(pid) and time.monotonic() < deadline:
-        time.sleep(0.005)
