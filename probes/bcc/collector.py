@@ -8,7 +8,7 @@
     collector.finish(1)                           # final totals; the invocation's keys are freed
     collector.close()                             # detach everything
 
-The BPF program (collector.bpf.c beside this file) is compiled once, in __init__ (~0.7 s here);
+The BPF program (collector.bpf.c beside this file) is loaded once, in __init__ (load.py, cache.py);
 invocations are retargeted by writing the config map. Overhead: one program runs at the exit of
 every syscall on the machine (one hash lookup when untracked), sched_switch and softirqs
 likewise, uprobes only in the client's binary. `overhead()` reports the programs' own run time

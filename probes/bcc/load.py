@@ -1,8 +1,10 @@
 """Loading the collector's BPF program with BCC, and the kernel's account of what it costs.
 
-Compiling and loading happens once per session (BccCollector's constructor); a machine that
-cannot load it gets a CollectorUnavailable carrying the capability record that says why. The
-`evlab` command starts the first compile ahead (compile_ahead), beside its own imports.
+Loading happens once per session (BccCollector's constructor); the compile itself once per
+machine (cache.py: a later session compiles the maps alone, ~0.33 CPU-s instead of ~1.75, and
+loads the kept instructions). A machine that cannot load it gets a CollectorUnavailable carrying
+the capability record that says why. The `evlab` command starts the first compile ahead
+(compile_ahead), beside its own imports.
 
 Every compile runs in a thread of its own whose working directory is its own (`private_cwd`):
 libbcc chdirs into the kernel headers while it compiles, and the user's relative paths, used by
@@ -19,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from probes.bcc import btf as bcc_btf
+from probes.bcc import cache
 from probes.bcc.abi import cflags
 from probes.bcc.btf import member_offsets
 from probes.capability import Capability
@@ -190,7 +193,7 @@ def compiled(build):
 
 def compile_ahead() -> None:
     """Start compiling the collector in a thread now: the compile runs in libbcc without the
-    GIL (~0.7 s), so it overlaps the imports and the session's set-up, and the next load_bpf
+    GIL (~0.3 s, or ~1.8 s the first time on a machine), so it overlaps the imports and the session's set-up, and the next load_bpf
     takes its result. A result nobody takes is released at exit."""
     global _ahead
     with _ahead_lock:
@@ -246,7 +249,7 @@ def load_bpf():
 
 def _compile():
     try:
-        from bcc import BPF
+        import bcc  # noqa: F401  (the import is the check)
     except ImportError as e:
         raise CollectorUnavailable(Capability(
             "bcc-import", False, f"cannot import bcc: {e}",
@@ -260,43 +263,49 @@ def _compile():
             "tracefs", False, "tracefs is not mounted; BCC cannot read tracepoint formats",
             "mount -t tracefs nodev /sys/kernel/tracing"))
     try:
-        pid, runtime, filename, cmd, fd_in, flags, *files = member_offsets(
-            ("task_struct", "pid"), ("task_struct", "se", "sum_exec_runtime"),
-            ("linux_binprm", "filename"), *SPLICE_FIELDS, *FILE_FIELDS, *OPS_FIELDS)
-        splice_in = splice_flags = -1
-        if cmd is not None and fd_in is not None and flags is not None:
-            splice_in, splice_flags = cmd + fd_in, cmd + flags
-        if pid is None or filename is None or None in files:
-            missing = [".".join(f) for f, o in zip(FILE_FIELDS + OPS_FIELDS, files, strict=True)
-                       if o is None]
-            raise OSError("the kernel's BTF does not describe task_struct.pid, "
-                          "linux_binprm.filename" + "".join(f", {m}" for m in missing))
-        if "group_dead" not in EXIT_FORMAT.read_text():   # the raw tracepoint's second argument
-            raise OSError("this kernel's sched_process_exit tracepoint has no group_dead "
-                          "argument (a newer kernel has it)")
-        return BPF(text=bpf_text(), cflags=cflags() + [
-            f"-DTASK_PID_OFF={pid}",
-            f"-DTASK_RUNTIME_OFF={runtime if runtime is not None else -1}",
-            f"-DBPRM_FILENAME_OFF={filename}",
-            *(f"-D{name}={offset}"
-              for name, offset in zip(FILE_MACROS + OPS_MACROS, files, strict=True)),
-            f"-DHAVE_IO_URING={int(IO_URING_COMPLETE.exists())}",
-            *optional_flags(NAMING_FIELDS, "HAVE_IO_URING_NAMING"),
-            *optional_flags(URING_TRUNC_FIELDS, "HAVE_IO_URING_TRUNC"),
-            *optional_flags(PROC_FIELDS, "HAVE_PROC_OWN"),
-            *optional_flags(XATTR_FIELDS, "HAVE_IO_URING_XATTR"),
-            f"-DHAVE_FILEMAP={int(have_filemap())}",
-            f"-DSPLICE_FD_IN_OFF={splice_in}",
-            f"-DSPLICE_FLAGS_OFF={splice_flags}",
-            f"-DTICK_NS={tick_ns()}",
-            # no debug info, so no BTF of the program's own (~0.1 s of the compile): nothing
-            # reads it, BCC describes the maps to Python itself
-            "-g0"])
+        return cache.compiled(bpf_text(), collector_cflags())
     except Exception as e:
         detail = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         fix = ("make setup (installs linux-headers-amd64 and links /lib/modules/$(uname -r)/build)"
                if "kernel headers" in str(e) else "see `evlab doctor`")
         raise CollectorUnavailable(Capability("bpf-load", False, detail, fix)) from None
+
+
+def collector_cflags() -> list[str]:
+    """Every flag the collector is compiled with: this kernel's struct offsets and features
+    (OSError when its BTF or tracepoints lack one the collector needs)."""
+    pid, runtime, filename, cmd, fd_in, flags, *files = member_offsets(
+        ("task_struct", "pid"), ("task_struct", "se", "sum_exec_runtime"),
+        ("linux_binprm", "filename"), *SPLICE_FIELDS, *FILE_FIELDS, *OPS_FIELDS)
+    splice_in = splice_flags = -1
+    if cmd is not None and fd_in is not None and flags is not None:
+        splice_in, splice_flags = cmd + fd_in, cmd + flags
+    if pid is None or filename is None or None in files:
+        missing = [".".join(f) for f, o in zip(FILE_FIELDS + OPS_FIELDS, files, strict=True)
+                   if o is None]
+        raise OSError("the kernel's BTF does not describe task_struct.pid, "
+                      "linux_binprm.filename" + "".join(f", {m}" for m in missing))
+    if "group_dead" not in EXIT_FORMAT.read_text():   # the raw tracepoint's second argument
+        raise OSError("this kernel's sched_process_exit tracepoint has no group_dead "
+                      "argument (a newer kernel has it)")
+    return cflags() + [
+        f"-DTASK_PID_OFF={pid}",
+        f"-DTASK_RUNTIME_OFF={runtime if runtime is not None else -1}",
+        f"-DBPRM_FILENAME_OFF={filename}",
+        *(f"-D{name}={offset}"
+          for name, offset in zip(FILE_MACROS + OPS_MACROS, files, strict=True)),
+        f"-DHAVE_IO_URING={int(IO_URING_COMPLETE.exists())}",
+        *optional_flags(NAMING_FIELDS, "HAVE_IO_URING_NAMING"),
+        *optional_flags(URING_TRUNC_FIELDS, "HAVE_IO_URING_TRUNC"),
+        *optional_flags(PROC_FIELDS, "HAVE_PROC_OWN"),
+        *optional_flags(XATTR_FIELDS, "HAVE_IO_URING_XATTR"),
+        f"-DHAVE_FILEMAP={int(have_filemap())}",
+        f"-DSPLICE_FD_IN_OFF={splice_in}",
+        f"-DSPLICE_FLAGS_OFF={splice_flags}",
+        f"-DTICK_NS={tick_ns()}",
+        # no debug info, so no BTF of the program's own (~0.1 s of the compile): nothing
+        # reads it, BCC describes the maps to Python itself
+        "-g0"]
 
 
 def tick_ns() -> int:

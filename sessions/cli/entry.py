@@ -1,6 +1,6 @@
 """The `evlab` console script. It reads the command line first (the parser imports only names
 and defaults), and a command that will open a lab with the BCC collector here starts compiling
-it at once: the compile (~0.7 s, in libbcc without the GIL, in a thread of its own working
+it at once: the compile (~0.3 s, in libbcc without the GIL, in a thread of its own working
 directory) runs beside the imports of the rest of evlab (~0.3 s) and the session's set-up."""
 
 import os
