@@ -304,6 +304,12 @@ def _suite(suite: dict | None, cost: dict | None) -> list[str]:
                   f"fixture clients ({w['uprobes']:.0f} uprobes) {_value(w['median_close_s'], 's')}"
                   f", close with none {_value(wo['median_close_s'], 's')}: "
                   f"{_value(cost['per_uprobe_detach_s'], 's')} per uprobe detached."]
+        if kept := cost.get("kept"):
+            lines += ["", f"Compiled once per machine (probes/bcc/cache.py), open + close in "
+                      f"CPU-s, side by side (median of {len(kept['runs'])}): the first session "
+                      f"on a machine {_value(kept['median_first_cpu_s'], 's')}, a later one "
+                      f"{_value(kept['median_later_cpu_s'], 's')}: "
+                      f"{_value(kept['ratio_later_first'], 'x')}."]
     return lines
 
 
