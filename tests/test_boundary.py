@@ -418,7 +418,7 @@ def test_a_client_only_root_may_reach_still_runs_at_its_own_path(tmp_path):
 @pytest.mark.live
 @root_only
 # in set-up, in the flood, in its judging or the next attempt (each a fresh evlab: ~1 s of
-# compiling and up to 4.5 s of flood, so three of the instants, not a sweep)
+# compiling, then a flood of 2 s of CPU per invocation, so three of the instants, not a sweep)
 @pytest.mark.parametrize("delay", [0.7, 2.4, 4.5])
 def test_sigterm_during_an_event_flood_ends_evlab_promptly_with_nothing_left(tmp_path, delay):
     from tests.leftovers import cgroups_of, owned_dirs, wait_gone

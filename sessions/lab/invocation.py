@@ -164,8 +164,9 @@ class Invocation:
         self.parts.boundary.kill(self.id)
 
     def _metrics(self, servers: dict[str, int]) -> None:
+        table = procmetrics.children_table()   # one walk of /proc for the client and servers
         for role, pid in (("client", self.pid), *servers.items()):
-            sample = procmetrics.sample(pid)
+            sample = procmetrics.sample(pid, table)
             if sample is not None:
                 self.parts.stream.publish(metrics_event(sample, self.scenario.id, self.n,
                                                         role, pid))
