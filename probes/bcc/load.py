@@ -193,8 +193,9 @@ def compiled(build):
 
 def compile_ahead() -> None:
     """Start compiling the collector in a thread now: the compile runs in libbcc without the
-    GIL (~0.3 s, or ~1.8 s the first time on a machine), so it overlaps the imports and the session's set-up, and the next load_bpf
-    takes its result. A result nobody takes is released at exit."""
+    GIL (~0.3 s; ~1.8 s the first time on a machine), so it overlaps the imports and the
+    session's set-up, and the next load_bpf takes its result. A result nobody takes is
+    released at exit."""
     global _ahead
     with _ahead_lock:
         if _ahead is None:
