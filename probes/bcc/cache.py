@@ -39,15 +39,15 @@ NOT_KEPT = (b"kprobe__", b"kretprobe__", b"kfunc__", b"kretfunc__", b"lsm__")
 
 
 def compiled(text: str, cflags: list[str]):
-    """The program compiled in full, or its maps compiled and its cached instructions loaded."""
+    """The program compiled in full, or its maps compiled and its kept instructions loaded."""
     from bcc import BPF
     path = CACHE_DIR / f"collector-{cache_key(text, cflags)}.json"
     kept = _read(path)
     if kept is not None:
-        bpf = CachedBPF(maps_only(text), cflags, kept["programs"])
-        if describe(bpf) == kept["maps"]:
-            return bpf
-        bpf.cleanup()
+        try:
+            return CachedBPF(maps_only(text), cflags, kept["programs"], kept["maps"])
+        except Exception:   # its maps not the kept ones' (StaleMaps), or a program refused:
+            pass            # compiled in full below, as without a file, and kept again
     bpf = BPF(text=text, cflags=cflags)
     _write(path, bpf, text, cflags)
     return bpf
@@ -155,14 +155,23 @@ def programs_of(bpf) -> dict[str, dict]:
     return programs
 
 
-def CachedBPF(text: str, cflags: list[str], programs: dict[str, dict]):
-    """A bcc.BPF of the maps alone whose functions are the cached instructions."""
+class StaleMaps(Exception):
+    """The maps compiled now are not the ones the kept instructions were compiled against."""
+
+
+def CachedBPF(text: str, cflags: list[str], programs: dict[str, dict], maps=None):
+    """A bcc.BPF of the maps alone (text: maps_only's) whose functions are the kept
+    instructions; StaleMaps, before any is loaded, if `maps` does not describe its maps."""
     from bcc import BPF
 
     class Cached(BPF):
         def __init__(self):
             self._programs = programs
-            super().__init__(text=text, cflags=[*cflags, "-w"])   # declarations left warn
+            try:
+                super().__init__(text=text, cflags=[*cflags, "-w"])   # declarations left warn
+            except BaseException:
+                self.cleanup()   # what was loaded and attached before the failure
+                raise
 
         def dump_func(self, func_name):
             from bcc import lib
@@ -182,7 +191,9 @@ def CachedBPF(text: str, cflags: list[str], programs: dict[str, dict]):
             return self.funcs[func_name]
 
         def _trace_autoload(self):
-            # BCC's own, for the two kinds of function the collector's text has
+            # BCC's own (run at the end of its __init__), for the kinds the collector has
+            if maps is not None and describe(self) != maps:
+                raise StaleMaps()
             for name in map(str.encode, self._programs):
                 for prefix, kind, attach in AUTOLOADED:
                     if name.startswith(prefix):
