@@ -456,7 +456,8 @@ def test_get_answers_arrive_in_full_before_a_pipelined_rejection(rx):
 
 def test_client_gone_mid_data_is_recorded_and_serving_goes_on(rx):
     """A client that resets while DATA is streaming: connection-reset with how far it got, and no
-    restore_answer for the cut-off GET."""
+    restore_answer for the cut-off GET. (The reset may also land between two answers, the
+    previous one handed to the kernel whole: then the receiver says so, and no GET was cut.)"""
     since = rx.mark()
     s = connect_small_window()
     port = s.getsockname()[1]
@@ -467,9 +468,13 @@ def test_client_gone_mid_data_is_recorded_and_serving_goes_on(rx):
     assert rx.reasons(conn) == ["connection-reset"]
     events = rx.closed(conn)
     [rejected] = [e for e in events if e["event"] == "rejected"]
-    assert re.fullmatch(rf"client gone after \d+ of {len(KNOWN)} restore bytes", rejected["detail"])
     served = sum(e["event"] == "restore_answer" for e in events)
-    assert served == sum(e["event"] == "restore_request" for e in events) - 1 < 40
+    asked = sum(e["event"] == "restore_request" for e in events)
+    if re.fullmatch(rf"client gone after \d+ of {len(KNOWN)} restore bytes", rejected["detail"]):
+        assert served == asked - 1 < 40
+    else:   # between two answers: the next request was never read
+        assert rejected["detail"] == "[Errno 104] Connection reset by peer", rejected
+        assert served == asked < 40
     assert_healthy(rx)
 
 
