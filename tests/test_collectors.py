@@ -148,9 +148,12 @@ def test_a_kept_collector_serves_the_next_session_as_a_new_one(exerciser, tmp_pa
     # nothing of the first session's tasks and descriptors is left for a recycled pid to find
     bpf = first._bcc._bpf
     assert [t for t in ("tasks", "tracked", "fd_kinds") if len(bpf[t])] == []
+    # kept, it runs on no syscall or switch of the machine: its tracepoints wait detached
+    assert not bpf.raw_tracepoint_fds and all(link < 0 for _, link in first._bcc._links)
     second, _ = open_collector("bcc", functions=functions)
     try:
         assert second is first   # kept, not compiled again
+        assert bpf.raw_tracepoint_fds and all(link >= 0 for _, link in first._bcc._links)
         rebuilt = tmp_path / "client.new"
         rebuilt.write_bytes(exerciser.read_bytes())
         rebuilt.chmod(0o755)

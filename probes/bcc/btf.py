@@ -103,19 +103,28 @@ def attach(bpf, programs=PROGRAMS) -> list[tuple[int, int]]:
     try:
         for function, tracepoint in programs:
             prog = load(bpf, function, tracepoint)
-            link = call(RAW_TRACEPOINT_OPEN, [(0, "<Q", 0), (8, "<I", prog)], 16)
-            if link < 0:
+            try:
+                links.append((prog, link(prog, f"attaching {function} to {tracepoint}")))
+            except OSError:
                 os.close(prog)
-                raise OSError(-link, f"attaching {function} to {tracepoint}: "
-                              f"{os.strerror(-link)}")
-            links.append((prog, link))
+                raise
     except BaseException:
         detach(links)
         raise
     return links
 
 
+def link(prog: int, what: str = "attaching a tp_btf program") -> int:
+    """The program attached to its tracepoint (the one it was loaded for): the link's fd."""
+    fd = call(RAW_TRACEPOINT_OPEN, [(0, "<Q", 0), (8, "<I", prog)], 16)
+    if fd < 0:
+        raise OSError(-fd, f"{what}: {os.strerror(-fd)}")
+    return fd
+
+
 def detach(links: list[tuple[int, int]]) -> None:
-    for prog, link in links:
-        os.close(link)
+    """Close each link (-1: not attached now) and its program."""
+    for prog, link_fd in links:
+        if link_fd >= 0:
+            os.close(link_fd)
         os.close(prog)

@@ -39,7 +39,7 @@ from probes.bcc.abi import FUNC_BASE, MAX_FUNCS, SYSCALL_BASE
 from probes.bcc.btf import detach
 from probes.bcc.config import invocation_config
 from probes.bcc.counters import CounterSlots
-from probes.bcc.detaching import detach_all
+from probes.bcc.detaching import detach_all, rehook, unhook
 from probes.bcc.egress import CgroupHooks
 from probes.bcc.load import CollectorUnavailable, attach_btf, have_filemap, load_bpf, run_stats
 from probes.collectors.records import (
@@ -75,6 +75,7 @@ class BccCollector:
         self._links: list[tuple[int, int]] = []
         self._uprobe_prog: int | None = None   # None: classic uprobes (no uprobe_multi)
         self._uprobe_links: list[int] = []
+        self._unhooked: list[bytes] | None = None   # kept between sessions: see reset
         try:
             self._links = attach_btf(self._bpf)
             self._uprobe_prog = _uprobe_multi(self._bpf)
@@ -325,7 +326,8 @@ class BccCollector:
         afresh), cgroups unwatched, events of earlier invocations dropped, and every task,
         descriptor and destination the kernel side holds forgotten (a pid recycled by the
         next session's client must not inherit an old one's descriptors); invocation ids are
-        never reused in a process either."""
+        never reused in a process either. Its machine-wide programs wait detached (unhook)
+        until resume."""
         for invocation in list(self._hooks.watched()):
             self._hooks.unwatch(invocation)
         with self._probe_lock:
@@ -334,6 +336,7 @@ class BccCollector:
             for link in self._uprobe_links:
                 os.close(link)
             self._uprobe_links, self._attached, self._binary_of = [], {}, {}
+            self._unhooked = unhook(self._bpf, self._links)   # until resume: idle, it costs nothing
         self._poll()
         self._forget(_SESSION_TABLES)
         self._watches.forget()
@@ -341,6 +344,13 @@ class BccCollector:
         self._pending, self._events_seen = [], 0
         self._started_ns = time.monotonic_ns()
         self.measure_bpf(False)
+
+    def resume(self) -> None:
+        """A reset collector attached again, for its next session."""
+        with self._probe_lock:
+            if self._unhooked is not None:
+                rehook(self._bpf, self._links, self._unhooked)
+                self._unhooked = None
 
     def close(self) -> None:
         with self._probe_lock:

@@ -73,6 +73,7 @@ class BccLauncher:
     def probing(self, functions: tuple[str, ...]) -> "BccLauncher":
         """Itself, kept from an earlier session, now probing these functions."""
         self._bcc.probe_functions(functions)
+        self._bcc.resume()
         self.functions = self._bcc.functions
         return self
 
