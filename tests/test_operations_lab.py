@@ -9,10 +9,14 @@ lab (its init, every process it may signal) or trace the service reach nothing o
 
 import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from sessions.lab.lifecycle import doomed
 from sessions.spec.task import TaskError, load_task
 from tests.support import evlab_in
 from tests.test_operations_clauses import CONTRACT  # the same clauses, the same service
@@ -249,3 +253,25 @@ def test_an_operable_server_is_checked_when_the_folder_is_read(tmp_path, old, ne
 def test_the_suites_task_declares_an_operable_endpoint(tmp_path):
     assert [(s.name, s.operable, s.restart) for s in load_task(_write(tmp_path)).servers] == [
         ("svc", True, True)]
+
+
+def test_a_process_with_an_ending_signal_pending_is_doomed_and_one_it_catches_is_not():
+    """The lab waits for a server a signal dooms (servers.revive): the 'lab' client's kill(-1)
+    also ends its own sandbox, so it is gone before the service acts on the signal, and the
+    load would stop before seeing it down."""
+    code = ("import signal, time\nsignal.signal(signal.SIGHUP, lambda *a: None)\n"
+            "print(flush=True)\ntime.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        proc.stdout.readline()   # its handler is in place
+        assert not doomed(proc.pid)
+        os.kill(proc.pid, signal.SIGSTOP)   # a signal sent now stays pending
+        os.kill(proc.pid, signal.SIGHUP)    # caught: it lives on
+        assert not doomed(proc.pid)
+        os.kill(proc.pid, signal.SIGTERM)   # not caught: it ends as soon as it runs
+        assert doomed(proc.pid)
+        os.kill(proc.pid, signal.SIGCONT)
+        assert proc.wait(10) == -signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()

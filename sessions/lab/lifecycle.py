@@ -153,6 +153,29 @@ def wait_gone(pids: Iterable[int], within_s: float) -> None:
         time.sleep(0.005)
 
 
+# The signals whose default action ends a process (signal(7): "Term" and "Core")
+FATAL = frozenset(range(1, 32)) - {signal.SIGCHLD, signal.SIGCONT, signal.SIGSTOP, signal.SIGTSTP,
+                                   signal.SIGTTIN, signal.SIGTTOU, signal.SIGURG, signal.SIGWINCH}
+PF_EXITING = 0x4   # <linux/sched.h>: a task's flags (/proc/PID/stat, field 9) while it exits
+
+
+def doomed(pid: int) -> bool:
+    """Is it ending, or about to: exiting already, or a signal that ends it pending (one whose
+    default action ends a process that it neither catches nor ignores)? kill(2) returns once
+    the signal is queued; the target acts on it when it next runs."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        status = dict(line.split(":", 1) for line in
+                      Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+        flags = int(stat[stat.rindex(")") + 2:].split()[6])
+        pending = int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
+        handled = int(status["SigCgt"], 16) | int(status["SigIgn"], 16)
+    except (OSError, KeyError, ValueError, IndexError):
+        return False
+    return bool(flags & PF_EXITING) or any(
+        pending >> (s - 1) & 1 and not handled >> (s - 1) & 1 for s in FATAL)
+
+
 def running(pid: int) -> bool:
     # A killed orphan stays a zombie until init reaps it (which may be never in a container).
     try:

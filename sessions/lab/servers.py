@@ -40,7 +40,7 @@ from sessions.lab.harness import (
     start_server,
     stop_all,
 )
-from sessions.lab.lifecycle import running, wait_gone
+from sessions.lab.lifecycle import doomed, running, wait_gone
 from sessions.lab.ports import answers, free_port
 from sessions.lab.spawner import Spawner
 from sessions.spec.scenario_faults import ONE_SHOT, SERVER_KINDS, WIRE_KINDS, for_invocation
@@ -227,6 +227,8 @@ class LabServers:
             if not spec.restart or server is None or spec.name in self.down:
                 continue
             status = server.process.poll()
+            if spec.operable and status is None and doomed(server.pid):
+                wait_gone([server.pid], 1.0)   # a signal the client sent as it ended, yet to act
             if spec.operable and (status is not None or not running(server.pid)):
                 # the service and its launcher end a moment apart, either first: both gone,
                 # its port is free, or what the client left holds it
