@@ -45,7 +45,7 @@ test: setup
 	@$(VENV)/bin/lint-imports --no-cache >/dev/null || $(VENV)/bin/lint-imports --no-cache
 	@$(VENV)/bin/ruff check -q .
 	@$(VENV)/bin/mypy
-	@$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=12
+	@$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=12
 
 # The edit loop, as any user, in under a minute: ruff, then the tests not marked root, slow or live.
 test-fast: | $(VENV)/.stamp

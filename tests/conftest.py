@@ -23,13 +23,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SAME_WORKER = {"test_campaign.py": "campaign", "test_campaign_file.py": "campaign",
                "test_session.py": "seeded", "test_jobs.py": "seeded", "test_faults.py": "seeded",
                "test_grade.py": "seeded", "test_tui.py": "seeded"}
-# The work units (a file, or SAME_WORKER's group) that take longest, longest first: xdist
-# hands units out in the order of the items (make test passes --no-loadscope-reorder), so none
-# of these starts late and runs on alone while the other workers have nothing left. Their
-# walls on four workers here (2026-12-06): seeded 143 s, campaign 96, test_boundary 76,
-# test_mirror 72, test_reload 55, test_fetch 49.
-LONGEST = ("seeded", "campaign", "test_boundary.py", "test_mirror.py", "test_reload.py",
-           "test_fetch.py")
 
 
 def pytest_configure(config) -> None:
@@ -63,15 +56,12 @@ def pytest_unconfigure(config) -> None:
 
 @pytest.hookimpl(tryfirst=True)   # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items) -> None:
-    """Each file's tests go to one xdist worker (SAME_WORKER's files to the same one), the
-    LONGEST units first. Tests marked `root` (pyproject's markers) are skipped when not root,
-    with the marker's reason: `pytest.mark.root(reason="the BCC collector needs root")`."""
+    """Each file's tests go to one xdist worker (SAME_WORKER's files to the same one). Tests
+    marked `root` (pyproject's markers) are skipped when not root, with the marker's reason:
+    `pytest.mark.root(reason="the BCC collector needs root")`."""
     for item in items:
         item.add_marker(pytest.mark.xdist_group(SAME_WORKER.get(item.path.name,
                                                                 item.path.name)))
-    unit = {item: SAME_WORKER.get(item.path.name, item.path.name) for item in items}
-    items.sort(key=lambda item: LONGEST.index(unit[item]) if unit[item] in LONGEST
-               else len(LONGEST))   # stable: each file's tests keep their order
     if os.geteuid() == 0:
         return
     for item in items:
