@@ -15,6 +15,9 @@ ones the instructions were compiled against; otherwise the program is compiled i
 without a file, and the file written again.
 
     bpf = compiled(text, cflags)      # a bcc.BPF, or a CachedBPF (a bcc.BPF subclass)
+
+The folder is /var/cache/evlab/bpf, or $EVLAB_BPF_CACHE; removing it costs the next session
+one full compile.
 """
 
 import base64
@@ -28,7 +31,8 @@ from pathlib import Path
 
 from probes.bcc.prog import load_as
 
-CACHE_DIR = Path(os.environ.get("EVLAB_BPF_CACHE", "/var/cache/evlab/bpf"))
+# absolute now: the compile runs where libbcc chdirs (load.py, private_cwd)
+CACHE_DIR = Path(os.environ.get("EVLAB_BPF_CACHE", "/var/cache/evlab/bpf")).absolute()
 KEEP = 4    # files kept: a few checkouts of evlab on one machine do not evict each other
 LD_IMM64, PSEUDO_MAP_FD = 0x18, 1
 # Functions BCC loads and attaches by their names' prefix (BPF._trace_autoload): the kinds the
