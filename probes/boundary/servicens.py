@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from probes.proc.entries import stat_fields, status_fields
+
 # the init: reaps what is re-parented to it while its owner (the evlab that made it: pid and
 # start time, so a reused pid is not it) lives; then it ends, and the namespace with it (an
 # evlab killed with SIGKILL leaves no service behind)
@@ -161,14 +163,11 @@ def _first_child(pid: int) -> int:
 
 def _ns_pids(pid: int) -> list[int]:
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("NSpid:"):
-                return [int(p) for p in line.split()[1:]]
+        return [int(p) for p in status_fields(pid).get("NSpid", "").split()]
     except OSError:
-        pass
-    return []
+        return []
 
 
 def _since(pid: int) -> str:
     """A process's start time (in clock ticks since boot): with its pid, which process it is."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    return stat_fields(pid)[19]

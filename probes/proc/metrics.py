@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from probes.proc.entries import stat_fields
+
 
 @dataclass(frozen=True)
 class ProcSample:
@@ -70,11 +72,9 @@ def children_table() -> Children:
     table: Children = collections.defaultdict(list)
     for pid in psutil.pids():
         try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
+            table[int(stat_fields(pid)[1])].append(pid)
         except OSError:
             continue   # exited since the listing
-        table[int(stat[stat.rfind(b")") + 2:].split()[1])].append(pid)
     return table
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 
+from probes.proc.entries import stat_fields, status_fields
 from probes.text import cleaned
 from sessions.judging.judgement import is_temp
 from sessions.stream.events import CleanupObserved
@@ -23,12 +24,9 @@ MAX_LISTED = 50   # files named in one event; more are summarised as a count
 KILL_ROUNDS = 5
 def _tgid(tid: int) -> int | None:
     try:
-        for line in Path(f"/proc/{tid}/status").read_text().splitlines():
-            if line.startswith("Tgid:"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return None
+        return int(status_fields(tid)["Tgid"])
+    except (OSError, KeyError, ValueError):
+        return None
 
 
 def _session_members(client_pid: int) -> set[int]:
@@ -164,10 +162,8 @@ def doomed(pid: int) -> bool:
     default action ends a process that it neither catches nor ignores)? kill(2) returns once
     the signal is queued; the target acts on it when it next runs."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        status = dict(line.split(":", 1) for line in
-                      Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-        flags = int(stat[stat.rindex(")") + 2:].split()[6])
+        flags = int(stat_fields(pid)[6])
+        status = status_fields(pid)
         pending = int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
         handled = int(status["SigCgt"], 16) | int(status["SigIgn"], 16)
     except (OSError, KeyError, ValueError, IndexError):
