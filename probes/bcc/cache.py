@@ -29,7 +29,7 @@ import struct
 import tempfile
 from pathlib import Path
 
-from probes.bcc.prog import load_as
+from probes.bcc.prog import RAW_PREFIX, load_as
 
 # absolute now: the compile runs where libbcc chdirs (load.py, private_cwd)
 CACHE_DIR = Path(os.environ.get("EVLAB_BPF_CACHE", "/var/cache/evlab/bpf")).absolute()
@@ -38,7 +38,7 @@ LD_IMM64, PSEUDO_MAP_FD = 0x18, 1
 # Functions BCC loads and attaches by their names' prefix (BPF._trace_autoload): the kinds the
 # collector has are done here too; a text with any other kind is not kept.
 AUTOLOADED = ((b"tracepoint__", "TRACEPOINT", "attach_tracepoint"),
-              (b"raw_tracepoint__", "RAW_TRACEPOINT", "attach_raw_tracepoint"))
+              (RAW_PREFIX, "RAW_TRACEPOINT", "attach_raw_tracepoint"))
 NOT_KEPT = (b"kprobe__", b"kretprobe__", b"kfunc__", b"kretfunc__", b"lsm__")
 
 
@@ -229,26 +229,21 @@ def _write(path: Path, bpf, text: str, cflags: list[str]) -> None:
     """Keep the compiled program's instructions, if its maps compiled alone are the same maps
     (else a later session could not use them) and the folder can be root's alone."""
     try:
+        maps = describe(bpf)
+        CachedBPF(maps_only(text), cflags, {}, maps).cleanup()   # StaleMaps if they differ
         programs = programs_of(bpf)
-        alone = CachedBPF(maps_only(text), cflags, {})
-        try:
-            same = describe(alone) == describe(bpf)
-        finally:
-            alone.cleanup()
-        if not same:
-            return
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not _trusted(path.parent):
             return
         fd, staged = tempfile.mkstemp(dir=path.parent, prefix=".collector-")
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump({"maps": describe(bpf), "programs": programs}, f)
+                json.dump({"maps": maps, "programs": programs}, f)
             os.replace(staged, path)
         finally:
             Path(staged).unlink(missing_ok=True)
         for old in sorted(path.parent.glob("collector-*.json"),
                           key=lambda p: p.stat().st_mtime)[:-KEEP]:
             old.unlink(missing_ok=True)
-    except (OSError, ValueError):
-        pass   # no file kept: the next session compiles in full again
+    except Exception:   # StaleMaps, the maps' compile failing, a full disk: keeping is a saving,
+        pass            # never the session's failure; the next session compiles in full again

@@ -6,8 +6,7 @@ import threading
 
 from probes.bcc import btf
 from probes.bcc.btf import detach
-
-RAW_PREFIX = b"raw_tracepoint__"   # BCC's name of a RAW_TRACEPOINT_PROBE's function
+from probes.bcc.prog import RAW_PREFIX
 
 
 def detach_all(bpf, links: list[tuple[int, int]], uprobe_links: list[int]) -> None:

@@ -15,6 +15,7 @@ PROG_LOAD, RAW_TRACEPOINT_OPEN, LINK_CREATE = 5, 17, 28
 PROG_TYPE_KPROBE, PROG_TYPE_TRACING = 2, 26
 TRACE_RAW_TP, TRACE_UPROBE_MULTI = 23, 48
 LOG_SIZE = 1 << 20
+RAW_PREFIX = b"raw_tracepoint__"   # BCC's name for a RAW_TRACEPOINT_PROBE's function: this + point
 
 
 def call(cmd: int, fields: list[tuple[int, str, object]], size: int) -> int:
