@@ -50,6 +50,16 @@ def loaded_prog_ids() -> set[int]:
         ids.add(current)
 
 
+def still_loaded(programs: set[int], seconds: float = 10.0) -> set[int]:
+    """Those of the programs still loaded after up to `seconds` (an empty set when all are
+    gone): the kernel frees a program a cgroup held once the cgroup's release work has run,
+    after its holder exited, later on a busy machine."""
+    deadline = time.monotonic() + seconds
+    while (left := programs & loaded_prog_ids()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
 def processes_using(dirs: set[Path]) -> list[psutil.Process]:
     """Processes whose command line names one of these dirs (receivers, decoys, clients)."""
     names = [str(d) for d in dirs]

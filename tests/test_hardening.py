@@ -14,7 +14,7 @@ import pytest
 
 from probes.boundary.netns import RUN_DIR
 from probes.owned_tmp import OWNER_FILE, make_owned_dir, sweep_stale
-from tests.leftovers import loaded_prog_ids, owned_dirs, prog_ids_held, wait_gone
+from tests.leftovers import owned_dirs, prog_ids_held, still_loaded, wait_gone
 from tests.support import evlab_in
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +65,7 @@ def test_a_run_killed_with_sigkill_is_cleaned_up_by_the_next(tmp_path, built_cli
     assert [p for p in networks if p.exists()] == []
     assert list(RUN_DIR.glob(f"evlab-{killed.pid}-*")) == []
     # BPF programs die with their process's descriptors: nothing pinned, nothing left attached
-    assert programs and programs.isdisjoint(loaded_prog_ids())
+    assert programs and still_loaded(programs) == set()
 
 
 @pytest.mark.parametrize("text, message", [

@@ -25,10 +25,10 @@ from sessions.stream.replay import replay
 from tests.leftovers import (
     cgroups_of,
     listening_ports,
-    loaded_prog_ids,
     owned_dirs,
     processes_using,
     prog_ids_held,
+    still_loaded,
     wait_gone,
 )
 from tests.support import evlab_in
@@ -197,7 +197,7 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path, built_clients, sig):
     assert "Traceback" not in rest
     assert wait_gone(dirs) == []                       # no receiver, decoy or client
     assert [d for d in dirs if d.exists()] == []        # no temp dir
-    assert programs.isdisjoint(loaded_prog_ids())      # no BPF program of its own
+    assert still_loaded(programs) == set()             # no BPF program of its own
     assert cgroups_of(proc.pid) == set()               # no client cgroup
     assert listening_ports(servers) == set()           # no bound port
     partial = load_archive(tmp_path / "partial.tar.gz")
