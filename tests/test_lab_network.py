@@ -21,6 +21,8 @@ import pytest
 from probes.boundary import netns
 from probes.boundary.netns import RUN_DIR, LabNetwork
 from sessions.judging.views import same_host
+from sessions.lab.ports import FLOOR as ports_floor
+from sessions.lab.ports import free_port
 from tests.support import evlab_in, grade, runs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,6 +64,26 @@ def test_a_lab_network_is_loopback_only_and_out_of_reach_of_the_host_and_other_l
         a.remove()
         b.remove()
     assert not (RUN_DIR / a.name).exists() and not (RUN_DIR / b.name).exists()
+
+
+@root_only
+def test_a_servers_port_is_one_no_bind_to_port_0_of_its_lab_can_be_handed():
+    """A server that died leaves its port unbound until the lab starts it again. Were the port
+    in the ephemeral range, the lab's load, which binds port 0 before each connect, could be
+    handed it and connect to itself (seen once in ~14,000 tries): the port held, the server
+    not started again, the load's own request read back as an answer."""
+    lab = LabNetwork.create("test-ports")
+    try:
+        low = int(lab.run(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text).split()[0])
+        ports = [lab.run(free_port) for _ in range(50)]
+        assert all(ports_floor <= p < low for p in ports), (low, ports)
+        # a range that leaves no room below it: the kernel's own choice, still free
+        lab.run(Path("/proc/sys/net/ipv4/ip_local_port_range").write_text, "1024 65000")
+        port = lab.run(free_port)
+        with lab.run(socket.create_server, ("127.0.0.1", port)):
+            pass
+    finally:
+        lab.remove()
 
 
 @root_only
