@@ -7,20 +7,12 @@ same clients. An evlab error is an error of the sample, never a score."""
 
 import json
 import shutil
+import types
 from pathlib import Path
 
 import pytest
 
-inspect_ai = pytest.importorskip("inspect_ai", reason="the inspect extra (make setup installs it)")
-
-from inspect_ai import Task, eval  # noqa: E402
-from inspect_ai.dataset import Sample  # noqa: E402
-from inspect_ai.log import read_eval_log  # noqa: E402
-from inspect_ai.solver import Generate, TaskState, solver  # noqa: E402
-from inspect_ai.util import sandbox  # noqa: E402
-
-from evlab.scorer import evlab_scorer  # noqa: E402
-from tests.support import evlab_in  # noqa: E402
+from tests.support import evlab_in
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS = ROOT / "tests" / "clients"
@@ -34,21 +26,36 @@ SAMPLES = {   # id: (the program's file, the client command, its text)
 }
 
 
-@solver
-def write_program():
-    """What an agent would have left: the sample's program, written into its sandbox."""
-    async def solve(state: TaskState, generate: Generate) -> TaskState:
-        await sandbox().write_file(state.metadata["evlab_path"], state.metadata["text"])
-        return state
-    return solve
+@pytest.fixture(scope="module")
+def ai() -> types.SimpleNamespace:
+    """Inspect's API and evlab's scorer, imported by the test that uses them: Inspect's import
+    costs ~1.3 s of CPU, which every worker paid at collection when it was imported here."""
+    pytest.importorskip("inspect_ai", reason="the inspect extra (make setup installs it)")
+    from inspect_ai import Task, eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.log import read_eval_log
+    from inspect_ai.solver import Generate, TaskState, solver
+    from inspect_ai.util import sandbox
 
+    from evlab.scorer import evlab_scorer
 
-def _task(scorer) -> Task:
-    return Task(dataset=[Sample(input="keep dst a mirror of src", id=sid,
-                                metadata={"evlab_path": name, "evlab_client": command,
-                                          "text": text})
-                         for sid, (name, command, text) in SAMPLES.items()],
-                solver=write_program(), scorer=scorer, sandbox="local")
+    @solver
+    def write_program():
+        """What an agent would have left: the sample's program, written into its sandbox."""
+        async def solve(state: TaskState, generate: Generate) -> TaskState:
+            await sandbox().write_file(state.metadata["evlab_path"], state.metadata["text"])
+            return state
+        return solve
+
+    def task(scorer) -> Task:
+        return Task(dataset=[Sample(input="keep dst a mirror of src", id=sid,
+                                    metadata={"evlab_path": name, "evlab_client": command,
+                                              "text": text})
+                             for sid, (name, command, text) in SAMPLES.items()],
+                    solver=write_program(), scorer=scorer, sandbox="local")
+
+    return types.SimpleNamespace(eval=eval, read_eval_log=read_eval_log, task=task,
+                                 evlab_scorer=evlab_scorer)
 
 
 def _cli_grade(command: str, tmp_path: Path) -> dict:
@@ -59,13 +66,13 @@ def _cli_grade(command: str, tmp_path: Path) -> dict:
 
 
 @root_only
-def test_scores_and_log_metadata_match_evlab_grade_of_the_same_clients(tmp_path,
+def test_scores_and_log_metadata_match_evlab_grade_of_the_same_clients(ai, tmp_path,
                                                                        monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (log,) = eval(_task(evlab_scorer(task="mirror", scenarios=["first"])),
-                  model="mockllm/model", log_dir=str(tmp_path / "logs"), display="none")
+    (log,) = ai.eval(ai.task(ai.evlab_scorer(task="mirror", scenarios=["first"])),
+                     model="mockllm/model", log_dir=str(tmp_path / "logs"), display="none")
     assert log.status == "success", log.error
-    read = read_eval_log(log.location)
+    read = ai.read_eval_log(log.location)
     scores = {s.id: s.scores["evlab_scorer"] for s in read.samples}
     assert {sid: s.value for sid, s in scores.items()} == {"honest": 1.0, "symlink-out": 0.0}
     for sid, (name, command, _) in SAMPLES.items():
@@ -82,11 +89,11 @@ def test_scores_and_log_metadata_match_evlab_grade_of_the_same_clients(tmp_path,
 
 
 @root_only
-def test_an_evlab_error_is_an_error_of_the_sample_not_a_score(tmp_path, monkeypatch):
+def test_an_evlab_error_is_an_error_of_the_sample_not_a_score(ai, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (log,) = eval(_task(evlab_scorer(task="no-such-task")), model="mockllm/model",
-                  log_dir=str(tmp_path / "logs"), display="none")
+    (log,) = ai.eval(ai.task(ai.evlab_scorer(task="no-such-task")), model="mockllm/model",
+                     log_dir=str(tmp_path / "logs"), display="none")
     assert log.status == "error"
     assert "no-such-task" in log.error.message
-    read = read_eval_log(log.location)
+    read = ai.read_eval_log(log.location)
     assert all(not s.scores for s in read.samples or [])

@@ -4,6 +4,7 @@ its stdout each fork's pid and each child's exit status. Closing its stdin ends 
 children; a `reset` request ends its children alone and keeps it for the next session."""
 
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -179,6 +180,9 @@ def _fork(request: dict, children: set, out, listeners: dict) -> None:
         if request.get("listen"):
             key, port = request["listen"]
             request["listen_fd"] = _listener(listeners, key, port, request.get("netns")).fileno()
+        # what the spawner holds, out of the child's garbage collections: they would write to
+        # every object's header, copying the pages the fork shares (Python's gc docs advise it)
+        gc.freeze()
         pid = os.fork()
     except OSError as e:
         _say(out, {"error": f"cannot start {request['module']}: {e}",
