@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from probes.proc.metrics import ProcSample, children_table, sample
+from probes.proc.metrics import ProcSample, _walked, children_table, sample
 from tests.process_watcher import ProcessWatcher
 
 MiB = 1 << 20
@@ -57,9 +57,10 @@ def tell(p: subprocess.Popen, word: str) -> None:
 
 
 def both(pid: int) -> list[ProcSample]:
-    """A sample walking /proc for its own descendants, and one from a table a lab's samples of
-    one moment share (sessions/lab/invocation.py): the same tree either way."""
-    return [sample(pid), sample(pid, children_table())]
+    """A sample reading its own descendants, one from a table a lab's samples of one moment
+    share (sessions/lab/invocation.py), and one from a walk of every process (a kernel
+    without the children lists): the same tree each way."""
+    return [sample(pid), sample(pid, children_table([1, pid])), sample(pid, _walked())]
 
 
 def test_sample_of_self_is_complete():

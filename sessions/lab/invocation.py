@@ -164,7 +164,8 @@ class Invocation:
         self.parts.boundary.kill(self.id)
 
     def _metrics(self, servers: dict[str, int]) -> None:
-        table = procmetrics.children_table()   # one walk of /proc for the client and servers
+        # one read of the client's and the servers' trees
+        table = procmetrics.children_table([self.pid, *servers.values()])
         for role, pid in (("client", self.pid), *servers.items()):
             sample = procmetrics.sample(pid, table)
             if sample is not None:
