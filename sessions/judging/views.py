@@ -1,5 +1,7 @@
 """Readings of one invocation's evidence that several clauses share."""
 
+import collections
+import contextlib
 import ipaddress
 import os
 
@@ -201,9 +203,12 @@ class Places:
 
 
 Resolved = list[tuple[FileObserved, list[str | None]]]
-# The last invocation resolved, by its identity and its evidence's extent so far: the judge's
-# predicates, its risk scan and the file-effects view each ask for the same one in turn.
-_last: list[tuple[tuple[int, int, int], ClientLaunched, Resolved]] = []
+# The invocations resolved lately, by identity and their evidence's extent so far: the judge's
+# predicates, its risk scan, the report and the file-effects view each ask for every
+# invocation in turn (one kept invocation was recomputed at nearly every call).
+_kept: collections.OrderedDict[tuple[int, int, int], tuple[ClientLaunched, Resolved]] = \
+    collections.OrderedDict()
+KEPT_MAX = 64
 
 
 def resolved_files(inv: InvocationEvidence, launched: ClientLaunched) -> Resolved:
@@ -211,11 +216,14 @@ def resolved_files(inv: InvocationEvidence, launched: ClientLaunched) -> Resolve
     link's old path after it (a symbolic link's text is not a path of the client's), resolved
     where its process was then (None: not known)."""
     key = (id(inv), len(inv.files), len(inv.processes))
-    hit = _last[0] if _last else None   # read once: the dashboard's thread may ask too
-    if hit is not None and hit[0] == key and hit[1] is launched:
-        return hit[2]
+    hit = _kept.get(key)   # the dashboard's thread may ask too: a miss only computes again
+    if hit is not None and hit[0] is launched:
+        return hit[1]
     out = _resolve(inv, launched)
-    _last[:] = [(key, launched, out)]
+    _kept[key] = (launched, out)
+    while len(_kept) > KEPT_MAX:
+        with contextlib.suppress(KeyError):   # the other thread took it first
+            _kept.popitem(last=False)
     return out
 
 

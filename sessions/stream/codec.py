@@ -20,7 +20,19 @@ class EventFormatError(ValueError):
 
 
 def to_dict(event: Event) -> dict[str, Any]:
-    return {"type": type(event).__name__, **dataclasses.asdict(event)}
+    """The event's type and fields. The field values are the event's own, not copies: an
+    event's fields hold JSON's kinds alone (from_dict refuses anything else), and whoever asks
+    writes them out. dataclasses.asdict copied each value deeply, most of a session's cost of
+    writing its events."""
+    out: dict[str, Any] = {"type": type(event).__name__}
+    for name in _field_names(type(event)):  # type: ignore[arg-type]  # see _hints
+        out[name] = getattr(event, name)
+    return out
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def to_json(event: Event) -> str:
@@ -37,21 +49,23 @@ def fits(value, hint) -> bool:
 
 
 def _fits(value, hint, depth: int = 0) -> bool:
-    """Does a JSON value have the field's declared type (bounded, finite, not too deep)?"""
+    """Does a JSON value have the field's declared type (bounded, finite, not too deep)?
+    The plain kinds are asked first: they are most of every archive's fields."""
+    if hint is Any:   # free-form JSON (a record's fields): scalars, bounded containers
+        return _json(value, depth)
+    if hint is str:
+        return isinstance(value, str)
+    if hint is int:
+        return _int(value)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is float:
+        return _int(value) or (isinstance(value, float) and math.isfinite(value))
+    if hint is type(None):
+        return value is None
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return any(_fits(value, a, depth) for a in args)
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool) \
-            and -INT_MAX <= value < INT_MAX
-    if hint is float:
-        return _fits(value, int) or (isinstance(value, float) and math.isfinite(value))
-    if hint is str:
-        return isinstance(value, str)
     if hint is tuple or origin is tuple:
         if not isinstance(value, (tuple, list)) or depth >= NESTING_MAX:
             return False
@@ -62,12 +76,27 @@ def _fits(value, hint, depth: int = 0) -> bool:
             return False
         item = args[1] if args else Any
         return all(isinstance(k, str) and _fits(v, item, depth + 1) for k, v in value.items())
-    if hint is Any:   # free-form JSON (a record's fields): scalars, bounded containers
-        if isinstance(value, (list, tuple)):
-            return depth < NESTING_MAX and all(_fits(v, Any, depth + 1) for v in value)
-        if isinstance(value, dict):
-            return _fits(value, dict, depth)
-        return value is None or isinstance(value, (str, bool)) or _fits(value, float)
+    return False
+
+
+def _int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -INT_MAX <= value < INT_MAX
+
+
+def _json(value, depth: int) -> bool:
+    """Any JSON value: null, a string, a boolean, a bounded integer, a finite number, or a
+    list or object of them nested at most NESTING_MAX deep."""
+    if value is None or isinstance(value, (str, bool)):
+        return True
+    if isinstance(value, int):
+        return -INT_MAX <= value < INT_MAX
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return depth < NESTING_MAX and all(_json(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return depth < NESTING_MAX and all(isinstance(k, str) and _json(v, depth + 1)
+                                           for k, v in value.items())
     return False
 
 
@@ -111,6 +140,8 @@ def _text(value):
     """Strings as evlab carries client text (probes/text.py): valid Unicode. Only a document
     written elsewhere can hold a lone surrogate ("\\ud800"): it comes back as that escape."""
     if isinstance(value, str):
+        if value.isascii():   # most of them, and valid whatever they hold
+            return value
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
