@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from sessions.lab.harness import ServerStartError, start_decoy, stop_all
-from sessions.lab.spawner import Spawner
+from sessions.lab.spawner import Spawner, keep_spawners, obtain, release
 from tests.backup_lab import start_receiver
 
 pytestmark = pytest.mark.live
@@ -134,3 +134,20 @@ def test_servers_spawned_from_several_threads_at_once_are_each_their_own(tmp_pat
             assert server.events()[0]["pid"] == server.pid
     finally:
         stop_all([s for s, _ in started])
+
+
+def test_a_kept_spawner_serves_again_unless_a_variable_its_servers_read_changed(monkeypatch):
+    """The tests keep spawners (conftest.py) with pytest's name of the running test set aside:
+    that name changes at every test, and no spawner was ever taken again while it counted."""
+    keep_spawners(unread={"PYTEST_CURRENT_TEST"})
+    first = obtain()
+    release(first)
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/test_other.py::test_next (call)")
+    again = obtain()
+    assert again is first
+    release(again)
+    monkeypatch.setenv("EVLAB_TEST_READ_BY_SERVERS", "1")
+    other = obtain()
+    assert other is not first and first._gone()   # the stale one closed, a new one started
+    assert other.environ["EVLAB_TEST_READ_BY_SERVERS"] == "1"
+    release(other)
