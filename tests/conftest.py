@@ -41,9 +41,10 @@ def pytest_configure(config) -> None:
         tempfile.tempdir = None
     # A test process opens session after session: each takes the collector the last one
     # closed, instead of compiling its own (~2 s of CPU, 100 times in a run), and its spawner
-    # (~0.1 s of CPU, ~170 times: pytest renames the running test in the environment at each).
+    # (~0.1 s of CPU, ~170 times), whatever name pytest gives the running test in the
+    # environment (PYTEST_CURRENT_TEST, which no server reads).
     keep_collectors()
-    keep_spawners(unread={"PYTEST_CURRENT_TEST"})   # pytest's name of the test running
+    keep_spawners(unread={"PYTEST_CURRENT_TEST"})
 
 
 def pytest_unconfigure(config) -> None:
