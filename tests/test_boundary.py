@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from probes.boundary.cgroup import PARENT, find_layout
+from probes.boundary.cgroup import PARENT, _shared_dir, find_layout
 from probes.boundary.sandbox import Sandbox
 from probes.capability import Capability
 from sessions.lab.inputs.source import SIZE
@@ -29,6 +29,29 @@ from tests.support import evlab_in, grade, runs
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS = ROOT / "tests" / "clients"
 root_only = pytest.mark.root(reason="the sandbox and BCC need root")
+
+
+def test_a_shared_parent_removed_while_it_is_made_is_said_gone_and_tried_again(tmp_path,
+                                                                                monkeypatch):
+    """Two evlabs at once share the cgroups' parent, and the one whose last child goes removes
+    it: even between mkdir's "it exists" and a look at it (seen once in a run of the tests,
+    pathlib's FileExistsError on /sys/fs/cgroup/pids/evlab). That is the parent gone, which
+    ClientCgroup.create tries again, never a failed attempt."""
+    made = tmp_path / "made"
+    _shared_dir(made)
+    _shared_dir(made)   # there already: nothing to do
+    assert made.is_dir()
+    gone = tmp_path / "gone"
+    real = Path.mkdir
+
+    def exists_then_removed(self, *args, **kwargs):
+        if self == gone:
+            raise FileExistsError(17, "File exists", str(self))   # and removed right after
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", exists_then_removed)
+    with pytest.raises(FileNotFoundError):
+        _shared_dir(gone)
 
 HYBRID = """cgroup2 /sys/fs/cgroup/unified cgroup2 rw,nosuid,nodev,noexec,relatime 0 0
 cgroup /sys/fs/cgroup/cpu cgroup rw,nosuid,nodev,noexec,relatime,cpu 0 0

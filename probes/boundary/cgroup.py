@@ -15,6 +15,7 @@ Names carry their owner (`<pid>-<start time>-<name>`), so a run killed with SIGK
 cgroups swept by the next one (`sweep_stale`).
 """
 
+import errno
 import os
 import signal
 import time
@@ -116,6 +117,18 @@ def _keyed(text: str | None) -> dict[str, int]:
     return out
 
 
+def _shared_dir(path: Path) -> None:
+    """A parent evlab's cgroups share, made if missing. Another evlab removes it as its last
+    child goes, even between mkdir's "it exists" and a look at it: said as the parent gone
+    (FileNotFoundError), which create() tries again, not as pathlib's FileExistsError."""
+    try:
+        path.mkdir()
+    except FileExistsError:
+        if not path.is_dir():
+            raise FileNotFoundError(errno.ENOENT, "removed while being made", str(path)) \
+                from None
+
+
 class ClientCgroup:
     def __init__(self, layout: Layout, dirs: dict[str, Path], limits: Limits):
         self.layout = layout
@@ -136,8 +149,8 @@ class ClientCgroup:
                 self._make(limits)
                 break
             except FileNotFoundError:
-                # Another evlab on this machine (a campaign's second node) removed the shared
-                # parent as its last child went, between our mkdir of it and of ours.
+                # Another evlab on this machine (a campaign's second node, a test beside) removed
+                # the shared parent as its last child went, between our mkdir of it and of ours.
                 self.remove()
                 if not tries_left:
                     raise
@@ -150,13 +163,13 @@ class ClientCgroup:
         v2 = self.layout.v2
         assert v2 is not None  # create() refuses a layout without a v2 hierarchy
         parent = v2 / PARENT
-        parent.mkdir(exist_ok=True)
+        _shared_dir(parent)
         wanted = [c for c in V1_LIMITS if c in self.layout.controllers]
         if wanted:  # v2 controllers must be enabled down the path to the client's cgroup
             for where in (v2, parent):
                 _write(where / "cgroup.subtree_control", " ".join(f"+{c}" for c in wanted))
         for d in self.dirs.values():
-            d.parent.mkdir(exist_ok=True)
+            _shared_dir(d.parent)
             d.mkdir()
         self._apply(limits)
 
