@@ -8,6 +8,7 @@ import json
 import math
 import types
 import typing
+from collections.abc import Callable
 from typing import Any
 
 from sessions.stream.compat import upgrade
@@ -49,34 +50,43 @@ def fits(value, hint) -> bool:
 
 
 def _fits(value, hint, depth: int = 0) -> bool:
-    """Does a JSON value have the field's declared type (bounded, finite, not too deep)?
-    The plain kinds are asked first: they are most of every archive's fields."""
+    """Does a JSON value have the field's declared type (bounded, finite, not too deep)?"""
+    return _checker(hint)(value, depth)
+
+
+Check = Callable[[Any, int], bool]
+
+
+@functools.cache
+def _checker(hint) -> Check:
+    """The check of one declared type, worked out once per type: reading an archive asks it of
+    every field of every event (typing's get_origin/get_args each time were most of the cost)."""
     if hint is Any:   # free-form JSON (a record's fields): scalars, bounded containers
-        return _json(value, depth)
+        return _json
     if hint is str:
-        return isinstance(value, str)
+        return lambda v, d: isinstance(v, str)
     if hint is int:
-        return _int(value)
+        return lambda v, d: _int(v)
     if hint is bool:
-        return isinstance(value, bool)
+        return lambda v, d: isinstance(v, bool)
     if hint is float:
-        return _int(value) or (isinstance(value, float) and math.isfinite(value))
+        return lambda v, d: _int(v) or (isinstance(v, float) and math.isfinite(v))
     if hint is type(None):
-        return value is None
+        return lambda v, d: v is None
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        return any(_fits(value, a, depth) for a in args)
+        alternatives = tuple(_checker(a) for a in args)
+        return lambda v, d: any(c(v, d) for c in alternatives)
     if hint is tuple or origin is tuple:
-        if not isinstance(value, (tuple, list)) or depth >= NESTING_MAX:
-            return False
-        item = args[0] if args else Any
-        return all(_fits(v, item, depth + 1) for v in value)
+        item = _checker(args[0] if args else Any)
+        return lambda v, d: (isinstance(v, (tuple, list)) and d < NESTING_MAX
+                             and all(item(x, d + 1) for x in v))
     if hint is dict or origin is dict:
-        if not isinstance(value, dict) or depth >= NESTING_MAX:
-            return False
-        item = args[1] if args else Any
-        return all(isinstance(k, str) and _fits(v, item, depth + 1) for k, v in value.items())
-    return False
+        value = _checker(args[1] if args else Any)
+        return lambda v, d: (isinstance(v, dict) and d < NESTING_MAX
+                             and all(isinstance(k, str) and value(x, d + 1)
+                                     for k, x in v.items()))
+    return lambda v, d: False
 
 
 def _int(value) -> bool:
@@ -105,6 +115,13 @@ def _hints(cls: type[Event]) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+@functools.cache
+def _checks(cls: type[Event]) -> dict[str, Check]:
+    """Each field's check, by name (hashing a typing hint at every field was costly too)."""
+    return {name: _checker(hint)
+            for name, hint in _hints(cls).items()}  # type: ignore[arg-type]  # as below
+
+
 def from_dict(data: dict[str, Any]) -> Event:
     if not isinstance(data, dict):
         raise EventFormatError(f"expected an object, got {type(data).__name__}")
@@ -114,20 +131,22 @@ def from_dict(data: dict[str, Any]) -> Event:
         raise EventFormatError(f"unknown event type {str(data.get('type'))[:40]!r}")
     # A class object is hashable; mypy checks type[Event] against Hashable through the frozen
     # dataclass's instance __hash__ and refuses it (python/mypy#10447 and kin).
-    hints = _hints(cls)  # type: ignore[arg-type]
+    checks = _checks(cls)  # type: ignore[arg-type]
     data = upgrade(data)   # an earlier evlab's names, as today's
     values = {}
     for key, value in data.items():
         if key == "type":
             continue
-        if key not in hints:
+        check = checks.get(key)
+        if check is None:
             raise EventFormatError(f"{cls.__name__} has no field {key[:40]!r}")
-        if not _fits(value, hints[key]):
-            raise EventFormatError(f"{cls.__name__}.{key}: not a {_name(hints[key])} "
+        if not check(value, 0):
+            hint = _hints(cls)[key]  # type: ignore[arg-type]
+            raise EventFormatError(f"{cls.__name__}.{key}: not a {_name(hint)} "
                                    f"(got {type(value).__name__})")
         if isinstance(value, list):
             value = tuple(value)  # JSON arrays come back as the tuples they were written from
-        values[key] = _text(value)
+        values[key] = _text(value) if isinstance(value, (str, dict, tuple)) else value
     if values.get("t_ns", 0) < 0:
         raise EventFormatError(f"{cls.__name__}.t_ns: negative")
     try:

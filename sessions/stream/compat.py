@@ -72,6 +72,7 @@ OLD_SERVERS = {"receiver": "endpoint", "decoy": "decoy"}
 
 # Fields of an event renamed since: (event type, old name) -> today's
 RENAMED = {("ScenarioStarted", "receiver_port"): "endpoint_port"}
+_RENAMED_KINDS = frozenset(kind for kind, _ in RENAMED)   # asked of every event read
 
 # The verifier's figures an old record carried as fields of the event: now in its `fields`
 OLD_VERIFIER_FIELDS = ("saved", "source_sha256", "saved_sha256")
@@ -80,7 +81,7 @@ OLD_VERIFIER_FIELDS = ("saved", "source_sha256", "saved_sha256")
 def upgrade(data: dict) -> dict:
     """An event's JSON object as today's names have it (a record of today's evlab: as it is)."""
     kind = str(data.get("type"))
-    if any((kind, k) in RENAMED for k in data):
+    if kind in _RENAMED_KINDS and any((kind, k) in RENAMED for k in data):
         data = {RENAMED.get((kind, k), k): v for k, v in data.items()}
     if kind == "VerifierResult" and any(k in data for k in OLD_VERIFIER_FIELDS):
         data = dict(data)

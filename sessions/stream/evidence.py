@@ -161,7 +161,10 @@ class ScenarioEvidence:
         return self.started.scenario
 
     def invocation(self, n: int) -> InvocationEvidence:
-        return self.invocations.setdefault(n, InvocationEvidence(n))
+        inv = self.invocations.get(n)   # not setdefault: a new one built per event is costly
+        if inv is None:
+            inv = self.invocations[n] = InvocationEvidence(n)
+        return inv
 
 
 # Per-invocation records, by event type: (attribute, keep every one or only the latest)
@@ -276,10 +279,10 @@ def _scenario_event(scenario: ScenarioEvidence, event: Event) -> None:
         case _:
             n = getattr(event, "invocation", 0)   # per-invocation events carry one; 0: none
             if n > 0:
-                _invocation_event(scenario.invocation(n), event, scenario.started.roles)
+                _invocation_event(scenario.invocation(n), event, scenario.started)
 
 
-def _invocation_event(inv: InvocationEvidence, event: Event, roles: dict[str, str]) -> None:
+def _invocation_event(inv: InvocationEvidence, event: Event, started: ScenarioStarted) -> None:
     kind = type(event)
     if kind in _INVOCATION_LISTS:
         getattr(inv, _INVOCATION_LISTS[kind]).append(event)
@@ -293,7 +296,9 @@ def _invocation_event(inv: InvocationEvidence, event: Event, roles: dict[str, st
         inv.records.setdefault(event.server, []).append(event)
         if event.server in _EVLAB_RECORDS:
             getattr(inv, event.server).append(event)
-        elif roles.get(event.server) == "endpoint":
-            inv.endpoint.append(event)
-        elif roles.get(event.server) == "decoy":
-            inv.decoy.append(event)
+        else:   # the roles are worked out here alone: most events are not a server's
+            role = started.roles.get(event.server)
+            if role == "endpoint":
+                inv.endpoint.append(event)
+            elif role == "decoy":
+                inv.decoy.append(event)
