@@ -7,11 +7,13 @@ BEHAVIOURS := baseline false-success hash-storm unexpected-egress redundant-uplo
               busy-wait corrupt-upload retry
 CLIENTS := $(addprefix $(BUILD)/client-,$(BEHAVIOURS))
 CFLAGS ?= -std=c11 -O2 -g -Wall -Wextra -Werror -fno-omit-frame-pointer
-# pytest-xdist workers: two more than the CPUs, so a worker waiting on a lab (a timeout, a Ray
-# node, a dashboard's pause) leaves its CPU to another. On this 2-core machine (2026-12-06):
-# three workers 251 s of pytest, the CPUs busy 86% of it; four 229 s, busy 95%. The tests hold
-# beside such load (a CPU hog beside make test passes).
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 2 )))
+# pytest-xdist workers: three more than the CPUs, so a worker waiting on a lab (a timeout, a
+# Ray node, a dashboard's pause, nginx under load) leaves its CPU to another. On this 2-core
+# machine (2026-12-06): three workers 251 s of pytest, the CPUs busy 86% of it; four 229 s,
+# busy 95%. With the longest files handed out first (tests/conftest.py), four 207 s with 32
+# CPU-s idle, five 201 s with 9-15. The tests hold beside such load (a CPU hog beside make test
+# passes).
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 3 )))
 
 # Python's bytecode cache on, whatever the caller's environment says: with
 # PYTHONDONTWRITEBYTECODE set (as on this machine's shells) every process of a session (evlab,

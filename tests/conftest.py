@@ -24,6 +24,17 @@ ROOT = Path(__file__).resolve().parent.parent
 SAME_WORKER = {"test_campaign.py": "campaign", "test_campaign_file.py": "campaign",
                "test_session.py": "seeded", "test_jobs.py": "seeded", "test_faults.py": "seeded",
                "test_grade.py": "seeded", "test_tui.py": "seeded"}
+# The groups that take longest (a run's seconds on one of four workers, 2 CPUs), started first:
+# xdist hands out groups in order, and one of these handed out late kept a worker running on
+# its own at the end of the run (test_reload.py, 48 s from 152 s, ended it at 200 s; the other
+# workers ended at 191-203). Only the order depends on this list: a group missing from it, or
+# slower on another machine, is still run, later.
+LONGEST_FIRST = ("seeded",                     # ~130 s
+                 "campaign",                   # ~85
+                 "test_boundary.py", "test_mirror.py", "test_reload.py", "test_fetch.py",
+                 "test_tui_sizes.py", "test_cpu_waste.py", "test_hung_client.py",   # ~20-65
+                 "test_lab_network.py", "test_client_text.py", "test_fixture.py",
+                 "test_operations_lab.py", "test_receiver_fuzz.py", "test_user_task.py")
 
 
 def pytest_configure(config) -> None:
@@ -45,6 +56,10 @@ def pytest_configure(config) -> None:
     # environment (PYTEST_CURRENT_TEST, which no server reads).
     keep_collectors()
     keep_spawners(unread={"PYTEST_CURRENT_TEST"})
+    # xdist's controller hands out groups in the order collection left them (LONGEST_FIRST),
+    # not re-sorted by how many tests each holds
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_unconfigure(config) -> None:
@@ -67,12 +82,16 @@ def pytest_collection_finish(session) -> None:
 
 @pytest.hookimpl(tryfirst=True)   # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items) -> None:
-    """Each file's tests go to one xdist worker (SAME_WORKER's files to the same one). Tests
-    marked `root` (pyproject's markers) are skipped when not root, with the marker's reason:
+    """Each file's tests go to one xdist worker (SAME_WORKER's files to the same one), the
+    longest groups first (LONGEST_FIRST). Tests marked `root` (pyproject's markers) are
+    skipped when not root, with the marker's reason:
     `pytest.mark.root(reason="the BCC collector needs root")`."""
+    groups = {}
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(SAME_WORKER.get(item.path.name,
-                                                                item.path.name)))
+        groups[item] = SAME_WORKER.get(item.path.name, item.path.name)
+        item.add_marker(pytest.mark.xdist_group(groups[item]))
+    rank = {group: k for k, group in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(groups[item], len(rank)))   # stable: files' order kept
     if os.geteuid() == 0:
         return
     for item in items:

@@ -132,9 +132,11 @@ def cluster():
     os.environ["RAY_TMPDIR"] = temp
     c = None
     try:
-        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1,
-                                                          "include_dashboard": False})
-        workers = [c.add_node(num_cpus=1, resources={"evlab": 1}) for _ in range(2)]
+        # no log monitor: the engine asks for no worker's output (log_to_driver=False)
+        c = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 1, "include_dashboard": False, "include_log_monitor": False})
+        workers = [c.add_node(num_cpus=1, resources={"evlab": 1}, include_log_monitor=False)
+                   for _ in range(2)]
         c.wait_for_nodes()
         yield c, workers
     finally:
