@@ -9,7 +9,7 @@ the forbidden thing; tests/test_fetch.py says which clause must catch it.
   mmap               OUT opened, sized (ftruncate) and filled through a shared mapping
   rename-then-write  OUT.part renamed to OUT first, the bytes written through its descriptor
   copy-range         OUT.part written, then copied into OUT with copy_file_range
-  spin-wait          waits out a 503's Retry-After by spinning on the clock
+  spin-wait          waits out a 503's Retry-After by spinning (that long on the CPU)
   odd-path           asks for //data.bin, which nginx serves as /data.bin, so that a fault
                      bound to the file's GET passes by
 """
@@ -36,9 +36,9 @@ def fetch(url):
         if resp.status != 503:
             return resp, body
         wait = int(resp.getheader("Retry-After", "1"))
-        if MODE == "spin-wait":
-            end = time.monotonic() + wait
-            while time.monotonic() < end:
+        if MODE == "spin-wait":   # `wait` s of its CPU: as much waste however busy the machine
+            end = time.process_time() + wait
+            while time.process_time() < end:
                 pass
         else:
             time.sleep(wait)
