@@ -68,13 +68,24 @@ def _named_pid(path: Path) -> int | None:
     return int(pid) if sep and pid.isdigit() else None
 
 
+def _others(path: Path) -> bool:
+    """Another user's directory, which only root sweeps (an unprivileged evlab in a shared /tmp
+    can neither remove it nor kill what runs from it)."""
+    euid = os.geteuid()
+    try:
+        return euid != 0 and path.lstat().st_uid != euid
+    except OSError:
+        return True   # gone already
+
+
 def sweep_stale(tmp: Path | None = None) -> list[str]:
     """Remove evlab temp dirs whose owner is gone, killing processes still using them.
-    Returns one line per thing cleaned, for the record."""
+    Returns one line per thing cleaned, for the record: only what was."""
     tmp = Path(tmp or tempfile.gettempdir())
     cleaned = []
     for path in sorted(tmp.iterdir()):
-        if not path.is_dir() or not path.name.startswith(PREFIXES) or _owner_alive(path):
+        if not path.is_dir() or not path.name.startswith(PREFIXES) or _others(path) \
+                or _owner_alive(path):
             continue
         for proc in psutil.process_iter(["pid", "cmdline"]):
             if str(path) in " ".join(proc.info["cmdline"] or []):
@@ -85,5 +96,6 @@ def sweep_stale(tmp: Path | None = None) -> list[str]:
                     pass
         unmount_under(path)   # a sandboxed client's tmpfs home
         shutil.rmtree(path, ignore_errors=True)
-        cleaned.append(f"removed stale {path}")
+        if not path.exists():
+            cleaned.append(f"removed stale {path}")
     return cleaned

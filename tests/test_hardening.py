@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -165,6 +166,29 @@ def test_the_suite_needs_nothing_beyond_loopback(tmp_path, built_clients):
     doc = json.loads((tmp_path / "netns.json").read_text())
     assert doc["summary"]["detected"] == 8 and doc["collector"] == "bcc"
     assert doc["packets"] == "on"
+
+
+@root_only
+def test_another_users_stale_dir_is_left_to_root_and_never_said_removed():
+    """An unprivileged evlab sharing /tmp with root's runs: it can remove neither their stale
+    directories nor what runs from them, and its record says only what it did (it said
+    "removed stale" of a directory it could not remove)."""
+    shared = Path(tempfile.mkdtemp())   # pytest's tmp_path is under a folder only root enters
+    try:
+        shared.chmod(0o755)
+        dead = shared / "evlab-strace-dead"
+        dead.mkdir()
+        (dead / OWNER_FILE).write_text("999999 12345.0\n")  # no such process
+        swept = subprocess.run(
+            [sys.executable, "-c", "import os, sys, json; from probes.owned_tmp import "
+             "sweep_stale; os.setgroups([]); os.setgid(65534); os.setuid(65534); "
+             "print(json.dumps(sweep_stale(sys.argv[1])))", str(shared)],
+            capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert swept.returncode == 0, swept.stderr
+        assert json.loads(swept.stdout) == [] and dead.exists()
+        assert sweep_stale(shared) == [f"removed stale {dead}"] and not dead.exists()   # root's
+    finally:
+        shutil.rmtree(shared)
 
 
 def test_a_fresh_dir_without_an_owner_record_is_left_alone(tmp_path):
