@@ -132,3 +132,13 @@ def test_the_collector_is_kept_once_compiled_and_its_maps_compile_alone_the_same
         assert cache.describe(alone) == kept["maps"]
     finally:
         alone.cleanup()
+
+
+def test_set_up_compiles_the_collector_into_an_empty_cache_once(kept, capsys):
+    """`make setup` (probes/bcc/warm.py): the first session on a machine loads the collector
+    instead of compiling it in full; a set-up run again compiles nothing."""
+    from probes.bcc import warm
+    assert not warm.kept()
+    assert warm.main() == 0 and warm.kept()
+    assert "compiled the BPF collector" in capsys.readouterr().err
+    assert warm.main() == 0 and capsys.readouterr().err == ""

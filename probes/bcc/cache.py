@@ -210,6 +210,11 @@ def CachedBPF(text: str, cflags: list[str], programs: dict[str, dict], maps=None
     return Cached()
 
 
+def kept(path: Path) -> bool:
+    """Whether a file a session would load is there (probes/bcc/warm.py)."""
+    return _read(path) is not None
+
+
 def _read(path: Path) -> dict | None:
     try:
         if not (_trusted(path.parent) and _trusted(path)):
