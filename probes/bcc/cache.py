@@ -45,7 +45,7 @@ NOT_KEPT = (b"kprobe__", b"kretprobe__", b"kfunc__", b"kretfunc__", b"lsm__")
 def compiled(text: str, cflags: list[str]):
     """The program compiled in full, or its maps compiled and its kept instructions loaded."""
     from bcc import BPF
-    path = CACHE_DIR / f"collector-{cache_key(text, cflags)}.json"
+    path = _path(text, cflags)
     kept = _read(path)
     if kept is not None:
         try:
@@ -55,6 +55,10 @@ def compiled(text: str, cflags: list[str]):
     bpf = BPF(text=text, cflags=cflags)
     _write(path, bpf, text, cflags)
     return bpf
+
+
+def _path(text: str, cflags: list[str]) -> Path:
+    return CACHE_DIR / f"collector-{cache_key(text, cflags)}.json"
 
 
 def cache_key(text: str, cflags: list[str]) -> str:
@@ -210,9 +214,9 @@ def CachedBPF(text: str, cflags: list[str], programs: dict[str, dict], maps=None
     return Cached()
 
 
-def kept(path: Path) -> bool:
-    """Whether a file a session would load is there (probes/bcc/warm.py)."""
-    return _read(path) is not None
+def kept(text: str, cflags: list[str]) -> bool:
+    """Whether a file a session compiling this text would load is there (probes/bcc/warm.py)."""
+    return _read(_path(text, cflags)) is not None
 
 
 def _read(path: Path) -> dict | None:

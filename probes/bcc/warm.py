@@ -14,10 +14,9 @@ from probes.bcc.load import CollectorUnavailable, bpf_text, collector_cflags, lo
 def kept() -> bool:
     """Whether this machine's cache already holds the collector as this checkout compiles it."""
     try:
-        key = cache.cache_key(bpf_text(), collector_cflags())
+        return cache.kept(bpf_text(), collector_cflags())
     except OSError:
         return False
-    return cache.kept(cache.CACHE_DIR / f"collector-{key}.json")
 
 
 def main() -> int:

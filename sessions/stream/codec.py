@@ -45,13 +45,9 @@ NESTING_MAX = 8              # dicts and lists inside an event's fields
 
 
 def fits(value, hint) -> bool:
-    """Whether a value can be an event field of that type (what from_dict accepts back)."""
-    return _fits(value, hint)
-
-
-def _fits(value, hint, depth: int = 0) -> bool:
-    """Does a JSON value have the field's declared type (bounded, finite, not too deep)?"""
-    return _checker(hint)(value, depth)
+    """Whether a value can be an event field of that type (what from_dict accepts back): JSON
+    of the declared type, bounded, finite, not too deep."""
+    return _checker(hint)(value, 0)
 
 
 Check = Callable[[Any, int], bool]
