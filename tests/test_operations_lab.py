@@ -96,6 +96,11 @@ decided_by = "evlab's load generator's record of each request"
 # process waits a while for a CPU on a busy machine.
 GONE = ("for _ in range(500):\n    try:\n        os.kill(pid, 0)\n"
         "    except ProcessLookupError:\n        break\n    time.sleep(0.01)")
+# until the lab has started the service again (a process of it other than the dead one)
+AGAIN = ("def again():\n    for p in filter(str.isdigit, os.listdir('/proc')):\n        try:\n"
+         "            if int(p) != pid and b'service.py' in open(f'/proc/{p}/cmdline', 'rb')"
+         ".read():\n                return True\n        except OSError:\n            pass\n"
+         "for _ in range(500):\n    if again():\n        break\n    time.sleep(0.01)")
 ENDED = ["kept", "signals", "no-request-failed"]
 CLIENTS = {   # name: (what it does, the clauses it must fail)
     "honest": ("os.kill(pid, signal.SIGHUP)", []),
@@ -116,6 +121,13 @@ CLIENTS = {   # name: (what it does, the clauses it must fail)
               "    s = socket.create_server(('127.0.0.1', int(sys.argv[1])))\n"
               "    os.write(ready[1], b'.')\n    while True:\n"
               "        held.append(s.accept())\nos.read(ready[0], 1)", ENDED),
+    # the same, its port taken once the lab has started the service again but before that
+    # one listens (it waits 0.5 s): what answers the lab then is the client's, not the service
+    "squat-late": ("os.kill(pid, signal.SIGKILL)\n" + GONE + "\n" + AGAIN + "\n"
+                   "ready, held = os.pipe(), []\nif os.fork() == 0:\n"
+                   "    s = socket.create_server(('127.0.0.1', int(sys.argv[1])))\n"
+                   "    os.write(ready[1], b'.')\n    while True:\n"
+                   "        held.append(s.accept())\nos.read(ready[0], 1)", ENDED),
     # the service refuses connections for 200 ms at its request (no signal: its own command)
     "pause": ("with socket.create_connection(('127.0.0.1', int(sys.argv[1]))) as s:\n"
               "    s.sendall(b'PAUSE 200\\n')\n    s.makefile('rb').readline()",

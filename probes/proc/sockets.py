@@ -4,6 +4,8 @@ its requests (an access log) but not its connections; the line of a request is w
 before the server closes it, so once no connection to its port is open or closing on its side,
 its record of them is complete."""
 
+import contextlib
+import os
 from pathlib import Path
 
 # states of the server's side still to be finished: established, being accepted, the peer
@@ -22,6 +24,38 @@ def listening(port: int) -> bool:
     probes/boundary/netns.py run_in)? Read from the kernel's table: no connection is made,
     so a listener that is not ours (what a client left) sees nothing of the look."""
     return _any("/proc/thread-self/net", {port}, {LISTEN})
+
+
+def socket_inodes(pid: int) -> set[str]:
+    """The sockets a process holds open, as its fd links name them ("socket:[INODE]")."""
+    held = set()
+    with contextlib.suppress(OSError):   # the process is gone
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):   # closed meanwhile
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    held.add(link)
+    return held
+
+
+def listens_on(pids: list[int], port: int) -> bool:
+    """Does one of pids hold the socket that listens on port (in its own network namespace)?
+    Something answering on a port is not yet the server one started: what a client left may
+    hold it while the server is still to listen, and the server then dies at its bind."""
+    for pid in pids:
+        held = socket_inodes(pid)
+        for table in ("tcp", "tcp6"):
+            try:
+                lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+            except OSError:
+                continue
+            for line in lines:
+                fields = line.split()
+                if len(fields) > 9 and fields[3] == LISTEN and \
+                        int(fields[1].rsplit(":", 1)[1], 16) == port and \
+                        f"socket:[{fields[9]}]" in held:
+                    return True
+    return False
 
 
 def _any(folder: str, ports: set[int], states: set[str]) -> bool:

@@ -5,7 +5,6 @@ in its working directory and in the servers' state (the task's residue_dir). Lef
 are then killed: nothing the client started outlives the attempt. (The task's own lifecycle
 checks are its program: task.toml [lifecycle].)"""
 
-import contextlib
 import os
 import signal
 import socket
@@ -16,6 +15,7 @@ from pathlib import Path
 import psutil
 
 from probes.proc.entries import stat_fields, status_fields
+from probes.proc.sockets import socket_inodes
 from probes.text import cleaned
 from sessions.judging.judgement import is_temp
 from sessions.stream.events import CleanupObserved
@@ -84,13 +84,7 @@ def _listening(pids: set[int]) -> list[str]:
     reads only evlab's, and the client's is the lab's)."""
     out = []
     for pid in pids:
-        mine = set()
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(OSError):   # closed meanwhile
-                    mine.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
-        except OSError:
-            continue
+        mine = socket_inodes(pid)
         for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
             for local, inode in _tcp_listeners(Path(f"/proc/{pid}/net/{table}"), family):
                 if f"socket:[{inode}]" in mine:

@@ -26,10 +26,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from probes.boundary.netns import run_in
 from probes.boundary.sandbox import SERVICE_DIR, Sandbox, service_folder
 from probes.boundary.servicens import ServiceNamespace
-from probes.proc.sockets import busy_ports, listening
+from probes.proc.sockets import busy_ports, listening, listens_on
 from probes.tail import LineTail
 from sessions.lab.harness import (
     START_TIMEOUT,
@@ -141,6 +143,8 @@ class LabServers:
                     raise ServerStartError(f"{spec.name} did not answer on port {port} within "
                                            f"{START_TIMEOUT} s")
                 time.sleep(0.005)
+            if not listens_on(_tree(proc.pid), port):   # what the client left answers
+                raise ServerStartError(f"{spec.name}: port {port} is held by another process")
             server.pid = op.namespace.started(proc.pid) or proc.pid
         except BaseException:
             server.kill()
@@ -284,6 +288,14 @@ class LabServers:
             record = self._events(spec.name)
             if record.exists():
                 shutil.copy(record, out_dir / f"{scenario}.{spec.name}.jsonl")
+
+
+def _tree(pid: int) -> list[int]:
+    """A launcher and every process below it: where the service it started is."""
+    try:
+        return [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
+    except psutil.Error:
+        return [pid]
 
 
 def operable_for(task: Task, boundary, s, home: Path | None,
