@@ -154,6 +154,21 @@ def test_its_own_writers_are_not_another_process_and_a_new_file_is_not_truncated
         ("held.log", 2, 2, False)]
 
 
+def test_its_own_writers_are_counted_anywhere_in_its_table_and_past_two_never_guessed(
+        collector, operator, tmp_path):
+    """The walk of the truncating process's descriptor table reaches its last slots (a file
+    held at descriptor 900 alone is its own, not another process's); past two files of its own
+    on the inode it stops counting, and the record then says nothing of others."""
+    far, many = tmp_path / "far.log", tmp_path / "many.log"
+    for f in (far, many):
+        f.write_bytes(b"x" * 100)
+    events = run(collector, [operator, f"holdfar:{far}", f"otrunc:{far}",
+                             f"hold:{many}", f"hold:{many}", f"otrunc:{many}"], operator)
+    made = [e for e in events if isinstance(e, TruncateEvent)]
+    assert [(e.name, e.writers, e.own, e.counted, e.others_writing) for e in made] == [
+        ("far.log", 2, 2, True, False), ("many.log", 3, 2, False, None)]
+
+
 def test_a_watched_process_signalled_by_the_tree_is_named_and_its_end_names_the_sender(
         collector):
     server = subprocess.Popen(["sh", "-c", "sleep 30 & wait"], start_new_session=True)

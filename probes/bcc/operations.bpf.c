@@ -191,9 +191,21 @@ static __always_inline void kill_called(struct task *t, u64 regs, u64 nr, s64 re
 // record says so (UNCOUNTED).
 #define FMODE_CREATED_ 0x100000
 #define OWN_FDS_MAX 1024
+// 1 if x is not 0, else 0, in ALU instructions: the walk's body below has no branch but its
+// end, so the verifier follows one path through each of its OWN_FDS_MAX steps (a compare and
+// jump in it forked a path per outcome, step after step). The empty asm hides -x from clang,
+// which would turn the expression back into a compare and jump.
+static __always_inline u64 nonzero(u64 x)
+{
+    u64 minus = 0 - x;
+    asm volatile("" : "+r"(minus));
+    return (x | minus) >> 63;
+}
+
 static __always_inline void own_writers(struct op_event *e, u64 inode)
 {
-    u64 task = bpf_get_current_task(), files = 0, fdt = 0, array = 0, first = 0, second = 0;
+    u64 task = bpf_get_current_task(), files = 0, fdt = 0, array = 0;
+    u64 first = 0, second = 0, over = 0;
     u32 max = 0;
     bpf_probe_read_kernel(&files, sizeof(files), (void *)(task + TASK_FILES_OFF));
     if (files)
@@ -204,27 +216,27 @@ static __always_inline void own_writers(struct op_event *e, u64 inode)
     }
     if (!array || max > OWN_FDS_MAX)
         e->flags |= TRUNCF_UNCOUNTED;
+    if (!array)
+        max = 0;
     for (u32 i = 0; i < OWN_FDS_MAX; i++) {
-        if (i >= max || !array)
+        if (i >= max)
             break;
         u64 file = 0, ino = 0;
-        u32 mode = 0;
+        u32 mode = 0;   // an empty slot (file 0): neither read succeeds, nothing matches
         bpf_probe_read_kernel(&file, sizeof(file), (void *)(array + (u64)i * 8));
-        if (!file || file == first || file == second)
-            continue;
         bpf_probe_read_kernel(&ino, sizeof(ino), (void *)(file + FILE_INODE_OFF));
         bpf_probe_read_kernel(&mode, sizeof(mode), (void *)(file + FILE_MODE_OFF));
-        if (ino != inode || !(mode & FMODE_WRITE_))
-            continue;
-        if (!first) {
-            first = file;
-        } else if (!second) {
-            second = file;
-        } else {
-            e->flags |= TRUNCF_UNCOUNTED;
-            break;
-        }
+        // a writable file of the inode, not one already counted (a dup'd descriptor's)
+        u64 match = nonzero(file) & (1 - nonzero(ino ^ inode)) & ((mode / FMODE_WRITE_) & 1)
+                    & nonzero(file ^ first) & nonzero(file ^ second);
+        u64 has1 = nonzero(first), has2 = nonzero(second);
+        u64 to1 = match & (1 - has1), to2 = match & has1 & (1 - has2);
+        over |= match & has1 & has2;
+        first |= file & (0 - to1);
+        second |= file & (0 - to2);
     }
+    if (over)
+        e->flags |= TRUNCF_UNCOUNTED;
     e->own = (first != 0) + (second != 0);
 }
 

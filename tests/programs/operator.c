@@ -23,6 +23,8 @@
  *   uring-ftruncate:FILE:LEN, uring-otrunc:FILE, uring-punch:FILE:LEN
  *                     the same through io_uring (FTRUNCATE, OPENAT with O_TRUNC, FALLOCATE)
  *   hold:FILE         keep FILE open for writing, twice over (a descriptor and its dup)
+ *   holdfar:FILE      keep FILE open for writing at descriptor 900 alone (its table grown to
+ *                     1,024 slots)
  *   creat:FILE        open(O_WRONLY|O_CREAT|O_TRUNC) of a FILE that does not exist (truncates
  *                     nothing)
  * Exits 0 when every step did what it says (a refused call is a failure).
@@ -146,6 +148,11 @@ static void truncate_step(const char *how, char *rest)
         int fd = open(file, O_WRONLY | O_APPEND);
         ok(fd, "open");
         ok(dup(fd), "dup");
+    } else if (!strcmp(how, "holdfar")) {
+        int fd = open(file, O_WRONLY | O_APPEND);
+        ok(fd, "open");
+        ok(dup2(fd, 900), "dup2");
+        close(fd);
     } else {
         int fd = open(file, O_RDWR);
         ok(fd, "open");
@@ -197,7 +204,8 @@ int main(int argc, char **argv)
                 _exit(kill(victim, atoi(rest)) ? 1 : 0);
             reap(killer, 0);
             reap(victim, atoi(rest));
-        } else if (strstr("truncate ftruncate otrunc punch hold creat uring-ftruncate uring-otrunc "
+        } else if (strstr("truncate ftruncate otrunc punch hold holdfar creat uring-ftruncate "
+                          "uring-otrunc "
                           "uring-punch", step)) {
             truncate_step(step, rest);
         } else {
