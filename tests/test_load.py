@@ -60,7 +60,11 @@ def test_a_client_that_makes_the_service_refuse_fails_no_request_failed(ran):
     assert "refused" in clauses["no-request-failed"][1]
     assert clauses["destination-only"][0] == "pass"
     failed = pause["invocations"][0]["load"]["probe"]["failed"]
-    assert failed and {f["outcome"] for f in failed} == {"refused"}
+    # refused while it had no listener; a request already in flight as the listener closed
+    # may instead be reset (its connection still in the kernel's queue) or time out (on a busy
+    # machine one was seen stranded, neither answered nor closed): all failures of the pause
+    outcomes = {f["outcome"] for f in failed}
+    assert "refused" in outcomes and outcomes <= {"refused", "reset", "timeout"}, failed
     assert all(f["after_launch_ns"] > 0 for f in failed)
     evidence = next(c for c in pause["clauses"] if c["id"] == "no-request-failed")["evidence"]
     assert evidence == [f["seq"] for f in failed]
