@@ -17,6 +17,7 @@ from sessions.stream.events import (
     ScenarioStarted,
 )
 from sessions.stream.evidence import EvidenceBook, ScenarioEvidence
+from tests.test_tui_sizes import until
 from tui.app import EvlabApp
 from tui.feeds import ReplayFeed
 from tui.panels.effects import effects_lines
@@ -150,7 +151,10 @@ async def _to_end(pilot) -> None:
     driver = pilot.app.feed.driver
     while not driver.done:
         driver.step(1)
-    await pilot.pause(0.5)
+    await pilot.pause()
+
+
+# each layout waited for, not a pause of so long: a busy machine lays out later
 
 
 async def test_at_80x24_key_5_shows_a_mirror_scenarios_file_effects():
@@ -158,9 +162,9 @@ async def test_at_80x24_key_5_shows_a_mirror_scenarios_file_effects():
     async with app.run_test(size=(80, 24)) as pilot:
         await _to_end(pilot)
         await pilot.press("5")
-        await pilot.pause(0.3)
         pane = app.query_one("#effects")
-        assert pane.display and app.focused is pane and pane.region.width == 80
+        await until(pilot, lambda: pane.display and app.focused is pane
+                    and pane.region.width == 80)
         assert not app.query_one("#verdicts").display   # one panel at a time
         lines = list(pane.lines)
         assert lines[0].split() == ["changes", "inv", "1", "inv", "2", "inv", "3"]
@@ -179,19 +183,17 @@ async def test_on_a_larger_terminal_the_effects_take_the_packets_column_of_a_ser
     async with app.run_test(size=(120, 40)) as pilot:
         await _to_end(pilot)
         packets, effects = app.query_one("#packets"), app.query_one("#effects")
-        assert effects.display and effects.region.width >= 54 and packets.region.area == 0
+        await until(pilot, lambda: effects.display and effects.region.width >= 54
+                    and packets.region.area == 0)
         await pilot.press("2")   # the packets, chosen
-        await pilot.pause(0.3)
-        assert packets.region.area > 0 and effects.region.area == 0
+        await until(pilot, lambda: packets.region.area > 0 and effects.region.area == 0)
         await pilot.press("5")
-        await pilot.pause(0.3)
-        assert effects.region.area > 0 and packets.region.area == 0
+        await until(pilot, lambda: effects.region.area > 0 and packets.region.area == 0)
     app = _app(SESSION)   # backup: servers, so the packets keep their column until 5
     async with app.run_test(size=(120, 40)) as pilot:
         await _to_end(pilot)
         packets, effects = app.query_one("#packets"), app.query_one("#effects")
-        assert packets.region.area > 0 and effects.region.area == 0
+        await until(pilot, lambda: packets.region.area > 0 and effects.region.area == 0)
         await pilot.press("5")
-        await pilot.pause(0.3)
-        assert effects.region.area > 0 and packets.region.area == 0
+        await until(pilot, lambda: effects.region.area > 0 and packets.region.area == 0)
         assert list(effects.lines)[1].split() == ["source", "0", "0"]

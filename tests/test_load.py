@@ -4,7 +4,13 @@ records are in the document and the archive, and `no-request-failed` / `latency-
 them; both predicates on hand-made evidence too."""
 
 import json
+import os
 import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -166,3 +172,48 @@ args = ["{task}/server.py", "{events}", "{servers.ping.port}", "{log}"]
 def test_a_malformed_load_or_a_later_servers_port_is_refused(tmp_path, extra, said):
     with pytest.raises(TaskError, match=said.replace(".", r"\.")):
         load_task(_task_with(tmp_path, "\n" + extra))
+
+
+def _stopped(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+
+
+def test_a_latency_is_the_services_not_the_time_the_load_waited_for_a_cpu(tmp_path):
+    """An answered request's latency runs from its send to its answer's arrival in the kernel:
+    a load generator kept off the CPU (here stopped) while its answer waits records the
+    service's latency, not its own wait, so a busy machine does not make a prompt service
+    slow; a service that answers late is late by as much."""
+    stop_s, delay_s = 1.0, 0.3
+    events, server = tmp_path / "load.jsonl", socket.create_server(("127.0.0.1", 0))
+    load = subprocess.Popen([sys.executable, "-m", "sessions.lab.load", "--events", events,
+                             "--name", "probe", "--port", str(server.getsockname()[1]),
+                             "--protocol", "tcp", "--request", "PING", "--rate", "5",
+                             "--timeout-ms", "5000"])
+    try:
+        # the first: the generator stopped, then answered at once (the connection left open:
+        # the kernel's stamp of what a read returns is its last segment's, an end among them)
+        held, _ = server.accept()
+        held.recv(64)
+        os.kill(load.pid, signal.SIGSTOP)
+        while not _stopped(load.pid):
+            time.sleep(0.001)
+        held.sendall(b"PONG\n")
+        time.sleep(stop_s)
+        os.kill(load.pid, signal.SIGCONT)
+        conn, _ = server.accept()
+        with conn, held:   # the second: answered late
+            conn.recv(64)
+            time.sleep(delay_s)
+            conn.sendall(b"PONG\n")
+            server.close()   # the rest refused, so that it ends at once
+            time.sleep(0.2)
+    finally:
+        os.kill(load.pid, signal.SIGCONT)
+        load.terminate()
+        load.wait()
+    first, second = [r for r in map(json.loads, events.read_text().splitlines())
+                     if r["event"] == "request"][:2]
+    assert first["outcome"] == second["outcome"] == "answered", (first, second)
+    assert first["answer"] == second["answer"] == "PONG"
+    assert first["latency_ns"] < stop_s * 1e9 <= second["t_ns"] - first["t_ns"], first
+    assert second["latency_ns"] >= delay_s * 1e9, second

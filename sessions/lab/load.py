@@ -10,7 +10,8 @@ Its records (JSON lines, t_ns on CLOCK_MONOTONIC): `load_started` (load, port, r
 `request` per request (load, id: `NAME-INVOCATION-K`, the K-th request of that invocation,
 unique in the scenario, which an http load sends as the header `X-Evlab-Request` so that a
 server's own log can name it; outcome: answered | refused | reset | closed | timeout | error,
-status: the HTTP status or null, answer: a tcp load's answer line, latency_ns, sport: its
+status: the HTTP status or null, answer: a tcp load's answer line, latency_ns: an answered
+one's latency as the service gave it (_exchange), a failed one's time until it failed, sport: its
 source port, by which the lab tells its connections from the client's; t_ns: when it began),
 and `load_stopped` (load, sent, and how many of each outcome) once every request ended.
 """
@@ -19,6 +20,7 @@ import argparse
 import asyncio
 import signal
 import socket
+import struct
 import time
 from collections import Counter
 
@@ -29,46 +31,129 @@ ANSWER_MAX = 65_536   # what a request reads of its answer, at most
 ID_HEADER = "X-Evlab-Request"   # each http request's id, for a server's log to write
 
 
-async def _exchange(args, rid: str, port_box: list[int]) -> tuple[int | None, str]:
-    """One connection, one request, its whole answer: (HTTP status or None, answer line)."""
+# the kernel's time of each received segment (CLOCK_REALTIME), on recvmsg's ancillary data:
+# <asm-generic/socket.h> SO_TIMESTAMPNS_OLD (a 64-bit struct timespec on x86-64)
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+STAMP_SPACE = socket.CMSG_SPACE(16)
+TCP_INFO_SIZE, TOTAL_RETRANS = 104, 100   # struct tcp_info: tcpi_total_retrans's offset
+
+
+async def _exchange(args, rid: str, port_box: list[int]) -> tuple[int | None, str, int]:
+    """One connection, one request, its whole answer: (HTTP status or None, answer line,
+    latency). The latency is the service's, not this process's: from the request's send to
+    the answer's arrival as the kernel stamped it (a read's stamp is that of the last segment
+    it returns: the answer's end, or the connection's end come with it), so time this process
+    spent waiting for a CPU on a busy machine, to send or to read what had come, is no part
+    of it; a connect counts whole only when the kernel had to send its SYN again (a full
+    backlog)."""
+    loop = asyncio.get_running_loop()
     # its source port known before the connect: a request that never connects (a backlog
     # full, a listener that never accepts) is still told apart from the client's packets
     sock = socket.socket()
     try:
         sock.setblocking(False)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         sock.bind((HOST, 0))
         port_box.append(sock.getsockname()[1])
-        await asyncio.get_running_loop().sock_connect(sock, (HOST, args.port))
-    except BaseException:
-        sock.close()
-        raise
-    reader, writer = await asyncio.open_connection(sock=sock)
-    try:
-        if args.protocol == "http":
-            writer.write(f"GET {args.request} HTTP/1.1\r\nHost: {HOST}\r\n{ID_HEADER}: {rid}"
-                         "\r\nConnection: close\r\n\r\n".encode())
-            await writer.drain()
-            answer = await reader.read(ANSWER_MAX)
-            while await reader.read(ANSWER_MAX):   # to its end: answered whole
-                pass
+        began = time.time_ns()
+        await loop.sock_connect(sock, (HOST, args.port))
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_SIZE)
+        waited = time.time_ns() - began if info[TOTAL_RETRANS:TOTAL_RETRANS + 4] != bytes(4) \
+            else 0
+        http = args.protocol == "http"
+        request = (f"GET {args.request} HTTP/1.1\r\nHost: {HOST}\r\n{ID_HEADER}: {rid}"
+                   "\r\nConnection: close\r\n\r\n" if http else args.request + "\n").encode()
+        sent = time.time_ns()
+        await loop.sock_sendall(sock, request)
+        answer, came = await _answer(sock, until_closed=http)
+        latency = waited + max(0, came - sent)
+        if http:
             words = answer.split(b"\r\n", 1)[0].split()
             if len(words) < 2 or not words[0].startswith(b"HTTP/") or not words[1].isdigit():
                 raise asyncio.IncompleteReadError(answer[:64], None)
-            return int(words[1]), ""
-        writer.write(args.request.encode() + b"\n")
-        await writer.drain()
-        line = await reader.readuntil(b"\n")
-        return None, line.decode(errors="replace").strip()[:80]
+            return int(words[1]), "", latency
+        line = answer.split(b"\n", 1)[0]
+        return None, line.decode(errors="replace").strip()[:80], latency
     finally:
-        writer.close()
+        sock.close()
+
+
+async def _answer(sock: socket.socket, until_closed: bool) -> tuple[bytes, int]:
+    """The answer (to the connection's end, or to its first line; ANSWER_MAX bytes of it kept)
+    and when it came in, by the kernel's clock."""
+    answer, came = b"", 0
+    while True:
+        chunk, stamp = await _received(sock)
+        if not chunk:
+            if until_closed and answer:
+                return answer, came
+            raise asyncio.IncompleteReadError(answer[:64], None)   # ended before it answered
+        came = stamp
+        answer = (answer + chunk)[:ANSWER_MAX]
+        if not until_closed and b"\n" in answer:
+            return answer, came
+        if not until_closed and len(answer) >= ANSWER_MAX:
+            raise asyncio.LimitOverrunError("no line in the answer's first 64 KiB", len(answer))
+
+
+def _settle(ready: asyncio.Future) -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
+async def _received(sock: socket.socket) -> tuple[bytes, int]:
+    """What the socket has (b"": its end) and the kernel's time of its arrival (ns)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            data, ancillary, _, _ = sock.recvmsg(ANSWER_MAX, STAMP_SPACE)
+        except (BlockingIOError, InterruptedError):
+            ready = loop.create_future()
+            loop.add_reader(sock.fileno(), _settle, ready)
+            try:
+                await ready
+            finally:
+                loop.remove_reader(sock.fileno())
+            continue
+        stamp = _stamp(ancillary)
+        return data, time.time_ns() if stamp is None else stamp   # an end of file has none
+
+
+def _stamp(ancillary: list) -> int | None:
+    for level, kind, value in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(value) >= 16:
+            seconds, nanoseconds = struct.unpack_from("qq", value)
+            return seconds * 1_000_000_000 + nanoseconds
+    return None
+
+
+async def _stamping() -> socket.socket:
+    """A socket kept open for the run so that the kernel stamps what arrives, once it does.
+    The machine's first socket to ask turns the stamping on a moment later (from a work queue),
+    and the last to close turns it off: an answer that came unstamped would be timed by when
+    this process read it. It sends itself a datagram until one comes stamped (a second at
+    most; past that, an unstamped answer is timed at its read)."""
+    keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    keeper.setblocking(False)
+    keeper.bind((HOST, 0))
+    for _ in range(200):
+        keeper.sendto(b".", keeper.getsockname())
+        try:
+            if _stamp(keeper.recvmsg(1, STAMP_SPACE)[1]) is not None:
+                break
+        except BlockingIOError:
+            pass
+        await asyncio.sleep(0.005)
+    return keeper
 
 
 async def _request(args, rid: str, log: EventLog, counts: Counter) -> None:
     start, ports = time.monotonic_ns(), list[int]()
-    status, answer, outcome = None, "", "answered"
+    status, answer, outcome, latency = None, "", "answered", None
     try:
         async with asyncio.timeout(args.timeout_ms / 1000):
-            status, answer = await _exchange(args, rid, ports)
+            status, answer, latency = await _exchange(args, rid, ports)
     except TimeoutError:
         outcome = "timeout"
     except ConnectionRefusedError:
@@ -81,7 +166,8 @@ async def _request(args, rid: str, log: EventLog, counts: Counter) -> None:
         outcome = "error"
     counts[outcome] += 1
     log.emit("request", t_ns=start, load=args.name, id=rid, outcome=outcome, status=status,
-             answer=answer, latency_ns=time.monotonic_ns() - start,
+             answer=answer, latency_ns=latency if latency is not None
+             else time.monotonic_ns() - start,
              sport=ports[0] if ports else None)
 
 
@@ -89,6 +175,7 @@ async def run(args, log: EventLog) -> None:
     stop, counts, pending = asyncio.Event(), Counter[str](), set[asyncio.Task]()
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    keeper = await _stamping()
     log.emit("load_started", load=args.name, port=args.port, rate=args.rate)
     watchdog = asyncio.create_task(exit_with_parent(stop))
     beat, sent = time.monotonic(), 0
@@ -106,6 +193,7 @@ async def run(args, log: EventLog) -> None:
     if pending:
         await asyncio.wait(pending)
     watchdog.cancel()
+    keeper.close()
     log.emit("load_stopped", load=args.name, sent=sent, **counts)
 
 
