@@ -10,6 +10,7 @@ import time
 import pytest
 
 from probes.proc.metrics import ProcSample, _walked, children_table, sample
+from probes.proc.sockets import listeners, listens_on
 from tests.process_watcher import ProcessWatcher
 
 MiB = 1 << 20
@@ -264,3 +265,21 @@ def test_watcher_of_missing_pid():
     with ProcessWatcher([p.pid], interval_s=0.01) as w:
         assert p.pid in w.gone
         assert w.latest(p.pid) is None
+
+
+def test_a_listener_is_named_only_by_the_process_that_holds_it():
+    """probes/proc/sockets.py: what a process listens on, read from its own network table and
+    its descriptors, so that a port something else holds is never taken for its listener
+    (the lab's test that a service started again is the one answering its port)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import socket, sys\ns = socket.create_server(('127.0.0.1', 0))\n"
+         "print(s.getsockname()[1], flush=True)\nsys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(child.stdout.readline())
+        assert listeners(child.pid) == [(f"127.0.0.1:{port}", port)]
+        assert listens_on([os.getpid(), child.pid], port)
+        assert not listens_on([os.getpid()], port) and not listens_on([child.pid], port + 1)
+    finally:
+        child.kill()
+        child.wait()

@@ -1,11 +1,13 @@
-"""The TCP connections of a network namespace as its kernel lists them (/proc/PID/net/tcp of
-any process in it): is a server still holding a client's connection? A real server records
-its requests (an access log) but not its connections; the line of a request is written
-before the server closes it, so once no connection to its port is open or closing on its side,
-its record of them is complete."""
+"""The TCP sockets of a network namespace as its kernel lists them (/proc/PID/net/tcp of any
+process in it). Is a server still holding a client's connection? A real server records its
+requests (an access log) but not its connections; the line of a request is written before
+the server closes it, so once no connection to its port is open or closing on its side, its
+record of them is complete. And what does a process listen on, by the sockets it holds
+itself (its descriptors): a server started again is up only once its own socket listens."""
 
 import contextlib
 import os
+import socket
 from pathlib import Path
 
 # states of the server's side still to be finished: established, being accepted, the peer
@@ -38,24 +40,32 @@ def socket_inodes(pid: int) -> set[str]:
     return held
 
 
-def listens_on(pids: list[int], port: int) -> bool:
-    """Does one of pids hold the socket that listens on port (in its own network namespace)?
-    Something answering on a port is not yet the server one started: what a client left may
-    hold it while the server is still to listen, and the server then dies at its bind."""
-    for pid in pids:
-        held = socket_inodes(pid)
-        for table in ("tcp", "tcp6"):
-            try:
-                lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
-            except OSError:
+def listeners(pid: int) -> list[tuple[str, int]]:
+    """What the process listens on (TCP), as its own network namespace lists it, and only the
+    sockets it holds itself: (address:port, port) of each."""
+    held, found = socket_inodes(pid), []
+    for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+        try:
+            rows = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) < 10 or fields[3] != LISTEN or f"socket:[{fields[9]}]" not in held:
                 continue
-            for line in lines:
-                fields = line.split()
-                if len(fields) > 9 and fields[3] == LISTEN and \
-                        int(fields[1].rsplit(":", 1)[1], 16) == port and \
-                        f"socket:[{fields[9]}]" in held:
-                    return True
-    return False
+            hex_ip, hex_port = fields[1].split(":")
+            raw = bytes.fromhex(hex_ip)   # the kernel prints each 32-bit word in host order
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            port = int(hex_port, 16)
+            found.append((f"{socket.inet_ntop(family, raw)}:{port}", port))
+    return found
+
+
+def listens_on(pids: list[int], port: int) -> bool:
+    """Does one of pids hold the socket that listens on port? Something answering on a port
+    is not yet the server one started: what a client left may hold it while the server is
+    still to listen, and the server then dies at its bind."""
+    return any(p == port for pid in pids for _, p in listeners(pid))
 
 
 def _any(folder: str, ports: set[int], states: set[str]) -> bool:

@@ -7,7 +7,6 @@ checks are its program: task.toml [lifecycle].)"""
 
 import os
 import signal
-import socket
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import psutil
 
 from probes.proc.entries import stat_fields, status_fields
-from probes.proc.sockets import socket_inodes
+from probes.proc.sockets import listeners
 from probes.text import cleaned
 from sessions.judging.judgement import is_temp
 from sessions.stream.events import CleanupObserved
@@ -82,32 +81,7 @@ def _describe(pid: int) -> str:
 def _listening(pids: set[int]) -> list[str]:
     """What the processes listen on (TCP), read in each one's own network namespace (psutil
     reads only evlab's, and the client's is the lab's)."""
-    out = []
-    for pid in pids:
-        mine = socket_inodes(pid)
-        for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
-            for local, inode in _tcp_listeners(Path(f"/proc/{pid}/net/{table}"), family):
-                if f"socket:[{inode}]" in mine:
-                    out.append(f"{local} ({pid})")
-    return sorted(out)
-
-
-def _tcp_listeners(table: Path, family: int) -> list[tuple[str, str]]:
-    """(address:port, socket inode) of the LISTEN rows of a /proc/PID/net/tcp{,6} table."""
-    try:
-        rows = table.read_text().splitlines()[1:]
-    except OSError:
-        return []
-    found = []
-    for row in rows:
-        fields = row.split()
-        if len(fields) < 10 or fields[3] != "0A":   # st 0A: TCP_LISTEN
-            continue
-        hex_ip, hex_port = fields[1].split(":")
-        raw = bytes.fromhex(hex_ip)   # the kernel prints each 32-bit word in host order
-        raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
-        found.append((f"{socket.inet_ntop(family, raw)}:{int(hex_port, 16)}", fields[9]))
-    return found
+    return sorted(f"{local} ({pid})" for pid in pids for local, _ in listeners(pid))
 
 
 def _files(root: Path, skip: frozenset[str] | set[str] = frozenset()) -> tuple[str, ...]:
