@@ -8,6 +8,7 @@ itself (its descriptors): a server started again is up only once its own socket 
 import contextlib
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 # states of the server's side still to be finished: established, being accepted, the peer
@@ -44,20 +45,14 @@ def listeners(pid: int) -> list[tuple[str, int]]:
     """What the process listens on (TCP), as its own network namespace lists it, and only the
     sockets it holds itself: (address:port, port) of each."""
     held, found = socket_inodes(pid), []
-    for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
-        try:
-            rows = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
-        except OSError:
+    for family, fields in _rows(f"/proc/{pid}/net"):
+        if len(fields) < 10 or fields[3] != LISTEN or f"socket:[{fields[9]}]" not in held:
             continue
-        for row in rows:
-            fields = row.split()
-            if len(fields) < 10 or fields[3] != LISTEN or f"socket:[{fields[9]}]" not in held:
-                continue
-            hex_ip, hex_port = fields[1].split(":")
-            raw = bytes.fromhex(hex_ip)   # the kernel prints each 32-bit word in host order
-            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
-            port = int(hex_port, 16)
-            found.append((f"{socket.inet_ntop(family, raw)}:{port}", port))
+        hex_ip, hex_port = fields[1].split(":")
+        raw = bytes.fromhex(hex_ip)   # the kernel prints each 32-bit word in host order
+        raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+        port = int(hex_port, 16)
+        found.append((f"{socket.inet_ntop(family, raw)}:{port}", port))
     return found
 
 
@@ -69,14 +64,17 @@ def listens_on(pids: list[int], port: int) -> bool:
 
 
 def _any(folder: str, ports: set[int], states: set[str]) -> bool:
-    for table in ("tcp", "tcp6"):
+    return any(len(fields) > 3 and fields[3] in states
+               and int(fields[1].rsplit(":", 1)[1], 16) in ports for _, fields in _rows(folder))
+
+
+def _rows(folder: str) -> Iterator[tuple[int, list[str]]]:
+    """Each socket row of a namespace's TCP tables (folder: a /proc/PID/net), IPv4's then
+    IPv6's, as (its address family, its fields); a table that cannot be read has none."""
+    for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
         try:
             lines = Path(f"{folder}/{table}").read_text().splitlines()[1:]
         except OSError:
             continue
         for line in lines:
-            fields = line.split()
-            if len(fields) > 3 and fields[3] in states and \
-                    int(fields[1].rsplit(":", 1)[1], 16) in ports:
-                return True
-    return False
+            yield family, line.split()
