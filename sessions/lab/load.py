@@ -131,20 +131,24 @@ async def _stamping() -> socket.socket:
     """A socket kept open for the run so that the kernel stamps what arrives, once it does.
     The machine's first socket to ask turns the stamping on a moment later (from a work queue),
     and the last to close turns it off: an answer that came unstamped would be timed by when
-    this process read it. It sends itself a datagram until one comes stamped (a second at
-    most; past that, an unstamped answer is timed at its read)."""
+    this process read it. It sends itself a datagram until one comes stamped on its arrival
+    (two seconds at most; past that, an unstamped answer is timed at its read). A datagram
+    that came unstamped is stamped when it is read, never before: so the test is a stamp
+    earlier than the read."""
     keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     keeper.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     keeper.setblocking(False)
     keeper.bind((HOST, 0))
-    for _ in range(200):
+    for _ in range(400):
         keeper.sendto(b".", keeper.getsockname())
-        try:
-            if _stamp(keeper.recvmsg(1, STAMP_SPACE)[1]) is not None:
-                break
-        except BlockingIOError:
-            pass
         await asyncio.sleep(0.005)
+        before_read = time.time_ns()
+        try:
+            stamp = _stamp(keeper.recvmsg(1, STAMP_SPACE)[1])
+        except BlockingIOError:
+            continue
+        if stamp is not None and stamp < before_read:
+            break
     return keeper
 
 
