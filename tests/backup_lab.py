@@ -1,5 +1,6 @@
 """Backup's reference client builds and its receiver, as the tests and the bench start them
-outside a session (a session starts them from fixture/backup/task.toml)."""
+outside a session (a session starts them from fixture/backup/task.toml); the receiver forked by
+the test process's spawner unless given one (tests/lab_servers.py)."""
 
 from collections.abc import Sequence
 from pathlib import Path
@@ -7,6 +8,7 @@ from pathlib import Path
 from fixture.backup.store import BACKUP_NAME
 from sessions.lab.harness import Server, start_module
 from sessions.lab.spawner import Spawner
+from tests.lab_servers import forking
 
 BUILD_DIR = Path(__file__).resolve().parent.parent / "fixture" / "build"
 BEHAVIOURS = ("baseline", "false-success", "hash-storm", "unexpected-egress",
@@ -33,4 +35,5 @@ def start_receiver(store: Path, events_path: Path, *, drop_first_upload_after: i
     if drop_first_upload_after is not None:
         args += ["--drop-first-upload-after", str(drop_first_upload_after)]
     listen = (listen_key, port) if spawner is not None and listen_key else None
-    return start_module("fixture.backup.receiver", args, events_path, spawner, listen, netns)
+    return start_module("fixture.backup.receiver", args, events_path, spawner or forking(),
+                        listen, netns)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sessions.lab.harness import start_decoy
 from tests.backup_lab import client_path, start_receiver
+from tests.lab_servers import start_decoy
 from tests.support import Sink, refused_port
 
 pytestmark = pytest.mark.root(reason="loading BPF needs root")

@@ -12,8 +12,8 @@ import pytest
 
 from probes.collectors.choose import NoCollector, open_collector
 from probes.collectors.records import COUNTERS
-from sessions.lab.harness import start_decoy
 from tests.backup_lab import client_path, start_receiver
+from tests.lab_servers import start_decoy
 from tests.support import Sink, refused_port
 
 _ids = itertools.count(1)

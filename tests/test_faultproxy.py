@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from sessions.lab.harness import read_events, start_proxy
+from sessions.lab.harness import read_events
 from sessions.spec.task import load_task
 from tests.backup_lab import backup_path, client_path, start_receiver
+from tests.lab_servers import start_proxy
 
 BACKUP = load_task("backup").contract.thresholds   # its receiver's names, its reach
 

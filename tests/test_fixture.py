@@ -19,9 +19,9 @@ import pytest
 
 from fixture.backup import restore
 from fixture.backup.verifier import verify
-from sessions.lab.harness import start_decoy
 from sessions.lab.inputs.source import SIZE, source_bytes
 from tests.backup_lab import BEHAVIOURS, backup_path, client_path, start_receiver
+from tests.lab_servers import start_decoy
 
 SOURCE_SHA256 = "1a6e6a175daad4e3850d050d3535248db87114598835db0c5911ed7dc7ffe514"
 RETRY_DROP_AFTER = 65_536
@@ -336,7 +336,7 @@ def test_get_unknown_digest_answers_none_and_leaves_no_file(source_file, tmp_pat
         events = _settled(rx, 0, time.monotonic() + 5)
     none = {"answer": "NONE", "length": 0, "sha256": None, "error": None}
     assert empty == unknown == none
-    assert _leftovers(tmp_path) == ["rx.jsonl", "store"]
+    assert _leftovers(tmp_path) == ["rx.jsonl", "rx.stderr", "store"]   # stderr: the lab's
     answers = [(e["answer"], e["length"]) for e in events if e["event"] == "restore_answer"]
     assert answers == [("NONE", 0), ("NONE", 0)]
 

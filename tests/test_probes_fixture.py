@@ -8,8 +8,8 @@ import pytest
 
 from probes.collectors.choose import open_collector
 from probes.packets.capture import PacketCapture
-from sessions.lab.harness import start_decoy
 from tests.backup_lab import client_path, start_receiver
+from tests.lab_servers import start_decoy
 from tests.packet_totals import port_totals
 
 pytestmark = [pytest.mark.root(reason="BPF and AF_PACKET need root"), pytest.mark.slow,

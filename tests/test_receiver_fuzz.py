@@ -76,7 +76,6 @@ class Rx:
         self.stderr = b""
         self.opened = self.closed_count = 0
         self.all_reasons: set[str] = set()
-        os.set_blocking(server.process.stderr.fileno(), False)
 
     # record --------------------------------------------------------------------------------
     def poll(self) -> None:
@@ -172,14 +171,8 @@ class Rx:
         return psutil.Process(self.server.pid).memory_info().rss
 
     def read_stderr(self) -> bytes:
-        while True:
-            try:
-                chunk = os.read(self.server.process.stderr.fileno(), 65536)
-            except BlockingIOError:
-                break
-            if not chunk:
-                break
-            self.stderr += chunk
+        """What it has written to its stderr (a file: the test process's spawner forked it)."""
+        self.stderr = self.server.process.stderr.read()
         return self.stderr
 
 

@@ -148,6 +148,6 @@ def test_a_kept_spawner_serves_again_unless_a_variable_its_servers_read_changed(
     release(again)
     monkeypatch.setenv("EVLAB_TEST_READ_BY_SERVERS", "1")
     other = obtain()
-    assert other is not first and first._gone()   # the stale one closed, a new one started
+    assert other is not first and first.gone()   # the stale one closed, a new one started
     assert other.environ["EVLAB_TEST_READ_BY_SERVERS"] == "1"
     release(other)
