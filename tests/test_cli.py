@@ -32,7 +32,7 @@ def test_doctor_as_non_root_says_what_is_missing_and_how_to_fix_it():
     # and then becomes nobody before doing any checking.
     code = ("import os, sys\n"
             "from sessions.cli.dispatch import main\n"
-            "import bcc, argparse, locale\n"
+            "import bcc, argparse, locale, probes.doctor.preflight\n"
             "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
             "sys.exit(main(['doctor']))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -177,3 +177,21 @@ def test_a_reader_that_goes_away_is_not_a_traceback():
     _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err and "BrokenPipe" not in err, err
     assert proc.returncode in (0, 141)   # 141 = 128 + SIGPIPE, when the write came after close
+
+
+def test_reading_an_archive_imports_no_lab(tmp_path):
+    """`evlab report` and `evlab replay` load what reads and judges an archive, not the lab, the
+    campaign engines or the BPF collector (a command's module is imported when it runs)."""
+    archive = ROOT / "tests" / "data" / "session.tar.gz"
+    code = ("import sys\n"
+            "from sessions.cli.dispatch import main\n"
+            f"assert main(['report', {str(archive)!r}, '--format', 'json', '--output', "
+            f"{str(tmp_path / 'r.json')!r}]) == 0\n"
+            f"assert main(['replay', {str(archive)!r}, '--headless']) == 0\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('sessions.lab.', "
+            "'sessions.campaign', 'bcc', 'probes.bcc', 'ray', 'textual'))))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
+    assert json.loads((tmp_path / "r.json").read_text())["scenarios"]

@@ -99,10 +99,10 @@ NON_ROOT = """
 import importlib, json, os, pkgutil, sys, io, contextlib
 # The venv's interpreter lives under /root (mode 0700 here): import everything as root first,
 # then become nobody, as an unprivileged user with a readable install would be.
-for package in ("fixture", "probes", "sessions"):
+for package in ("fixture", "probes", "sessions"):   # every module: a command imports its own
     module = importlib.import_module(package)
-    for info in pkgutil.iter_modules(module.__path__):
-        importlib.import_module(f"{package}.{info.name}")
+    for info in pkgutil.walk_packages(module.__path__, f"{package}."):
+        importlib.import_module(info.name)
 import bcc, argparse, locale, tarfile, gzip, zlib, xml.etree.ElementTree, encodings.idna
 from sessions.cli import dispatch as cli
 os.setgroups([]); os.setgid(65534); os.setuid(65534)

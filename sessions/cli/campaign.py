@@ -5,46 +5,15 @@ and exit status: sessions/output/endings.py.
 """
 
 import shutil
-import sys
 from pathlib import Path
 
 from sessions.campaign.driver import run_campaign
 from sessions.campaign.opening import open_campaign
 from sessions.cli.headless import TASK_MISTAKES, Outputs, record
-from sessions.output.escape import visible
+from sessions.cli.progress import CampaignProgress
 from sessions.output.judged import JudgedStream
-from sessions.output.leaderboard import progress
 from sessions.spec.request import CampaignRequest
-from sessions.stream.campaign_events import AttemptLost
-from sessions.stream.events import AttemptJudged, Event
-from sessions.stream.evidence import EvidenceBook
 from sessions.stream.stream import Consumer
-
-
-class CampaignProgress:
-    """One line on stderr per attempt judged or lost: where it ran, done / running / queued,
-    and the time left."""
-
-    def __init__(self, book: EvidenceBook):
-        self.book = book
-
-    def __call__(self, event: Event) -> None:
-        if not isinstance(event, (AttemptJudged, AttemptLost)) or self.book.campaign is None:
-            return
-        p = progress(self.book)
-        where = next((d.node for d in reversed(self.book.dispatched)
-                      if d.scenario == event.scenario), "?")
-        what = (event.reason if isinstance(event, AttemptJudged)
-                else f"lost ({event.reason}); " + ("run again" if event.retried
-                                                   else "not run again"))
-        eta = f", about {p.eta_s:.0f} s left" if p.eta_s is not None and p.queued else ""
-        nodes = "; " + " · ".join(f"{name} {n.done} done, {n.running} running"
-                                  + (f", {n.lost} lost" if n.lost else "")
-                                  for name, n in sorted(p.nodes.items())) \
-            if len(p.nodes) > 1 else ""
-        print(visible(f"[{p.done}/{p.total}] {event.scenario:<28} on {where}: {what[:90]} "
-                      f"({p.running} running, {p.queued} queued{eta}{nodes})"),
-              file=sys.stderr, flush=True)
 
 
 def cmd_campaign(request: CampaignRequest) -> int:

@@ -1,21 +1,19 @@
-"""The headless commands: list, run, grade, report, replay. Those that run or replay a
-session take its request (sessions/spec/request.py); tasks, list and report read their few
-arguments."""
+"""The commands that read: tasks, list, report and replay. None opens a lab, and nothing here
+imports one (run and grade: sessions/cli/headless.py). Replay takes its request
+(sessions/spec/request.py); tasks, list and report read their few arguments."""
 
 import sys
 from pathlib import Path
 
-from sessions.cli.campaign import CampaignProgress
-from sessions.cli.headless import Progress, record_session
 from sessions.cli.outputs import check_outputs, deliver, write_atomic
-from sessions.lab.plan import plan_of
+from sessions.cli.progress import CampaignProgress, Progress
 from sessions.output import document, html, report
 from sessions.output.archive import ArchiveError, load_archive
 from sessions.output.endings import ending
 from sessions.output.grades import ClientGrade
 from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import Board
-from sessions.spec.request import GradeRequest, ReplayRequest, RunRequest, UsageError
+from sessions.spec.request import ReplayRequest, UsageError
 from sessions.spec.scenario import load_suite
 from sessions.spec.task import builtin_tasks, load_task
 from sessions.stream.evidence import EvidenceBook
@@ -43,11 +41,6 @@ def cmd_list(args=None) -> int:
                                                  else "nothing")
             print(f"  {s.id:<22} must fail: {fails:<32} {s.description}")
     return 0
-
-
-def cmd_session(request: RunRequest | GradeRequest) -> int:
-    """`evlab run` or `evlab grade`, headless."""
-    return record_session(plan_of(request), request.files).status
 
 
 def untrusted(archive: Path, work):

@@ -12,54 +12,26 @@ from pathlib import Path
 from probes.interrupts import SIGNALS, interrupt_once
 from probes.owned_tmp import make_owned_dir
 from sessions.cli.outputs import check_outputs, write_atomic, write_each
-from sessions.lab.plan import Plan
+from sessions.cli.progress import Progress
+from sessions.lab.plan import Plan, plan_of
 from sessions.lab.schedule import run_session
 from sessions.output import document, harbor, html, report
 from sessions.output.archive import ArchiveWriter
 from sessions.output.endings import ending
-from sessions.output.escape import visible
 from sessions.output.grades import ClientGrade
 from sessions.output.judged import JudgedStream
 from sessions.output.leaderboard import Board
 from sessions.spec.contract import ContractError
-from sessions.spec.request import Files
+from sessions.spec.request import Files, GradeRequest, RunRequest
 from sessions.spec.task import TaskError
-from sessions.stream.events import (
-    Event,
-    PhaseChanged,
-    ScenarioJudged,
-    ScenarioStarted,
-    StaleCleaned,
-)
 from sessions.stream.stream import Consumer
 
 TASK_MISTAKES = (TaskError, ContractError)
 
 
-class Progress:
-    """One line per scenario on stderr as it is judged, with its own time (its start to its
-    judging, on the clock of the lab that ran it)."""
-
-    def __init__(self, total: int):
-        self.total, self.done = total, 0
-        self.started: dict[str, int] = {}
-        self.judging: dict[str, int] = {}
-
-    def __call__(self, event: Event) -> None:
-        if isinstance(event, StaleCleaned):
-            print(f"evlab: {event.detail}", file=sys.stderr, flush=True)
-        elif isinstance(event, ScenarioStarted):
-            self.started[event.scenario] = event.t_ns
-        elif isinstance(event, PhaseChanged) and event.phase == "judging":
-            self.judging[event.scenario] = event.t_ns
-        elif isinstance(event, ScenarioJudged):
-            self.done += 1
-            start = self.started.get(event.scenario)
-            end = self.judging.get(event.scenario, start)
-            took = (end - start) / 1e9 if start is not None and end is not None else 0.0
-            print(visible(f"[{self.done}/{self.total}] {event.scenario:<18} "
-                          f"{event.instrument_check:<12} {took:4.1f} s  {event.detail}"),
-                  file=sys.stderr, flush=True)
+def cmd_session(request: RunRequest | GradeRequest) -> int:
+    """`evlab run` or `evlab grade`, headless."""
+    return record_session(plan_of(request), request.files).status
 
 
 def record_session(plan: Plan, files: Files, progress: Consumer | None = None,
