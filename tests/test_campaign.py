@@ -149,44 +149,68 @@ def cluster():
             os.environ["RAY_TMPDIR"] = before
 
 
-def test_the_same_campaign_on_a_ray_cluster_two_labs_a_node_gives_the_same_verdicts(
-        cluster, local_doc, tmp_path):
-    """The local campaign's six attempts of `normal` on the cluster, two labs at once on each
-    node (one lab a node is what the next tests run): every verdict the same, and its archive
-    replays."""
-    c, _ = cluster
-    rc, doc = _run(tmp_path, _campaign(tmp_path, NORMAL), "--ray", c.address, "--jobs", "2",
-                   "--archive", str(tmp_path / "c.tar.gz"))
-    assert rc == 0
-    assert doc["campaign"]["engine"] == f"ray {c.address}"
-    nodes = doc["campaign"]["progress"]["nodes"]
-    assert len(nodes) == 2 and sum(n["done"] for n in nodes.values()) == 6
-    assert _verdicts(doc) == _of_normal(local_doc)
-    # four labs, two per node, took the first four attempts at once
-    at_once = _dispatched_at_once(tmp_path / "dir")
-    assert len(at_once) == 4 and sorted(collections.Counter(at_once).values()) == [2, 2]
-    assert cli.main(["replay", str(tmp_path / "c.tar.gz"), "--headless"]) == 0
+THREE = ("c-baseline", "py-honest", "c-redundant")   # the local campaign's clients
 
 
-def test_a_file_changed_on_its_way_to_a_node_makes_the_attempt_invalid(cluster, tmp_path,
-                                                                       monkeypatch):
+@pytest.fixture(scope="module")
+def ray_doc(cluster, tmp_path_factory):
+    """One campaign on the cluster, two labs at once on each node, for the tests that read it:
+    the local campaign's three clients on `normal` (its six attempts), `py` whose client.py is
+    changed on its way to the nodes, and `c-mine`, the C baseline on a copy of backup's folder
+    (a task of the user's), two attempts each."""
     c, _ = cluster
+    tmp = tmp_path_factory.mktemp("ray")
+    _user_copy_of_backup(tmp / "my-backup")
+    text = NORMAL + \
+        '[[client]]\nname = "py"\ncommand = "python3 client.py {host} {port} {source}"\n' \
+        '[[client]]\nname = "c-mine"\ntask = "my-backup"\n' \
+        'command = ["./client-baseline", "{host}", "{port}", "{source}"]\n'
     real = driver.pack
 
     def tampered(client):
         files = real(client)
+        if client.name != "py":
+            return files
         mode, data = files["client.py"]
         return {**files, "client.py": (mode, data.replace(b"CHUNK = 64", b"CHUNK = 32"))}
 
-    monkeypatch.setattr(driver, "pack", tampered)
-    text = CAMPAIGN.split("[[client]]")[0].replace("attempts = 2", "attempts = 1") + \
-        '[[client]]\nname = "py"\ncommand = "python3 client.py {host} {port} {source}"\n'
-    rc, doc = _run(tmp_path, _campaign(tmp_path, text), "--ray", c.address)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(driver, "pack", tampered)
+        rc, doc = _run(tmp, _campaign(tmp, text), "--ray", c.address, "--jobs", "2",
+                       "--archive", str(tmp / "c.tar.gz"))
+    return rc, doc, tmp
+
+
+def test_the_same_campaign_on_a_ray_cluster_two_labs_a_node_gives_the_same_verdicts(
+        cluster, ray_doc, local_doc):
+    """The local campaign's six attempts of `normal` on the cluster, two labs at once on each
+    node (one lab a node is what the node-killed test runs): every verdict the same, and its
+    archive replays."""
+    c, _ = cluster
+    rc, doc, tmp = ray_doc
+    assert rc == 0
+    assert doc["campaign"]["engine"] == f"ray {c.address}"
+    nodes = doc["campaign"]["progress"]["nodes"]
+    assert len(nodes) == 2 and sum(n["done"] for n in nodes.values()) == 10
+    assert {k: v for k, v in _verdicts(doc).items()
+            if k.split(":")[0] in THREE} == _of_normal(local_doc)
+    # four labs, two per node, took the first four attempts at once
+    at_once = _dispatched_at_once(tmp / "dir")
+    assert len(at_once) == 4 and sorted(collections.Counter(at_once).values()) == [2, 2]
+    assert cli.main(["replay", str(tmp / "c.tar.gz"), "--headless"]) == 0
+
+
+def test_a_file_changed_on_its_way_to_a_node_makes_the_attempt_invalid(ray_doc):
+    _, doc, _ = ray_doc
     runs = [r for s in doc["campaign"]["clients"]["py"]["scenarios"].values()
             for r in s["runs"]]
     assert len(runs) == 2 and all(r["valid"] is False for r in runs)
     assert all("identity: " in r["reason"] and "client.py is" in r["reason"] for r in runs)
-    assert doc["campaign"]["leaderboard"][0]["invalid"] == 2 and rc == 0
+    py = next(r for r in doc["campaign"]["leaderboard"] if r["name"] == "py")
+    assert py["invalid"] == 2
+    # the other clients' own files came whole: their attempts are valid
+    assert all(valid for k, (_, _, valid, _) in _verdicts(doc).items()
+               if not k.startswith("py:"))
 
 
 def _kill_when_busy(cluster, journal: Path, victim, ended: threading.Event) -> threading.Thread:
@@ -266,25 +290,17 @@ def test_a_stopped_campaign_resumes_without_redoing_finished_attempts(tmp_path, 
     assert dispatched == ["c:normal@1", "c:normal@2", "c:normal@3"]   # 1 and 2 ran once
 
 
-def test_a_task_folder_of_the_users_travels_to_the_ray_nodes(cluster, local_doc, tmp_path):
-    """A campaign on a copy of backup's folder (a task of the user's) runs on the cluster: each
+def test_a_task_folder_of_the_users_travels_to_the_ray_nodes(ray_doc, local_doc):
+    """A client on a copy of backup's folder (a task of the user's) runs on the cluster: each
     node lays the folder out beside the client's files and judges on it, and the verdicts are
     the built-in task's, attempt for attempt."""
-    c, _ = cluster
-    folder = tmp_path / "my-backup"
-    _user_copy_of_backup(folder)
-    text = CAMPAIGN.split("[[client]]")[0].replace('"normal", "interrupted"', '"normal"') \
-        .replace("attempts = 2", 'attempts = 2\ntask = "my-backup"') + \
-        '[[client]]\nname = "c-baseline"\n' \
-        'command = ["./client-baseline", "{host}", "{port}", "{source}"]\n'
-    file = _campaign(tmp_path, text)
-    rc, doc = _run(tmp_path, file, "--ray", c.address)
-    assert rc == 0
-    client = doc["campaign"]["clients"]["c-baseline"]
-    assert client["client"]["task"]["sha256"] == load_task(folder).sha256
-    expected = {k: v for k, v in _verdicts(local_doc).items()
+    _, doc, tmp = ray_doc
+    client = doc["campaign"]["clients"]["c-mine"]
+    assert client["client"]["task"]["sha256"] == load_task(tmp / "my-backup").sha256
+    expected = {k.replace("c-baseline:", "c-mine:"): v for k, v in _verdicts(local_doc).items()
                 if k.startswith("c-baseline:normal@")}
-    assert _verdicts(doc) == expected and len(expected) == 2
+    assert {k: v for k, v in _verdicts(doc).items() if k.startswith("c-mine:")} == expected
+    assert len(expected) == 2
 
 
 def test_a_node_lays_a_shipped_task_folder_out_apart_and_judges_on_that_copy(tmp_path):
