@@ -2,6 +2,7 @@
 the stream; and the judge never passes a clause whose evidence is missing."""
 
 import dataclasses
+import functools
 import typing
 
 import pytest
@@ -53,6 +54,7 @@ def _strategy_for(tp):
     raise AssertionError(f"no strategy for {tp}")
 
 
+@functools.cache   # one strategy a type, not one an example (its hints resolved each time)
 def _event_strategy(cls):
     hints = typing.get_type_hints(cls)
     fields = {f.name: _strategy_for(hints[f.name]) for f in dataclasses.fields(cls)}
