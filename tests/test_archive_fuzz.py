@@ -22,9 +22,9 @@ from sessions.stream.codec import _hints
 from sessions.stream.registry import EVENT_TYPES
 
 DATA = Path(__file__).parent / "data" / "session.tar.gz"
-# the same 60 broken events every run (derandomized); `make bench` (its fuzz section) draws 1,000
+# the same 30 broken events every run (derandomized); `make bench` (its fuzz section) draws 1,000
 # new ones a time (EVLAB_FUZZ_EXAMPLES=1000, random), where the breadth of the search is the point
-FUZZ_EXAMPLES = int(os.environ.get("EVLAB_FUZZ_EXAMPLES", "60"))
+FUZZ_EXAMPLES = int(os.environ.get("EVLAB_FUZZ_EXAMPLES", "30"))
 with tarfile.open(DATA) as _tar:
     MEMBERS = {m.name: _tar.extractfile(m).read() for m in _tar if m.isfile()}
 EVENTS = MEMBERS["events.jsonl"].decode().splitlines()

@@ -63,7 +63,7 @@ def _event_strategy(cls):
 
 
 @pytest.mark.parametrize("cls", EVENT_TYPES.values(), ids=EVENT_TYPES.keys())
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)   # 25 new ones a type every run
 @given(data=st.data())
 def test_every_event_type_round_trips_exactly(cls, data):
     event = data.draw(_event_strategy(cls))
