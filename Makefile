@@ -21,7 +21,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 3 )))
 # source again; make test cost ~30 CPU-s more of its ~460 (docs/performance.md).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: all setup system venv warm clients run test test-fast bench lint clean
+.PHONY: all setup system venv warm clients test-programs run test test-fast bench lint clean
 all: clients
 
 setup: system venv clients warm
@@ -47,10 +47,23 @@ $(BUILD)/client-%: fixture/backup/client.c | $(BUILD)
 $(BUILD):
 	@mkdir -p $@
 
+# The tests' own C programs, built once here rather than by each pytest worker (tests/conftest.py
+# asks for them through this target: a no-op when they are up to date)
+TESTBUILD := tests/build
+test-programs: $(TESTBUILD)/exerciser $(TESTBUILD)/operator $(TESTBUILD)/egress
+$(TESTBUILD)/exerciser: tests/programs/exerciser.c | $(TESTBUILD)
+	@$(CC) -O2 -g -pthread -o $@ $<
+$(TESTBUILD)/operator: tests/programs/operator.c | $(TESTBUILD)
+	@$(CC) -O2 -Wall -Werror -o $@ $<
+$(TESTBUILD)/egress: tests/clients/egress.c | $(TESTBUILD)
+	@$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -pthread -o $@ $< -lcrypto
+$(TESTBUILD):
+	@mkdir -p $@
+
 run: setup
 	@$(VENV)/bin/evlab
 
-test: setup
+test: setup test-programs
 	@$(VENV)/bin/lint-imports --no-cache >/dev/null || $(VENV)/bin/lint-imports --no-cache
 	@$(VENV)/bin/ruff check -q .
 	@$(VENV)/bin/mypy
@@ -68,4 +81,4 @@ lint: setup
 	@$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(BUILD) $(VENV) .pytest_cache
+	rm -rf $(BUILD) $(TESTBUILD) $(VENV) .pytest_cache

@@ -1,4 +1,5 @@
 import contextlib
+import fcntl
 import gc
 import os
 import shutil
@@ -122,41 +123,42 @@ def seeded_run(tmp_path_factory, built_clients):
                     "--archive", out / "s.tar.gz", cwd=out), out
 
 
+def _made(name: str) -> Path:
+    """tests/build/NAME, one of the tests' own C programs, as `make test-programs` builds them
+    (make test builds them before pytest; here a no-op then, and one worker at a time
+    otherwise, so that none runs a program another is still writing)."""
+    (ROOT / "tests" / "build").mkdir(exist_ok=True)
+    with open(ROOT / "tests" / "build" / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(["make", "-s", "-C", str(ROOT), "test-programs"], check=True)
+    return ROOT / "tests" / "build" / name
+
+
 @pytest.fixture(scope="session")
 def egress() -> Path:
-    """tests/clients/egress.c, built where the sandbox user may read it."""
+    """tests/clients/egress.c, built, in a folder the sandbox user may read."""
     if os.geteuid() != 0:
         pytest.skip("the sandbox and BCC need root")
     where = Path(tempfile.mkdtemp(prefix="evlab-test-egress-"))
-    try:   # a build that fails leaves nothing either
+    try:
         os.chmod(where, 0o755)
         out = where / "egress"
-        subprocess.run(["gcc", "-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread",
-                        "-o", str(out), str(ROOT / "tests" / "clients" / "egress.c"),
-                        "-lcrypto"], check=True)
+        shutil.copy2(_made("egress"), out)
         yield out
     finally:
         shutil.rmtree(where)
 
 
-def _program(tmp_path_factory, name: str, *flags: str) -> Path:
-    """tests/programs/NAME.c built."""
-    out = tmp_path_factory.mktemp("bin") / name
-    subprocess.run(["gcc", "-O2", *flags, "-o", str(out),
-                    str(ROOT / "tests" / "programs" / f"{name}.c")], check=True)
-    return out
-
-
 @pytest.fixture(scope="session")
-def exerciser(tmp_path_factory) -> Path:
+def exerciser() -> Path:
     """tests/programs/exerciser.c: a subject whose every syscall the test controls."""
-    return _program(tmp_path_factory, "exerciser", "-g", "-pthread")
+    return _made("exerciser")
 
 
 @pytest.fixture(scope="session")
-def operator(tmp_path_factory) -> Path:
+def operator() -> Path:
     """tests/programs/operator.c: a subject that signals and truncates as the test says."""
-    return _program(tmp_path_factory, "operator", "-Wall", "-Werror")
+    return _made("operator")
 
 
 @pytest.fixture(scope="session")
