@@ -25,17 +25,25 @@ ROOT = Path(__file__).resolve().parent.parent
 SAME_WORKER = {"test_campaign.py": "campaign", "test_campaign_file.py": "campaign",
                "test_session.py": "seeded", "test_jobs.py": "seeded", "test_faults.py": "seeded",
                "test_grade.py": "seeded", "test_tui.py": "seeded"}
-# The groups that take longest (a run's seconds on one of four workers, 2 CPUs), started first:
+# The groups that take longest (a run's seconds on one of five workers, 2 CPUs), started first:
 # xdist hands out groups in order, and one of these handed out late kept a worker running on
 # its own at the end of the run (test_reload.py, 48 s from 152 s, ended it at 200 s; the other
-# workers ended at 191-203). Only the order depends on this list: a group missing from it, or
-# slower on another machine, is still run, later.
-LONGEST_FIRST = ("seeded",                     # ~130 s
-                 "campaign",                   # ~85
-                 "test_boundary.py", "test_mirror.py", "test_reload.py", "test_fetch.py",
-                 "test_tui_sizes.py", "test_cpu_waste.py", "test_hung_client.py",   # ~20-65
-                 "test_lab_network.py", "test_client_text.py", "test_fixture.py",
-                 "test_operations_lab.py", "test_receiver_fuzz.py", "test_user_task.py")
+# workers ended at 191-203; later test_rotate.py, 15 s from 156 s). Longest first, then the
+# short ones fill in: the workers end within a few seconds of each other. Only the order
+# depends on this list: a group missing from it, or slower on another machine, is still run,
+# later.
+LONGEST_FIRST = ("seeded",                                                  # ~135 s
+                 "campaign",                                                # ~85
+                 "test_boundary.py", "test_mirror.py", "test_reload.py",    # ~50-75
+                 "test_fetch.py",
+                 "test_cpu_waste.py", "test_tui_sizes.py", "test_hardening.py",   # ~15-25
+                 "test_hung_client.py", "test_named_paths.py", "test_operations_lab.py",
+                 "test_inspect_scorer.py", "test_bpf_cache.py", "test_rotate.py",
+                 "test_lab_network.py", "test_cli.py", "test_html.py", "test_tmux.py",  # ~7-12
+                 "test_load_view.py", "test_tui_timeline.py", "test_archive_fuzz.py",
+                 "test_client_text.py", "test_doctor.py", "test_user_task.py",
+                 "test_user_paths.py", "test_api.py", "test_receiver_fuzz.py",
+                 "test_bcc_collector.py", "test_tasks.py", "test_fixture.py")
 
 
 def pytest_configure(config) -> None:
