@@ -3,7 +3,9 @@ kept instructions against maps of its own, and uses a kept file only when it can
 
 import json
 import os
+import shutil
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -86,11 +88,24 @@ def test_a_second_compile_loads_the_first_ones_instructions_against_its_own_maps
     assert {r for r in records + records_again} == {(os.getpid(), b"{x}")}
 
 
+@pytest.fixture(scope="module")
+def kept_file(tmp_path_factory) -> Path:
+    """The file a first compile of TEXT keeps (compiled once for the spoiling tests below)."""
+    folder = tmp_path_factory.mktemp("kept") / "bpf"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cache, "CACHE_DIR", folder)
+        cache.compiled(TEXT, [f"-DPID={os.getpid()}"]).cleanup()
+    (path,) = folder.glob("collector-*.json")
+    return path
+
+
 @pytest.mark.parametrize("spoil", ["writable by others", "other maps", "not json"])
-def test_a_kept_file_not_to_be_trusted_is_compiled_again_in_full(kept, spoil):
+def test_a_kept_file_not_to_be_trusted_is_compiled_again_in_full(kept, kept_file, spoil):
     from bcc import BPF
-    cache.compiled(TEXT, kept).cleanup()
-    (path,) = cache.CACHE_DIR.glob("collector-*.json")
+    cache.CACHE_DIR.mkdir(mode=0o700, parents=True)
+    path = cache.CACHE_DIR / kept_file.name
+    shutil.copy(kept_file, path)   # as the first compile left it (mode 0600)
+    assert cache._read(path) is not None   # trusted as it is
     if spoil == "writable by others":
         path.chmod(0o666)
     elif spoil == "other maps":
