@@ -109,9 +109,9 @@ def test_a_kept_file_not_to_be_trusted_is_compiled_again_in_full(kept, kept_file
     if spoil == "writable by others":
         path.chmod(0o666)
     elif spoil == "other maps":
-        kept_file = json.loads(path.read_text())
-        kept_file["maps"]["calls"][3] = 65              # max entries
-        path.write_text(json.dumps(kept_file))
+        kept_text = json.loads(path.read_text())
+        kept_text["maps"]["calls"][3] = 65              # max entries
+        path.write_text(json.dumps(kept_text))
     else:
         path.write_text("{")
     again = cache.compiled(TEXT, kept)
