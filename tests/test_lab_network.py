@@ -20,9 +20,11 @@ import pytest
 
 from probes.boundary import netns
 from probes.boundary.netns import RUN_DIR, LabNetwork
+from probes.collectors.choose import open_collector
 from sessions.judging.views import same_host
 from sessions.lab.ports import FLOOR as ports_floor
 from sessions.lab.ports import free_port
+from sessions.lab.spawner import obtain, release
 from tests.support import evlab_in, grade, runs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -227,8 +229,12 @@ def test_a_hostile_lab_beside_an_honest_one_changes_none_of_its_verdicts(tmp_pat
     backup once the flood runs. The honest one passes everything."""
     honest = ("grade", "--client", f"/usr/bin/python3 {REACH} honest-slow {{host}} {{port}} "
               "{source} 0.5", "--attempts", "1", "--scenario", "normal", "--headless")
-    # this process's collector compiled first (and kept): its lab starts at once beside the flood
-    assert evlab_in(*honest, cwd=tmp_path).returncode == 0
+    # this process's collector and spawner opened first (and kept, tests/conftest.py): its lab
+    # starts at once beside the flood
+    collector, missing = open_collector("auto")
+    assert collector.name == "bcc", missing
+    collector.close()
+    release(obtain())
     # 2 s of flood: the honest lab launches its client ~0.1 s after the flood begins and both
     # its invocations end within ~1.2 s (quiet machine); the overlap is asserted below
     hostile = subprocess.Popen(
