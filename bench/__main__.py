@@ -65,7 +65,7 @@ What is measured, each figure the median of repeated runs, each ratio of medians
    seeded suite in a loop: how many verdicts (every clause and gate of every attempt) differ.
 14b. The fuzzers at full breadth (bench/fuzz.py): tests/test_receiver_fuzz.py's and
    tests/test_archive_fuzz.py's wrong-type hypothesis fuzzers, which `make test` runs on the
-   same 150 and 30 examples every time, run 3 times with 1,000 new random examples each:
+   same 200 and 30 examples every time, run 3 times with 1,000 new random examples each:
    whether every run passed (a failure keeps its report and its
    @reproduce_failure blob), and each run's wall time (about 20 s a run here).
 15. The test suite (bench/make_test.py): `make test` once, set-up done: its wall time and

@@ -1,6 +1,6 @@
 """The fuzzers at full breadth (bench/__main__.py section `fuzz`): the hypothesis fuzzers of
 tests/test_receiver_fuzz.py (frames at the receiver) and tests/test_archive_fuzz.py (an event
-of the wrong type in an archive) run the same 150 and 30 examples in every `make test`
+of the wrong type in an archive) run the same 200 and 30 examples in every `make test`
 (derandomized, so the suite's outcome never depends on a draw); here they run REPEATS times
 with EXAMPLES new random examples each (EVLAB_FUZZ_EXAMPLES), where the breadth of a random
 search is the point: whether each run passed, its wall time, and a failing run's report (with
