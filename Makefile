@@ -11,8 +11,8 @@ CFLAGS ?= -std=c11 -O2 -g -Wall -Wextra -Werror -fno-omit-frame-pointer
 # Ray node, a dashboard's pause, nginx under load) leaves its CPU to another. On this 2-core
 # machine (2026-12-06): three workers 251 s of pytest, the CPUs busy 86% of it; four 229 s,
 # busy 95%. With the longest files handed out first (tests/conftest.py), four 207 s with 32
-# CPU-s idle, five 201 s with 9-15. The tests hold beside such load (a CPU hog beside make test
-# passes).
+# CPU-s idle, five 201 s with 9-15; later five 181 s with ~12 idle, six 185 s (more CPU spent).
+# The tests hold beside such load (a CPU hog beside make test passes).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 3 )))
 
 # Python's bytecode cache on, whatever the caller's environment says: with
