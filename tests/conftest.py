@@ -1,5 +1,6 @@
 import contextlib
 import fcntl
+import functools
 import gc
 import os
 import shutil
@@ -132,14 +133,20 @@ def seeded_run(tmp_path_factory, built_clients):
 
 
 def _made(name: str) -> Path:
-    """tests/build/NAME, one of the tests' own C programs, as `make test-programs` builds them
-    (make test builds them before pytest; here a no-op then, and one worker at a time
-    otherwise, so that none runs a program another is still writing)."""
-    (ROOT / "tests" / "build").mkdir(exist_ok=True)
-    with open(ROOT / "tests" / "build" / ".lock", "w") as lock:
+    """tests/build/NAME, one of the tests' own C programs, as `make test-programs` builds them."""
+    return _test_programs() / name
+
+
+@functools.cache
+def _test_programs() -> Path:
+    """`make test-programs`, once a process: make test ran it before pytest (a no-op then),
+    and one worker at a time otherwise, so that none runs a program another is still writing."""
+    folder = ROOT / "tests" / "build"
+    folder.mkdir(exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         subprocess.run(["make", "-s", "-C", str(ROOT), "test-programs"], check=True)
-    return ROOT / "tests" / "build" / name
+    return folder
 
 
 @pytest.fixture(scope="session")

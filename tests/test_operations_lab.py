@@ -101,6 +101,12 @@ AGAIN = ("def again():\n    for p in filter(str.isdigit, os.listdir('/proc')):\n
          "            if int(p) != pid and b'service.py' in open(f'/proc/{p}/cmdline', 'rb')"
          ".read():\n                return True\n        except OSError:\n            pass\n"
          "for _ in range(500):\n    if again():\n        break\n    time.sleep(0.01)")
+# a child that takes the service's port and holds every connection to it, the client waiting
+# until it listens
+SQUAT = ("ready, held = os.pipe(), []\nif os.fork() == 0:\n"
+         "    s = socket.create_server(('127.0.0.1', int(sys.argv[1])))\n"
+         "    os.write(ready[1], b'.')\n    while True:\n"
+         "        held.append(s.accept())\nos.read(ready[0], 1)")
 ENDED = ["kept", "signals", "no-request-failed"]
 CLIENTS = {   # name: (what it does, the clauses it must fail)
     "honest": ("os.kill(pid, signal.SIGHUP)", []),
@@ -116,18 +122,11 @@ CLIENTS = {   # name: (what it does, the clauses it must fail)
     # it ends the service and leaves a process holding its port: the lab cannot start it
     # again, which is the client's failure (the attempt valid); the squatter's answers to the
     # load's connections are no contact of the client's
-    "squat": ("os.kill(pid, signal.SIGKILL)\n" + GONE + "\nready, held = os.pipe(), []\n"
-              "if os.fork() == 0:\n"
-              "    s = socket.create_server(('127.0.0.1', int(sys.argv[1])))\n"
-              "    os.write(ready[1], b'.')\n    while True:\n"
-              "        held.append(s.accept())\nos.read(ready[0], 1)", ENDED),
+    "squat": ("os.kill(pid, signal.SIGKILL)\n" + GONE + "\n" + SQUAT, ENDED),
     # the same, its port taken once the lab has started the service again but before that
     # one listens (it waits 0.5 s): what answers the lab then is the client's, not the service
-    "squat-late": ("os.kill(pid, signal.SIGKILL)\n" + GONE + "\n" + AGAIN + "\n"
-                   "ready, held = os.pipe(), []\nif os.fork() == 0:\n"
-                   "    s = socket.create_server(('127.0.0.1', int(sys.argv[1])))\n"
-                   "    os.write(ready[1], b'.')\n    while True:\n"
-                   "        held.append(s.accept())\nos.read(ready[0], 1)", ENDED),
+    "squat-late": ("os.kill(pid, signal.SIGKILL)\n" + GONE + "\n" + AGAIN + "\n" + SQUAT,
+                   ENDED),
     # the service refuses connections for 200 ms at its request (no signal: its own command)
     "pause": ("with socket.create_connection(('127.0.0.1', int(sys.argv[1]))) as s:\n"
               "    s.sendall(b'PAUSE 200\\n')\n    s.makefile('rb').readline()",
